@@ -1,0 +1,37 @@
+"""The one model-client contract every part talks to.
+
+A client turns a chat (``messages``, ``sampling``, optional OpenAI-format ``tools``) into a
+:class:`~evalkit.types.Completion`. Implementations: the OpenAI-compatible HTTP client
+(:mod:`evalkit.clients.openai_client`), the embedded engine client (:mod:`evalkit.clients.local`),
+and the scripted fake used in tests (:mod:`evalkit.clients.scripted`).
+
+Error policy: ``chat`` either returns a Completion or raises :class:`~evalkit.errors.ModelCallError`
+once its own retries (if any) are spent. It never returns ``None`` or an empty stand-in for a
+failure. Environments and the eval runner turn that exception into an ``error`` on the rollout row.
+
+Clients are safe to call concurrently from many asyncio tasks; ``aclose`` releases connections.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from evalkit.types import Completion, Message, SamplingArgs
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    model: str
+    """The model name as the user gave it (recorded in metadata; never a key)."""
+
+    base_url: str | None
+    """Where requests go (``None`` for in-process models); recorded in metadata."""
+
+    async def chat(
+        self,
+        messages: list[Message],
+        sampling: SamplingArgs,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...

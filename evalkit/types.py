@@ -1,0 +1,163 @@
+"""Plain data shared by every part: chat messages, sampling settings, completions, rollout states.
+
+These types are the contracts between environments, model clients, the eval runner, GEPA and the
+RL trainer. They hold no behaviour beyond (de)serialisation so that every part can depend on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ..., "tool_calls"?: [...], "tool_call_id"?: ...}``."""
+
+
+@dataclass
+class SamplingArgs:
+    """Sampling settings for one model call. ``None`` means "the server's/engine's default".
+
+    ``extra`` carries provider-specific keys (passed through to OpenAI-compatible servers as extra body).
+    """
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    logprobs: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "SamplingArgs":
+        """Build from a user dict (``-S`` JSON, a TOML ``[sampling]`` table); unknown keys go to ``extra``."""
+        data = dict(data or {})
+        known = {k: data.pop(k) for k in list(data) if k in _SAMPLING_FIELDS}
+        if "max_completion_tokens" in data and "max_tokens" not in known:
+            known["max_tokens"] = data.pop("max_completion_tokens")
+        if isinstance(known.get("stop"), str):
+            known["stop"] = [known["stop"]]
+        return cls(**known, extra=data)
+
+    def merged(self, other: "SamplingArgs | dict[str, Any] | None") -> "SamplingArgs":
+        """A copy where every value set in ``other`` overrides this one's."""
+        if other is None:
+            return SamplingArgs(**{**asdict(self)})
+        if isinstance(other, dict):
+            other = SamplingArgs.from_dict(other)
+        mine = asdict(self)
+        for key, value in asdict(other).items():
+            if key == "extra":
+                mine["extra"] = {**mine["extra"], **value}
+            elif key == "logprobs":
+                mine["logprobs"] = mine["logprobs"] or value
+            elif value is not None:
+                mine[key] = value
+        return SamplingArgs(**mine)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only the keys that are set, ``extra`` flattened in (what metadata.json records)."""
+        out = {k: v for k, v in asdict(self).items() if k != "extra" and v not in (None, False)}
+        out.update(self.extra)
+        return out
+
+
+_SAMPLING_FIELDS = {"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "logprobs"}
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: "Usage") -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass
+class ToolCall:
+    """A tool call as the model asked for it; ``arguments`` is the raw JSON string the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_message_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class Completion:
+    """One model reply.
+
+    ``prompt_token_ids``, ``completion_token_ids`` and ``logprobs`` (one per completion token, of the
+    sampled token under the sampler's temperature-scaled distribution) are filled by clients that can
+    (the embedded engine always; OpenAI-compatible servers when asked and able). RL needs them.
+    ``finish_reason`` is ``"stop"``, ``"length"`` or ``"tool_calls"``.
+    """
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the conversation."""
+        message: Message = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_message_dict() for call in self.tool_calls]
+        return message
+
+
+@dataclass
+class RolloutState:
+    """Everything one rollout produced; one row of ``results.jsonl`` is derived from it.
+
+    ``responses`` holds the raw :class:`Completion` of every model turn in order (token ids and
+    logprobs for the trainer). ``extra`` is the environment's own scratch state (e.g. wordle's
+    guesses); chosen keys of it become ``-C/--state-columns`` columns.
+    """
+
+    example_id: int
+    rollout_idx: int
+    prompt: list[Message]
+    answer: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    task: str = ""
+    completion: list[Message] = field(default_factory=list)
+    responses: list[Completion] = field(default_factory=list)
+    reward: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    stop_condition: str | None = None
+    is_truncated: bool = False
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_row(self, state_columns: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+        """The JSON-serialisable ``results.jsonl`` row (no token ids/logprobs: those stay in memory)."""
+        row: dict[str, Any] = {
+            "example_id": self.example_id,
+            "rollout_idx": self.rollout_idx,
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "answer": self.answer,
+            "info": self.info,
+            "reward": self.reward,
+            "metrics": self.metrics,
+            "error": self.error,
+            "stop_condition": self.stop_condition,
+            "is_truncated": self.is_truncated,
+            "timing": self.timing,
+            "token_usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+        }
+        for column in state_columns:
+            row[column] = self.extra.get(column)
+        return row
