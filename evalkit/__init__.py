@@ -1,0 +1,1 @@
+"""Environments, rubrics, parsers, model clients, the embedded engine and the eval runner."""

@@ -1,0 +1,3 @@
+from gepa_cli.app import main
+
+main()
