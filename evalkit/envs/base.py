@@ -1,0 +1,179 @@
+"""The environment contract: a dataset of examples, how a rollout talks to the model, how it is scored.
+
+Shape follows the verifiers convention so environments port with renames only::
+
+    def load_environment(**env_args) -> Environment:
+        return SingleTurnEnv(dataset=rows, system_prompt="...", parser=..., rubric=Rubric([...]))
+
+Dataset rows hold ``prompt`` (a list of chat messages) or ``question`` (a string), optional ``answer``
+(a string) and ``info`` (a dict). ``dataset`` is for training (RL, GEPA's train split),
+``eval_dataset`` for evaluation; an environment with only one uses it for both.
+
+``rollout`` is the one entry point callers use (eval runner, GEPA, RL). It never raises for
+problems *inside* a rollout: a failing model call, a raising ``env_response`` or tool, or a raising
+reward function end up in ``state.error`` with reward 0 for what failed. Subclasses implement
+``generate`` (the conversation) and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from datasets import Dataset
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.parsers import Parser
+from evalkit.envs.rubric import Rubric
+from evalkit.errors import ModelCallError, UserError
+from evalkit.types import Message, RolloutState, SamplingArgs
+
+DatasetLike = Dataset | Iterable[dict[str, Any]] | None
+
+
+def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
+    """Accept a ``datasets.Dataset`` or a list of dict rows; check each row can become a prompt."""
+    if data is None:
+        return None
+    dataset = data if isinstance(data, Dataset) else Dataset.from_list(list(data))
+    columns = set(dataset.column_names)
+    if "prompt" not in columns and "question" not in columns:
+        raise UserError(f"{what} rows need a 'prompt' (messages) or 'question' (text) column; got {sorted(columns)}")
+    return dataset
+
+
+class Environment:
+    """Base class: data, system prompt, parser, rubric, default sampling; subclasses define ``generate``."""
+
+    def __init__(
+        self,
+        dataset: DatasetLike = None,
+        eval_dataset: DatasetLike = None,
+        system_prompt: str | None = None,
+        parser: Parser | None = None,
+        rubric: Rubric | None = None,
+        sampling_args: dict[str, Any] | None = None,
+        env_id: str = "",
+        **_ignored: Any,
+    ):
+        self.dataset = to_dataset(dataset, "dataset")
+        self.eval_dataset = to_dataset(eval_dataset, "eval_dataset")
+        if self.dataset is None and self.eval_dataset is None:
+            raise UserError("an environment needs a dataset or an eval_dataset")
+        self.system_prompt = system_prompt
+        self.parser = parser or (rubric.parser if rubric else Parser())
+        self.rubric = rubric or Rubric(parser=self.parser)
+        if rubric is not None and parser is not None:
+            self.rubric.parser = parser
+        self.sampling_args = SamplingArgs.from_dict(sampling_args)
+        self.env_id = env_id
+
+    # ----- data -----------------------------------------------------------------------------
+    def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
+        """Training rows (falls back to the eval split), as plain dicts, at most ``n`` (-1 = all)."""
+        return _take(self.dataset if self.dataset is not None else self.eval_dataset, n, seed, shuffle)
+
+    def get_eval_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
+        """Evaluation rows (falls back to the training split), as plain dicts."""
+        return _take(self.eval_dataset if self.eval_dataset is not None else self.dataset, n, seed, shuffle)
+
+    def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
+        """The opening messages of a rollout; ``system_prompt`` (e.g. from GEPA) replaces the env's."""
+        system = system_prompt if system_prompt is not None else self.system_prompt
+        if row.get("prompt"):
+            messages = [dict(m) for m in row["prompt"]]
+            if system is not None:
+                if messages and messages[0].get("role") == "system":
+                    if system_prompt is not None:
+                        messages[0] = {"role": "system", "content": system}
+                else:
+                    messages.insert(0, {"role": "system", "content": system})
+            return messages
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": str(row.get("question", ""))})
+        return messages
+
+    # ----- rollouts -------------------------------------------------------------------------
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        """Run the conversation: append to ``state.completion`` / ``state.responses``, set ``stop_condition``.
+
+        Raise freely; ``rollout`` records the error. Subclasses implement this.
+        """
+        raise NotImplementedError
+
+    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+        info = row.get("info") or {}
+        return RolloutState(
+            example_id=example_id,
+            rollout_idx=rollout_idx,
+            prompt=self.format_prompt(row, system_prompt),
+            answer="" if row.get("answer") is None else str(row.get("answer")),
+            info=dict(info) if isinstance(info, dict) else {"value": info},
+            task=str(row.get("task") or self.env_id),
+        )
+
+    async def rollout(
+        self,
+        client: ModelClient,
+        row: dict[str, Any],
+        *,
+        example_id: int = 0,
+        rollout_idx: int = 0,
+        sampling: SamplingArgs | None = None,
+        system_prompt: str | None = None,
+    ) -> RolloutState:
+        """One full rollout: generate, then score. Never raises for in-rollout failures."""
+        state = self.new_state(row, example_id, rollout_idx, system_prompt)
+        sampling = self.sampling_args.merged(sampling)
+        started = time.perf_counter()
+        try:
+            await self.generate(client, state, sampling)
+        except asyncio.CancelledError:
+            raise
+        except ModelCallError as exc:
+            state.error = f"model call failed: {exc}"
+        except Exception as exc:  # environment code is user code: a bad rollout is data
+            state.error = f"environment raised {type(exc).__name__}: {exc}"
+        generated = time.perf_counter()
+        state.is_truncated = state.is_truncated or any(r.finish_reason == "length" for r in state.responses)
+        for response in state.responses:
+            state.usage.add(response.usage)
+        if state.error is None:
+            score = await self.rubric.score(state)
+            state.reward, state.metrics = score.reward, score.metrics
+            if score.errors:
+                state.error = "; ".join(score.errors)
+        else:
+            state.stop_condition = "error"
+            state.reward = 0.0
+            state.metrics = {name: 0.0 for name in self.rubric.names}
+        finished = time.perf_counter()
+        state.timing = {
+            "generation_ms": round((generated - started) * 1000, 3),
+            "scoring_ms": round((finished - generated) * 1000, 3),
+            "total_ms": round((finished - started) * 1000, 3),
+        }
+        return state
+
+
+def _take(dataset: Dataset | None, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
+    if dataset is None:
+        return []
+    if shuffle:
+        dataset = dataset.shuffle(seed=seed)
+    if n is not None and n >= 0:
+        dataset = dataset.select(range(min(n, len(dataset))))
+    return dataset.to_list()
+
+
+class SingleTurnEnv(Environment):
+    """One model call per rollout: the prompt in, one assistant message out."""
+
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        response = await client.chat(state.prompt, sampling)
+        state.responses.append(response)
+        state.completion.append(response.to_message())
+        state.turns = 1
+        state.stop_condition = "length" if response.finish_reason == "length" else "completed"

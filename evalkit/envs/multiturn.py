@@ -1,0 +1,77 @@
+"""Multi-turn environments: the model and the environment take turns until a stop condition.
+
+Subclasses implement ``env_response(messages, state)`` (sync or async) returning the environment's
+next message(s), and optionally ``is_completed(messages, state)`` returning ``True`` or the name of
+the stop condition. ``state`` is the rollout's own dict (``RolloutState.extra``): keep game state
+there; it starts with ``answer``, ``info`` and ``turn``. The built-in stop conditions are
+``max_turns`` and ``length`` (the model hit max_tokens, so the reply is cut).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.base import Environment
+from evalkit.types import Message, RolloutState, SamplingArgs
+
+
+class MultiTurnEnv(Environment):
+    def __init__(self, *args: Any, max_turns: int = 10, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.max_turns = max_turns
+
+    def setup_state(self, state: dict[str, Any]) -> None:
+        """Hook to initialise per-rollout game state before the first model turn."""
+
+    def is_completed(self, messages: list[Message], state: dict[str, Any]) -> bool | str:
+        """Checked after each model turn and after each environment response; False to go on."""
+        return False
+
+    def env_response(self, messages: list[Message], state: dict[str, Any]) -> Message | list[Message]:
+        raise NotImplementedError
+
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        game = state.extra
+        game.update({"answer": state.answer, "info": state.info, "turn": 0})
+        self.setup_state(game)
+        messages = list(state.prompt)
+        while True:
+            response = await client.chat(messages, sampling, self.tools_for(game))
+            state.responses.append(response)
+            reply = response.to_message()
+            messages.append(reply)
+            state.completion.append(reply)
+            state.turns += 1
+            game["turn"] = state.turns
+            if response.finish_reason == "length":
+                state.stop_condition = "length"
+                return
+            done = await _maybe_await(self.is_completed(messages, game))
+            if done:
+                state.stop_condition = done if isinstance(done, str) else "completed"
+                return
+            if state.turns >= self.max_turns:
+                state.stop_condition = "max_turns"
+                return
+            new = await _maybe_await(self.env_response(messages, game))
+            new_messages = [new] if isinstance(new, dict) else list(new)
+            messages.extend(new_messages)
+            state.completion.extend(new_messages)
+            done = await _maybe_await(self.is_completed(messages, game))
+            if done:
+                state.stop_condition = done if isinstance(done, str) else "completed"
+                return
+
+    def tools_for(self, state: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """OpenAI tool schemas offered on each model turn (None: no tools)."""
+        return None
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value

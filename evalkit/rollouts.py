@@ -1,0 +1,60 @@
+"""Running many rollouts concurrently: the shared core of eval, GEPA and RL.
+
+``run_groups`` runs ``rollouts_per_example`` rollouts for each row, at most ``max_concurrent``
+model conversations at a time, and hands each finished *group* (all rollouts of one example) to
+``on_group`` as soon as it is complete, so callers can write rows and update progress while work
+continues. Rollout failures are rows with ``error`` set (see Environment.rollout); this function
+raises only for programming errors or cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.base import Environment
+from evalkit.types import RolloutState, SamplingArgs
+
+GroupCallback = Callable[[list[RolloutState]], Awaitable[None] | None]
+
+
+async def run_groups(
+    env: Environment,
+    client: ModelClient,
+    rows: Sequence[dict[str, Any]],
+    *,
+    example_ids: Sequence[int] | None = None,
+    rollouts_per_example: int = 1,
+    sampling: SamplingArgs | None = None,
+    max_concurrent: int = 32,
+    system_prompt: str | None = None,
+    rollout_indices: dict[int, Sequence[int]] | None = None,
+    on_group: GroupCallback | None = None,
+) -> list[list[RolloutState]]:
+    """Run every group; return them in input order.
+
+    ``example_ids`` label rows (default 0..n-1). ``rollout_indices`` restricts, per example id, which
+    rollout indices to run (``--resume`` runs only the missing ones).
+    """
+    ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
+    semaphore = asyncio.Semaphore(max(1, max_concurrent))
+
+    async def one(row: dict[str, Any], example_id: int, rollout_idx: int) -> RolloutState:
+        async with semaphore:
+            return await env.rollout(
+                client, row, example_id=example_id, rollout_idx=rollout_idx, sampling=sampling, system_prompt=system_prompt
+            )
+
+    async def group(row: dict[str, Any], example_id: int) -> list[RolloutState]:
+        indices = rollout_indices.get(example_id) if rollout_indices is not None else None
+        wanted = list(indices) if indices is not None else list(range(rollouts_per_example))
+        states = list(await asyncio.gather(*(one(row, example_id, idx) for idx in wanted)))
+        if on_group is not None:
+            result = on_group(states)
+            if asyncio.iscoroutine(result):
+                await result
+        return states
+
+    return list(await asyncio.gather(*(group(row, eid) for row, eid in zip(rows, ids))))
