@@ -56,7 +56,6 @@ class Environment:
         rubric: Rubric | None = None,
         sampling_args: dict[str, Any] | None = None,
         env_id: str = "",
-        **_ignored: Any,
     ):
         self.dataset = to_dataset(dataset, "dataset")
         self.eval_dataset = to_dataset(eval_dataset, "eval_dataset")
