@@ -1,15 +1,83 @@
-"""`prime lab setup`."""
+"""`prime lab setup`: example configs (endpoints, eval, gepa, rl) written into a working folder.
+
+The examples ship as package data in ``gepa_cli/lab_configs/``; the repository's own ``configs/``
+holds identical copies (a test keeps them in step), so what a user gets is what the project tests.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
 import typer
 
-from gepa_cli.errors import not_available
+from evalkit.errors import UserError
+from gepa_cli.errors import user_errors
 
-app = typer.Typer(help="Set up a working folder with example configs.", no_args_is_help=True)
+app = typer.Typer(help="Set up a working folder with example configs.", no_args_is_help=True, rich_markup_mode="markdown")
+
+
+def lab_config_files() -> dict[str, str]:
+    """Relative path (``eval/arithmetic-easy.toml``) -> text, for every shipped example config."""
+    found: dict[str, str] = {}
+
+    def walk(node: Traversable, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir() and not child.name.startswith(("_", ".")):
+                walk(child, f"{prefix}{child.name}/")
+            elif child.is_file() and child.name.endswith(".toml"):
+                found[prefix + child.name] = child.read_text(encoding="utf-8")
+
+    walk(resources.files("gepa_cli").joinpath("lab_configs"), "")
+    return found
+
+
+def write_lab_configs(dest: Path, force: bool = False) -> tuple[list[Path], list[Path]]:
+    """Write every example under ``dest``; existing files are skipped unless ``force``. Atomic per file."""
+    written: list[Path] = []
+    skipped: list[Path] = []
+    for relative, text in lab_config_files().items():
+        target = dest / relative
+        if target.exists() and not force:
+            skipped.append(target)
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise UserError(f"could not write {target}: {exc.strerror or exc}") from exc
+        written.append(target)
+    return written, skipped
 
 
 @app.command("setup")
-def setup() -> None:
-    """Write example configs into ./configs."""
-    raise not_available("prime lab setup")
+@user_errors
+def setup(
+    force: bool = typer.Option(False, "--force", help="Overwrite config files that already exist."),
+    directory: Path = typer.Option(Path("configs"), "--dir", help="Where to write the configs."),
+) -> None:
+    """Write example configs: endpoints.toml, eval/, gepa/ and rl/ TOMLs that run as shipped.
+
+    Existing files are kept (and listed as skipped) unless `--force`.
+
+    Examples:
+
+        prime lab setup
+
+        prime eval run configs/eval/arithmetic-easy.toml
+
+        prime lab setup --force
+    """
+    written, skipped = write_lab_configs(directory, force)
+    for path in written:
+        print(f"wrote    {path}")
+    for path in skipped:
+        print(f"skipped  {path} (exists; --force to overwrite)")
+    print(f"{len(written)} written, {len(skipped)} skipped; next: prime eval run {directory}/eval/arithmetic-easy.toml")
