@@ -1,21 +1,166 @@
-"""`prime eval run|view`."""
+"""`prime eval run|view`: thin wrappers that build an EvalConfig and call the eval runner."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from gepa_cli.errors import not_available
+from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
+RUN_EPILOG = """
+Examples:
 
-@app.command("run")
-def run(env_or_config: str = typer.Argument(..., help="Environment id or an eval TOML config.")) -> None:
-    """Run a model on an environment: rollouts, rewards, summary."""
-    raise not_available("prime eval run")
+  prime eval run reverse-text                         # embedded local/smollm2-135m, 5 examples x 3 rollouts
+
+  prime eval run reverse-text -m gpt-4.1-mini -n 50   # OpenAI (key in $OPENAI_API_KEY)
+
+  prime eval run wordle -m qwen3-8b -c 64             # endpoint id from configs/endpoints.toml
+
+  prime eval run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -S '{"temperature": 0.7}'
+
+  prime eval run configs/eval/reverse-text.toml       # one or more [[eval]] entries
+
+  prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
+
+  prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
+"""
+
+LATEST = "latest"
 
 
-@app.command("view")
-def view(run_dir: str = typer.Argument(None, help="A run directory (default: the newest).")) -> None:
-    """Show a report of a finished eval run."""
-    raise not_available("prime eval view")
+@app.command("run", epilog=RUN_EPILOG)
+@user_errors
+def run(
+    env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
+    model: str = typer.Option(None, "--model", "-m", help="Model name, endpoint id, `local/...` or a local model folder. Default: local/smollm2-135m."),
+    api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
+    api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
+    endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
+    num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
+    rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
+    max_concurrent: int = typer.Option(None, "--max-concurrent", "-c", help="Rollouts in flight at once. [default: 32]"),
+    max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply."),
+    temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature."),
+    sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'."),
+    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'."),
+    system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
+    system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
+    shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
+    seed: int = typer.Option(None, "--seed", help="Shuffle seed. [default: 0]"),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go. [default: ./outputs]"),
+    resume: str = typer.Option(None, "--resume", "-R", flag_value=LATEST, metavar="[RUN_DIR]",
+                               help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
+    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds per model request."),
+    state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
+    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
+) -> None:
+    """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json."""
+    from rich.console import Console
+
+    from evalkit.eval.config import EvalConfig, load_eval_file
+    from evalkit.registry import parse_env_args
+    from evalkit.tomlio import validate
+
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("evalkit").setLevel(logging.DEBUG)
+
+    sampling: dict[str, Any] = _json_object(sampling_args, "--sampling-args") if sampling_args else {}
+    if max_tokens is not None:
+        sampling["max_tokens"] = max_tokens
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    if system_prompt is not None and system_prompt_file is not None:
+        from evalkit.errors import UserError
+
+        raise UserError("pass --system-prompt or --system-prompt-file, not both")
+    if system_prompt_file is not None:
+        system_prompt = _read_text(system_prompt_file)
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "model": model, "base_url": api_base_url, "api_key_var": api_key_var, "endpoints_path": endpoints_path,
+            "num_examples": num_examples, "rollouts_per_example": rollouts_per_example,
+            "max_concurrent": max_concurrent, "system_prompt": system_prompt, "shuffle": shuffle, "seed": seed,
+            "output_dir": output_dir, "resume": resume, "max_retries": max_retries, "timeout": timeout,
+            "pass_threshold": pass_threshold,
+            "state_columns": [c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
+        }.items()
+        if value is not None
+    }
+    if sampling:
+        overrides["sampling"] = sampling
+    if env_args:
+        overrides["env_args"] = parse_env_args(env_args)
+
+    if env_or_config.endswith(".toml"):
+        if "resume" in overrides and overrides["resume"] != LATEST:
+            from evalkit.errors import UserError
+
+            raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
+        configs = load_eval_file(env_or_config, overrides)
+    else:
+        configs = [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
+
+    console = Console(highlight=False)
+    for config in configs:
+        _run_one(config, console)
+
+
+def _run_one(config: Any, console: Any) -> None:
+    from evalkit.eval.runner import run_eval
+    from evalkit.eval.summary import diversity_line, summary_table
+
+    result = run_eval(config, console=console)
+    for note in result.notes:
+        console.print(f"[dim]{note}[/dim]")
+    title = f"{config.env_id} · {config.model_label}"
+    console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
+    console.print(diversity_line(result.summary))
+    if result.resumed_rows:
+        console.print(f"{result.resumed_rows} rollouts were already done; ran {len(result.states)} more")
+    console.print(f"results: [bold]{result.run_dir}[/bold]")
+
+
+@app.command("view", epilog="Examples:\n\n  prime eval view\n\n  prime eval view outputs/evals/reverse-text--local--smollm2-135m/20260101-120000-ab12cd")
+@user_errors
+def view(
+    run_dir: str = typer.Argument(None, help="A run directory (default: the newest under --output-dir)."),
+    output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Where to look for the newest run."),
+    samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to show."),
+) -> None:
+    """Show a report of an eval run: summary table and sample rollouts."""
+    from rich.console import Console
+
+    from evalkit.eval.view import render_report, resolve_run_dir
+
+    render_report(resolve_run_dir(run_dir, output_dir), Console(highlight=False), samples=samples)
+
+
+def _json_object(raw: str, flag: str) -> dict[str, Any]:
+    from evalkit.errors import UserError
+
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{flag} must be a JSON object like '{{\"temperature\": 0.7}}', got: {raw}")
+    return value
+
+
+def _read_text(path: Path) -> str:
+    from evalkit.errors import UserError
+
+    if not path.is_file():
+        raise UserError(f"system prompt file not found: {path}")
+    return path.read_text(encoding="utf-8")

@@ -1,0 +1,220 @@
+"""What one eval run is (``EvalConfig``) and the TOML file that lists several (``EvalFile``).
+
+A TOML eval config (``configs/eval/*.toml``)::
+
+    model = "qwen3-8b"            # top-level defaults for every [[eval]]
+    num_examples = 20
+    rollouts_per_example = 4
+    [sampling]
+    temperature = 0.7
+
+    [[eval]]
+    id = "reverse-text"
+    args = { difficulty = "easy" }
+    [eval.sampling]
+    max_tokens = 256
+
+Entries run one after the other, each into its own run dir. Unknown keys are rejected; relative
+paths (output_dir, endpoints_path, system_prompt_file, local model folders) resolve against the
+config file's folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evalkit.errors import ConfigError
+from evalkit.tomlio import load_toml, validate
+
+DEFAULT_PASS_THRESHOLD = 1.0
+
+
+class EvalConfig(BaseModel):
+    """One fully resolved eval: which environment, which model, how many rollouts, where to write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str
+    """Environment id or folder (see `prime env list`)."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment's ``load_environment``."""
+    model: str | None = None
+    """Model name, ``endpoint_id`` in endpoints.toml, ``local/...`` or a local model folder; None: embedded default."""
+    endpoint_id: str | None = None
+    """Explicit endpoint id from endpoints.toml (overrides ``model`` for routing)."""
+    base_url: str | None = None
+    """OpenAI-compatible base URL; default ``$OPENAI_BASE_URL``."""
+    api_key_var: str | None = None
+    """Name of the env var holding the API key (default ``OPENAI_API_KEY``)."""
+    endpoints_path: str | None = None
+    """endpoints.toml path (default ``./configs/endpoints.toml`` when present)."""
+    num_examples: int = 5
+    """Examples to evaluate; -1 means all."""
+    rollouts_per_example: int = 3
+    """Rollouts per example (a group); pass@k is reported for k = 1..this."""
+    max_concurrent: int = 32
+    """Rollouts in flight at once."""
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Sampling args (max_tokens, temperature, top_p, ...; other keys pass through to the server)."""
+    system_prompt: str | None = None
+    """Replaces the environment's system prompt (e.g. a GEPA result)."""
+    shuffle: bool = False
+    """Shuffle the eval split before taking ``num_examples``."""
+    seed: int = 0
+    """Seed for shuffling."""
+    output_dir: str = "outputs"
+    """Run dirs go under ``<output_dir>/evals/``."""
+    resume: str | None = None
+    """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
+    max_retries: int = 3
+    """Retries per model request (429/5xx/timeouts/bad bodies)."""
+    timeout: float | None = None
+    """Seconds per model request; None waits as long as the server takes."""
+    state_columns: list[str] = Field(default_factory=list)
+    """Keys of the environment's rollout state to add as results.jsonl columns."""
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
+    """A rollout passes (for pass@k) when its reward is at least this."""
+    preflight: bool = True
+    """Send one small request first so an unreachable server fails fast."""
+
+    @field_validator("num_examples")
+    @classmethod
+    def _num_examples(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError("must be a positive number or -1 (all)")
+        return value
+
+    @field_validator("rollouts_per_example", "max_concurrent")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+
+    @field_validator("max_retries")
+    @classmethod
+    def _non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("must be 0 or more")
+        return value
+
+    @property
+    def model_label(self) -> str:
+        """The model as recorded in paths and metadata."""
+        return self.endpoint_id or self.model or "local/smollm2-135m"
+
+    def system_prompt_sha256(self) -> str | None:
+        if self.system_prompt is None:
+            return None
+        return hashlib.sha256(self.system_prompt.encode("utf-8")).hexdigest()
+
+
+class EvalEntry(BaseModel):
+    """One ``[[eval]]`` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """Environment id or folder."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Env args for this entry."""
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    max_concurrent: int | None = None
+    model: str | None = None
+    endpoint_id: str | None = None
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    state_columns: list[str] | None = None
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Merged over the file's ``[sampling]``."""
+
+
+class EvalFile(BaseModel):
+    """A whole eval TOML: defaults at the top level, entries in ``[[eval]]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eval: list[EvalEntry] = Field(min_length=1)
+    """The evals to run, in order."""
+    model: str | None = None
+    endpoint_id: str | None = None
+    base_url: str | None = None
+    api_key_var: str | None = None
+    endpoints_path: str | None = None
+    num_examples: int | None = None
+    rollouts_per_example: int | None = None
+    max_concurrent: int | None = None
+    shuffle: bool | None = None
+    seed: int | None = None
+    output_dir: str | None = None
+    max_retries: int | None = None
+    timeout: float | None = None
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    state_columns: list[str] | None = None
+    pass_threshold: float | None = None
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Default sampling args for every entry."""
+
+
+def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) -> list[EvalConfig]:
+    """Read an eval TOML into one EvalConfig per ``[[eval]]``; ``overrides`` (CLI flags given) win."""
+    file = Path(path)
+    parsed = validate(EvalFile, load_toml(file), file)
+    base = file.resolve().parent
+    top = parsed.model_dump(exclude={"eval", "sampling", "system_prompt_file"}, exclude_none=True)
+    for key in ("output_dir", "endpoints_path"):
+        if key in top:
+            top[key] = _resolve(top[key], base)
+    if "model" in top:
+        top["model"] = _resolve_model(top["model"], base)
+    top_prompt = _read_prompt(parsed.system_prompt_file, base, file) if parsed.system_prompt_file else None
+    configs = []
+    for entry in parsed.eval:
+        data: dict[str, Any] = dict(top)
+        if top_prompt is not None:
+            data["system_prompt"] = top_prompt
+        own = entry.model_dump(exclude={"id", "args", "sampling", "system_prompt_file"}, exclude_none=True)
+        if "model" in own:
+            own["model"] = _resolve_model(own["model"], base)
+        data.update(own)
+        if entry.system_prompt_file:
+            data["system_prompt"] = _read_prompt(entry.system_prompt_file, base, file)
+        data["env_id"] = _resolve_env(entry.id, base)
+        data["env_args"] = dict(entry.args)
+        data["sampling"] = {**parsed.sampling, **entry.sampling}
+        for key, value in (overrides or {}).items():
+            if key == "sampling":
+                data["sampling"] = {**data["sampling"], **value}
+            elif key == "env_args":
+                data["env_args"] = {**data["env_args"], **value}
+            else:
+                data[key] = value
+        configs.append(validate(EvalConfig, data, f"{file} [[eval]] id={entry.id}"))
+    return configs
+
+
+def _resolve(value: str, base: Path) -> str:
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path))
+
+
+def _resolve_model(model: str, base: Path) -> str:
+    """Model names stay as they are; ``./`` or ``../`` folders resolve against the config's folder."""
+    return _resolve(model, base) if model.startswith((".", "~")) else model
+
+
+def _resolve_env(env_id: str, base: Path) -> str:
+    return _resolve(env_id, base) if env_id.startswith((".", "~")) else env_id
+
+
+def _read_prompt(value: str, base: Path, file: Path) -> str:
+    path = Path(_resolve(value, base))
+    if not path.is_file():
+        raise ConfigError(f"{file}: system_prompt_file not found: {path}")
+    return path.read_text(encoding="utf-8")

@@ -1,0 +1,132 @@
+"""An OpenAI-compatible chat server on 127.0.0.1 that injects faults, for the eval engine's tests.
+
+Run as a script (``python tests/fault_server.py --faults 429,500 --reply reverse``); it prints
+``PORT <n>`` once listening. :class:`FaultServer` starts it as a subprocess, keeps its PID and
+stops exactly that process.
+
+Faults are deterministic per conversation: the server counts requests per *prompt text*, and the
+k-th request for a prompt gets ``faults[k]`` (then plain success once the list is used up), so a
+test knows how many retries each prompt needs no matter how requests interleave. A prompt that
+contains ``ALWAYS_FAIL`` always gets HTTP 500. Fault names: ``429`` (with ``Retry-After``),
+``500``, ``503``, ``400``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
+connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from aiohttp import web
+
+
+def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float) -> web.Application:
+    counts: dict[str, int] = defaultdict(int)
+    seen_auth: list[str] = []
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        seen_auth.append(request.headers.get("Authorization", ""))
+        messages = body.get("messages") or []
+        prompt = json.dumps(messages[-1].get("content") if messages else "")
+        attempt = counts[prompt]
+        counts[prompt] += 1
+        fault = faults[attempt] if attempt < len(faults) else None
+        if "ALWAYS_FAIL" in prompt:
+            fault = "500"
+        if latency_s:
+            await asyncio.sleep(latency_s)
+        if fault == "429":
+            return web.json_response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after})
+        if fault in ("500", "503", "400"):
+            return web.json_response({"error": {"message": f"injected {fault}"}}, status=int(fault))
+        if fault == "timeout":
+            await asyncio.sleep(timeout_sleep_s)
+        if fault == "drop":
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response(status=200)
+        if fault == "badjson":
+            return web.Response(text='{"choices": [ {"message": ', content_type="application/json")
+        if fault == "empty":
+            return web.json_response({"id": "x", "choices": []})
+        last = messages[-1].get("content") if messages else ""
+        text = {"reverse": str(last)[::-1], "echo": str(last)}.get(reply, reply)
+        choice: dict = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        data: dict = {"id": "cmpl", "object": "chat.completion", "model": body.get("model"), "choices": [choice],
+                      "usage": {"prompt_tokens": 7, "completion_tokens": len(text.split()) or 1}}
+        if body.get("return_token_ids"):
+            data["prompt_token_ids"] = [1, 2, 3]
+            choice["token_ids"] = [5, 6]
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -0.25}]}
+        return web.json_response(data)
+
+    async def auth_log(request: web.Request) -> web.Response:
+        return web.json_response(seen_auth)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/auth_log", auth_log)
+    return app
+
+
+class FaultServer:
+    """Start the server script as a subprocess on a free port; ``stop()`` ends that PID only."""
+
+    def __init__(self, *args: str):
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"fault server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--faults", default="")
+    parser.add_argument("--reply", default="reverse")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--retry-after", default="0")
+    parser.add_argument("--timeout-sleep", type=float, default=3.0)
+    args = parser.parse_args()
+    faults = [f for f in args.faults.split(",") if f]
+    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep)
+
+    async def serve() -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", args.port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"PORT {port}", flush=True)
+        await asyncio.Event().wait()
+
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
