@@ -1,15 +1,163 @@
-"""`prime gepa run`."""
+"""`prime gepa run`: optimize an environment's system prompt with GEPA.
+
+Thin on purpose: parse flags (and a TOML), build one :class:`GepaJobConfig`, call
+:func:`gepa_cli.gepa_job.runner.run_gepa`, print the summary. The gepa library, the environments and
+the model clients are imported inside the command so ``prime --help`` stays instant.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from gepa_cli.errors import not_available
+from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
+EXAMPLES = """
+**Examples**
 
-@app.command("run")
-def run(env_or_config: str = typer.Argument(..., help="Environment id or a GEPA TOML config.")) -> None:
-    """Optimize the system prompt with reflection and a Pareto frontier."""
-    raise not_available("prime gepa run")
+* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline)
+
+* `prime gepa run reverse-text -m gpt-4.1-mini -M gpt-4.1` (a stronger teacher)
+
+* `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
+
+* `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
+"""
+
+
+@app.command("run", epilog=EXAMPLES)
+@user_errors
+def run(
+    env_or_config: str = typer.Argument(..., help="Environment id or a GEPA TOML config (configs/gepa/*.toml)."),
+    model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts [default: local/smollm2-135m]."),
+    reflection_model: str = typer.Option(None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt [default: -m]."),
+    endpoints_path: str = typer.Option(None, "-e", "--endpoints-path", help="endpoints.toml resolving model ids."),
+    base_url: str = typer.Option(None, "-b", "--api-base-url", help="OpenAI-compatible base URL for the models."),
+    api_key_var: str = typer.Option(None, "-k", "--api-key-var", help="Environment variable holding the API key."),
+    max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
+    num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
+    num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
+    minibatch_size: int = typer.Option(None, "--minibatch-size", help="Examples per reflection [default: 3]."),
+    perfect_score: float = typer.Option(None, "--perfect-score", help="Stop when the mean validation score reaches this [default: 1.0]."),
+    state_columns: str = typer.Option(None, "--state-columns", help="Comma-separated env state keys shown to the teacher."),
+    max_concurrent: int = typer.Option(None, "-c", "--max-concurrent", help="Rollouts in flight at once [default: 32]."),
+    sampling_args: str = typer.Option(None, "-S", "--sampling-args", help='Task-model sampling JSON, e.g. \'{"max_tokens": 64}\'.'),
+    env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
+    seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
+    run_dir: str = typer.Option(None, "-o", "--run-dir", help="Run directory [default: outputs/gepa/ENV--MODEL/RUN_ID/]."),
+    resume: str = typer.Option(
+        None, "--resume", is_flag=False, flag_value="latest", help="Continue a run: RUN_DIR, or alone for the newest of this env+model."
+    ),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
+) -> None:
+    """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
+
+    Every task-model rollout counts against -B (the seed's validation pass included; teacher
+    calls are counted separately), and the run stops early at --perfect-score. Writes
+    system_prompt.txt (best by mean validation score), results.jsonl, pareto_frontier.jsonl,
+    metadata.json and gepa.log to the run directory.
+    """
+    from rich.console import Console
+
+    from gepa_cli.gepa_job.config import build_job_config
+    from gepa_cli.gepa_job.runner import run_gepa
+
+    flags: dict[str, Any] = {
+        "model": model,
+        "reflection_model": reflection_model,
+        "endpoints_path": endpoints_path,
+        "base_url": base_url,
+        "api_key_var": api_key_var,
+        "max_calls": max_calls,
+        "num_train": num_train,
+        "num_val": num_val,
+        "minibatch_size": minibatch_size,
+        "perfect_score": perfect_score,
+        "state_columns": _split_columns(state_columns),
+        "max_concurrent": max_concurrent,
+        "sampling": _json_object(sampling_args, "-S/--sampling-args"),
+        "seed": seed,
+        "run_dir": run_dir,
+    }
+    fields, source = _base_fields(env_or_config, env_args, resume, run_dir)
+    fields.update({key: value for key, value in flags.items() if value is not None})
+    config = build_job_config(fields, source)
+    console = Console(stderr=True)
+    outcome = run_gepa(config, resume=_resume_target(resume), console=console, verbose=verbose)
+    _print_summary(outcome, config)
+
+
+def _base_fields(env_or_config: str, env_args: str | None, resume: str | None, run_dir: str | None) -> tuple[dict[str, Any], str]:
+    """Fields from the TOML, a resumed run's saved config, or the env id; flags are laid over them."""
+    from evalkit.registry import parse_env_args
+    from gepa_cli.gepa_job.config import load_gepa_toml, toml_to_job_fields
+    from gepa_cli.gepa_job.runner import saved_config
+
+    if resume and resume != "latest":
+        fields = saved_config(Path(resume)) if (Path(resume) / "metadata.json").is_file() else {}
+        if fields:
+            return fields, f"{resume}/metadata.json"
+    if env_or_config.endswith(".toml"):
+        parsed, base_dir = load_gepa_toml(env_or_config)
+        fields = toml_to_job_fields(parsed, base_dir)
+        if env_args is not None:
+            raise _conflict("-a/--env-args", env_or_config)
+        return fields, env_or_config
+    return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args)}]}, "command line"
+
+
+def _resume_target(resume: str | None) -> str | bool | None:
+    if resume is None:
+        return None
+    return True if resume == "latest" else resume
+
+
+def _conflict(flag: str, source: str) -> Exception:
+    from evalkit.errors import UserError
+
+    return UserError(f"{flag} cannot be combined with a TOML config; set args in {source}'s [[env]] table")
+
+
+def _split_columns(raw: str | None) -> list[str] | None:
+    if raw is None:
+        return None
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def _json_object(raw: str | None, flag: str) -> dict[str, Any] | None:
+    from evalkit.errors import UserError
+
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{flag} must be a JSON object like '{{\"max_tokens\": 64}}', got: {raw}")
+    return value
+
+
+def _print_summary(outcome: Any, config: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gepa_cli.gepa_job.runner import verify_command
+
+    console = Console()
+    table = Table(title=f"GEPA · {config.env_label} · {config.model}", show_header=False)
+    table.add_row("status", outcome.status)
+    table.add_row("seed val score", f"{outcome.seed_val_score:.3f}")
+    table.add_row("best val score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")
+    table.add_row("rollouts", f"{outcome.total_metric_calls} / {config.max_calls}")
+    table.add_row("reflection calls", str(outcome.num_reflection_calls))
+    table.add_row("time", f"{outcome.duration_s:.1f} s")
+    table.add_row("run dir", str(outcome.run_dir))
+    console.print(table)
+    console.print("Verify the prompt:")
+    console.print(verify_command(config, outcome.run_dir), markup=False, highlight=False, soft_wrap=True)

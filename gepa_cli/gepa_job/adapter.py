@@ -1,0 +1,190 @@
+"""The gepa adapter: a candidate is ``{"system_prompt": ...}``, scored by the environments' rollouts.
+
+Contract with the library (``gepa.core.adapter.GEPAAdapter``):
+
+* ``evaluate(batch, candidate, capture_traces)`` runs one rollout per :class:`Example` through
+  ``evalkit.rollouts.run_groups`` on the job's event loop (concurrently, ``max_concurrent`` at a time)
+  and returns per-example rewards. Every rollout is reserved on the :class:`RolloutBudget` first;
+  an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing.
+* ``make_reflective_dataset`` gives the teacher, per example: query, completion, expected answer,
+  reward, error and the chosen ``state_columns``.
+* ``propose_new_texts`` asks the :class:`ReflectionLM` (gepa's instruction-proposal prompt, our
+  client, our retry and format rules). Its failure is recorded in ``fatal`` and re-raised, because
+  the library would swallow it; the runner's ``FatalStopper`` ends the loop and the run fails.
+* On ``--resume`` the library re-evaluates the seed on the validation set before it loads its saved
+  state, then throws that result away. ``replay_seed`` answers that one call from the saved scores
+  without a rollout, so resuming costs nothing and the budget stays honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gepa.core.adapter import EvaluationBatch
+from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.base import Environment
+from evalkit.rollouts import run_groups
+from evalkit.types import RolloutState, SamplingArgs
+from gepa_cli.gepa_job.budget import RolloutBudget
+from gepa_cli.gepa_job.data import Example
+from gepa_cli.gepa_job.loop import LoopThread
+from gepa_cli.gepa_job.reflection import ReflectionLM
+
+COMPONENT = "system_prompt"
+
+
+class SystemPromptAdapter:
+    """Scores system prompts on environment rollouts; proposes new ones through the teacher."""
+
+    def __init__(
+        self,
+        envs: list[Environment],
+        client: ModelClient,
+        loop: LoopThread,
+        budget: RolloutBudget,
+        reflection: ReflectionLM,
+        *,
+        sampling: SamplingArgs | None = None,
+        max_concurrent: int = 32,
+        state_columns: Sequence[str] = (),
+        on_rollouts: Callable[[int, float], None] | None = None,
+    ):
+        self.envs = envs
+        self.client = client
+        self.loop = loop
+        self.budget = budget
+        self.reflection = reflection
+        self.sampling = sampling
+        self.max_concurrent = max_concurrent
+        self.state_columns = list(state_columns)
+        self.on_rollouts = on_rollouts
+        self.fatal: BaseException | None = None
+        self.replay_seed: tuple[dict[str, str], dict[int, float]] | None = None
+        self.last_prompt: str | None = None
+
+    # gepa looks this attribute up to decide who proposes; a bound method means "the adapter does".
+    def propose_new_texts(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        if self.fatal is not None:  # the library retries a failed proposal once more; don't ask again
+            raise self.fatal
+        new_texts: dict[str, str] = {}
+        for name in components_to_update:
+            prompt = InstructionProposalSignature.prompt_renderer(
+                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name])}
+            )
+            if not isinstance(prompt, str):  # only image records render to a message list; ours are text
+                raise TypeError("reflection prompt rendered to a message list; records must be text")
+            self.last_prompt = prompt
+            try:
+                new_texts[name], _raw = self.reflection.propose(prompt)
+            except Exception as exc:
+                self.fatal = exc
+                raise
+        return new_texts
+
+    def evaluate(
+        self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch[RolloutState, dict[str, Any]]:
+        replayed = self._replay(batch, candidate)
+        if replayed is not None:
+            return replayed
+        self.budget.reserve(len(batch))
+        states = self.loop.run(self._rollouts(batch, candidate[COMPONENT]))
+        scores = [float(state.reward) for state in states]
+        if self.on_rollouts is not None:
+            self.on_rollouts(len(states), sum(scores))
+        outputs = [
+            {"example_id": ex.uid, "env": ex.env_id, "completion": _last_text(state), "reward": state.reward, "error": state.error}
+            for ex, state in zip(batch, states)
+        ]
+        return EvaluationBatch(
+            outputs=outputs,
+            scores=scores,
+            trajectories=states if capture_traces else None,
+            num_metric_calls=len(batch),
+        )
+
+    async def _rollouts(self, batch: list[Example], system_prompt: str) -> list[RolloutState]:
+        """One ``run_groups`` per environment in the batch, all concurrent, results in batch order."""
+        import asyncio
+
+        by_env: dict[int, list[int]] = {}
+        for position, example in enumerate(batch):
+            by_env.setdefault(example.env_idx, []).append(position)
+        per_env = max(1, self.max_concurrent // max(1, len(by_env)))
+
+        async def one_env(env_idx: int, positions: list[int]) -> list[list[RolloutState]]:
+            return await run_groups(
+                self.envs[env_idx],
+                self.client,
+                [batch[p].row for p in positions],
+                example_ids=[batch[p].row_idx for p in positions],
+                sampling=self.sampling,
+                max_concurrent=per_env,
+                system_prompt=system_prompt,
+            )
+
+        groups = await asyncio.gather(*(one_env(idx, pos) for idx, pos in by_env.items()))
+        states: list[RolloutState | None] = [None] * len(batch)
+        for positions, env_groups in zip(by_env.values(), groups):
+            for position, group in zip(positions, env_groups):
+                states[position] = group[0]
+        return [s for s in states if s is not None]
+
+    def _replay(self, batch: list[Example], candidate: dict[str, str]) -> EvaluationBatch | None:
+        if self.replay_seed is None:
+            return None
+        seed, scores = self.replay_seed
+        if candidate != seed or any(ex.split != "val" or ex.uid not in scores for ex in batch):
+            return None
+        self.replay_seed = None
+        return EvaluationBatch(
+            outputs=[{"example_id": ex.uid, "replayed": True} for ex in batch],
+            scores=[float(scores[ex.uid]) for ex in batch],
+            trajectories=None,
+            num_metric_calls=0,
+        )
+
+    def make_reflective_dataset(
+        self,
+        candidate: dict[str, str],
+        eval_batch: EvaluationBatch[RolloutState, dict[str, Any]],
+        components_to_update: list[str],
+    ) -> dict[str, list[dict[str, Any]]]:
+        records = [self._record(state) for state in (eval_batch.trajectories or [])]
+        return {name: records for name in components_to_update}
+
+    def _record(self, state: RolloutState) -> dict[str, Any]:
+        user_turns = [m for m in state.prompt if m.get("role") != "system"]
+        record: dict[str, Any] = {
+            "query": _render_messages(user_turns),
+            "completion": _render_messages(state.completion) or "(empty)",
+            "expected_answer": state.answer or "(none given)",
+            "reward": round(float(state.reward), 4),
+        }
+        if state.error:
+            record["error"] = state.error
+        for column in self.state_columns:
+            record[column] = state.extra.get(column)
+        return record
+
+
+def _last_text(state: RolloutState) -> str:
+    for message in reversed(state.completion):
+        if message.get("role") == "assistant":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _render_messages(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Single-turn: the text alone; multi-turn: ``role: text`` lines, so the teacher sees the dialogue."""
+    if len(messages) == 1:
+        return str(messages[0].get("content") or "")
+    return "\n".join(f"{m.get('role')}: {m.get('content') or ''}" for m in messages)

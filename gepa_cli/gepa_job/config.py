@@ -1,0 +1,164 @@
+"""What a GEPA job is: the TOML file's shape and the resolved job config the runner takes.
+
+Two layers on purpose: :class:`GepaToml` mirrors ``configs/gepa/*.toml`` exactly (unknown keys are
+rejected, so a typo never silently falls back to a default), and :class:`GepaJobConfig` is the one
+object :func:`gepa_cli.gepa_job.runner.run_gepa` takes, built from the TOML and/or CLI flags with
+flags winning. Importable without torch, the library, or the model clients.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evalkit.errors import ConfigError
+from evalkit.tomlio import load_toml, validate
+
+DEFAULT_MODEL = "local/smollm2-135m"
+
+
+class EnvSpec(BaseModel):
+    """One environment whose examples train and validate the shared system prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment's ``load_environment(**args)``."""
+
+
+class GepaSection(BaseModel):
+    """The ``[gepa]`` table: budget, data sizes and search settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_calls: int | None = Field(default=None, ge=1)
+    """Rollout budget: every task-model rollout counts, the seed's validation pass included."""
+    num_train: int | None = Field(default=None, ge=1)
+    """Training examples the reflection minibatches are drawn from."""
+    num_val: int | None = Field(default=None, ge=1)
+    """Validation examples every accepted candidate is scored on (the Pareto frontier's axis)."""
+    minibatch_size: int | None = Field(default=None, ge=1)
+    """Training examples shown to the reflection model per proposal."""
+    max_concurrent: int | None = Field(default=None, ge=1)
+    """Rollouts in flight at once."""
+    seed: int | None = None
+    """Seed for data sampling and the library's candidate/minibatch choices."""
+    perfect_score: float | None = None
+    """Stop as soon as a candidate's mean validation score reaches this."""
+    state_columns: list[str] | None = None
+    """Environment state keys shown to the reflection model next to each rollout."""
+
+
+class GepaToml(BaseModel):
+    """A ``configs/gepa/*.toml`` file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    """Task model (rollouts)."""
+    reflection_model: str | None = None
+    """Teacher model that rewrites the prompt (default: the task model)."""
+    endpoints_path: str | None = None
+    """An ``endpoints.toml`` resolving model ids to URLs; relative to this file."""
+    base_url: str | None = None
+    """An OpenAI-compatible base URL for the models."""
+    api_key_var: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    env: list[EnvSpec] = Field(min_length=1)
+    """``[[env]]`` tables (a single ``[env]`` table is accepted too)."""
+    gepa: GepaSection = Field(default_factory=GepaSection)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Task-model sampling args passed through (``max_tokens``, ``temperature``, ...)."""
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _single_env_table(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
+
+
+class GepaJobConfig(BaseModel):
+    """Everything one ``prime gepa run`` needs, already resolved."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    envs: list[EnvSpec] = Field(min_length=1)
+    """Environments sharing one system prompt; examples are drawn from each equally."""
+    model: str = DEFAULT_MODEL
+    """Task model (rollouts)."""
+    reflection_model: str | None = None
+    """Teacher model; ``None`` means the task model."""
+    endpoints_path: str | None = None
+    base_url: str | None = None
+    api_key_var: str | None = None
+    max_calls: int = Field(default=500, ge=1)
+    """Rollout budget (seed validation included; reflection calls are counted separately)."""
+    num_train: int = Field(default=100, ge=1)
+    num_val: int = Field(default=50, ge=1)
+    minibatch_size: int = Field(default=3, ge=1)
+    perfect_score: float = 1.0
+    """Validation mean at which the search stops early."""
+    state_columns: list[str] = Field(default_factory=list)
+    max_concurrent: int = Field(default=32, ge=1)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    """Task-model sampling args (merged over each environment's own)."""
+    seed: int = 0
+    run_dir: str | None = None
+    """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``."""
+    output_root: str = "outputs"
+    reflection_attempts: int = Field(default=3, ge=1)
+    """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
+    reflection_sampling: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 1024})
+    """Teacher sampling args."""
+
+    @property
+    def teacher(self) -> str:
+        return self.reflection_model or self.model
+
+    @property
+    def env_label(self) -> str:
+        return "+".join(spec.id.rstrip("/").split("/")[-1] for spec in self.envs)
+
+
+def load_gepa_toml(path: str | Path) -> tuple[GepaToml, Path]:
+    """Read and validate a GEPA TOML; returns it and the folder relative paths resolve against."""
+    file = Path(path)
+    data = load_toml(file)
+    parsed = validate(GepaToml, data, file)
+    return parsed, file.resolve().parent
+
+
+def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
+    """The job fields a TOML sets (only those it sets, so CLI flags and defaults fill the rest)."""
+    fields: dict[str, Any] = {"envs": [spec.model_dump() for spec in parsed.env]}
+    for key in ("model", "reflection_model", "base_url", "api_key_var"):
+        value = getattr(parsed, key)
+        if value is not None:
+            fields[key] = value
+    if parsed.endpoints_path is not None:
+        endpoints = Path(parsed.endpoints_path).expanduser()
+        fields["endpoints_path"] = str(endpoints if endpoints.is_absolute() else base_dir / endpoints)
+    for key, value in parsed.gepa.model_dump().items():
+        if value is not None:
+            fields[key] = value
+    if parsed.sampling:
+        fields["sampling"] = dict(parsed.sampling)
+    return fields
+
+
+def build_job_config(fields: dict[str, Any], source: str) -> GepaJobConfig:
+    """Validate merged fields into the job config; problems become one ``error:`` line."""
+    if not fields.get("envs"):
+        raise ConfigError(f"{source}: no environment given")
+    config = validate(GepaJobConfig, fields, source)
+    if config.max_calls < config.num_val:
+        # Checked up front, not deep in the library: the seed's validation pass alone costs num_val rollouts.
+        raise ConfigError(
+            f"--max-calls {config.max_calls} cannot pay for one validation pass; the minimum is "
+            f"{config.num_val} (= --num-val), and a useful run needs about num_val + 2*minibatch_size + num_val "
+            f"= {2 * config.num_val + 2 * config.minibatch_size}: raise -B or lower -N"
+        )
+    return config

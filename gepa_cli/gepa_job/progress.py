@@ -1,0 +1,93 @@
+"""What a person sees while GEPA runs, and what lands in ``gepa.log``.
+
+Both are gepa callbacks/loggers: the library calls them; they never change its decisions.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gepa_cli.gepa_job.budget import RolloutBudget
+
+
+class FileLogger:
+    """gepa's ``LoggerProtocol`` writing timestamped lines to ``gepa.log`` (and the screen with -v)."""
+
+    def __init__(self, path: Path, console: Console | None = None, verbose: bool = False):
+        self.path = path
+        self.console = console
+        self.verbose = verbose
+        self._handle = path.open("a", encoding="utf-8")
+
+    def log(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        for line in str(message).splitlines() or [""]:
+            self._handle.write(f"{stamp} {line}\n")
+        self._handle.flush()
+        if self.verbose and self.console is not None:
+            self.console.print(f"[dim]{message}[/dim]", markup=True, highlight=False)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class ProgressReporter:
+    """A rich bar over the rollout budget with the best validation score and accepted candidates."""
+
+    def __init__(self, console: Console, budget: RolloutBudget, enabled: bool = True):
+        self.budget = budget
+        self.best_val: float | None = None
+        self.seed_val: float | None = None
+        self.accepted = 0
+        self._progress = Progress(
+            TextColumn("[bold]gepa[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rollouts · best val {task.fields[best]} · accepted {task.fields[accepted]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self._task = self._progress.add_task("gepa", total=budget.max_calls, completed=budget.used, best="-", accepted=0)
+
+    def __enter__(self) -> "ProgressReporter":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._refresh()
+        self._progress.stop()
+
+    def _refresh(self) -> None:
+        best = "-" if self.best_val is None else f"{self.best_val:.3f}"
+        self._progress.update(self._task, completed=self.budget.used, best=best, accepted=self.accepted)
+
+    # adapter hook
+    def on_rollouts(self, n: int, reward_sum: float) -> None:
+        self._refresh()
+
+    # gepa callbacks
+    def on_valset_evaluated(self, event: Any) -> None:
+        score = float(event["average_score"])
+        if event["candidate_idx"] == 0 and self.seed_val is None:
+            self.seed_val = score
+        self.best_val = score if self.best_val is None else max(self.best_val, score)
+        self._refresh()
+
+    def on_candidate_accepted(self, event: Any) -> None:
+        self.accepted += 1
+        self._refresh()
+
+    def restore(self, state: Any) -> None:
+        """After a resume: show what the saved state already holds."""
+        scores = list(state.program_full_scores_val_set)
+        if scores:
+            self.seed_val, self.best_val = scores[0], max(scores)
+        self.accepted = max(0, len(scores) - 1)
+        self._refresh()

@@ -1,0 +1,87 @@
+"""The reflection (teacher) LM: a plain callable over the project's own model client.
+
+Why not the library's default: gepa's proposer catches a failing reflection call, logs it and moves
+on, and its output extractor takes the whole reply when there is no fenced block. A teacher that is
+unreachable, replies empty, or ignores the format would then either burn the budget proposing
+nothing or "optimize" the prompt into its chatter. Here each reply must hold a fenced block; a bad
+reply is retried (with some temperature, since a greedy retry repeats itself) and after the last
+attempt the run fails with :class:`ReflectionError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from evalkit.clients.base import ModelClient
+from evalkit.errors import ModelCallError
+from evalkit.types import SamplingArgs
+from gepa_cli.gepa_job.loop import LoopThread
+
+_CLOSED_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
+_OPEN_BLOCK = re.compile(r"```[^\n`]*\n(.*)\Z", re.DOTALL)
+RETRY_TEMPERATURE = 0.7
+
+
+class ReflectionError(Exception):
+    """The teacher produced no usable proposal after every attempt; the run cannot honestly go on."""
+
+
+def extract_fenced_block(text: str, finished: bool = True) -> str | None:
+    """The first ```-fenced block's body; an unclosed block counts only if the reply ended on its own."""
+    match = _CLOSED_BLOCK.search(text)
+    if match:
+        return match.group(1).strip() or None
+    if finished:
+        match = _OPEN_BLOCK.search(text)
+        if match:
+            return match.group(1).strip() or None
+    return None
+
+
+class ReflectionLM:
+    """``propose(prompt) -> (new_text, raw_reply)`` with retries; counts every request it makes."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        loop: LoopThread,
+        sampling: SamplingArgs,
+        attempts: int = 3,
+        on_request: Callable[[], None] | None = None,
+        log: Callable[[str], None] | None = None,
+    ):
+        self.client = client
+        self.loop = loop
+        self.sampling = sampling
+        self.attempts = attempts
+        self.on_request = on_request
+        self.log = log or (lambda _msg: None)
+
+    def propose(self, prompt: str) -> tuple[str, str]:
+        problem = "no attempt made"
+        for attempt in range(self.attempts):
+            sampling = self.sampling
+            if attempt > 0 and not self.sampling.temperature:
+                sampling = self.sampling.merged({"temperature": RETRY_TEMPERATURE})
+            if self.on_request is not None:
+                self.on_request()
+            try:
+                completion = self.loop.run(self.client.chat([{"role": "user", "content": prompt}], sampling))
+            except ModelCallError as exc:
+                problem = f"request failed: {exc}"
+            else:
+                text = (completion.text or "").strip()
+                block = extract_fenced_block(text, finished=completion.finish_reason != "length") if text else None
+                if not text:
+                    problem = "empty reply"
+                elif block is None:
+                    cut = " (cut off by max_tokens)" if completion.finish_reason == "length" else ""
+                    problem = f"reply has no ``` fenced block with the new prompt{cut}: {text[:120]!r}"
+                else:
+                    return block, text
+            self.log(f"reflection attempt {attempt + 1}/{self.attempts} failed: {problem}")
+        raise ReflectionError(
+            f"reflection model '{self.client.model}' gave no usable proposal in {self.attempts} attempts "
+            f"(last: {problem}); check that it is reachable and follows instructions, or pick a stronger -M"
+        )

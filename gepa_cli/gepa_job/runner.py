@@ -1,0 +1,359 @@
+"""One GEPA job, start to finish: environments, data, clients, the library loop, the run directory.
+
+``run_gepa(config)`` is the only entry point; the CLI parses flags into a :class:`GepaJobConfig` and
+calls it. Tests pass ``clients=`` (scripted task and teacher models) and ``envs=`` to skip the
+registry. What this wraps around ``gepa.optimize`` and why is in :mod:`.budget` (honest budget),
+:mod:`.adapter` (resume without re-spending, reflection failures that fail the run) and
+:mod:`.reflection` (the teacher).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.base import Environment
+from evalkit.errors import UserError
+from evalkit.types import SamplingArgs
+from gepa_cli.gepa_job import outputs
+from gepa_cli.gepa_job.adapter import COMPONENT, SystemPromptAdapter
+from gepa_cli.gepa_job.budget import BudgetExceeded, BudgetStopper, FatalStopper, PerfectScoreStopper, RolloutBudget
+from gepa_cli.gepa_job.config import GepaJobConfig
+from gepa_cli.gepa_job.data import build_examples
+from gepa_cli.gepa_job.loop import LoopThread
+from gepa_cli.gepa_job.progress import FileLogger, ProgressReporter
+from gepa_cli.gepa_job.reflection import ReflectionError, ReflectionLM
+
+
+@dataclass
+class GepaOutcome:
+    """What the run ended with (also in ``metadata.json``)."""
+
+    run_dir: Path
+    status: str
+    seed_val_score: float
+    best_val_score: float
+    best_idx: int
+    num_candidates: int
+    total_metric_calls: int
+    num_reflection_calls: int
+    duration_s: float
+
+    @property
+    def system_prompt_path(self) -> Path:
+        return self.run_dir / "system_prompt.txt"
+
+
+class _StateTracker:
+    """Keeps the newest in-memory state and rewrites the candidate files after every iteration."""
+
+    def __init__(self, run_dir: Path, adapter_state: dict[str, Any], budget: RolloutBudget):
+        self.run_dir = run_dir
+        self.state: Any = None
+        self.discovered_at: dict[int, int] = adapter_state.setdefault("discovered_at_calls", {})
+        self.budget = budget
+
+    def on_valset_evaluated(self, event: Any) -> None:
+        self.discovered_at.setdefault(int(event["candidate_idx"]), self.budget.used)
+
+    def on_iteration_end(self, event: Any) -> None:
+        self.state = event["state"]
+        outputs.write_candidate_files(self.run_dir, self.state, self.discovered_at)
+
+    def on_optimization_end(self, event: Any) -> None:
+        self.state = event["final_state"]
+
+
+def load_envs(config: GepaJobConfig) -> list[Environment]:
+    from evalkit.registry import load_environment
+
+    return [load_environment(spec.id, spec.args) for spec in config.envs]
+
+
+def open_clients(config: GepaJobConfig) -> tuple[ModelClient, ModelClient]:
+    """Task and teacher clients; one shared client when they are the same model."""
+    from evalkit.clients.factory import make_client
+
+    task = make_client(config.model, config.base_url, config.api_key_var, config.endpoints_path)
+    if config.teacher == config.model:
+        return task, task
+    return task, make_client(config.teacher, config.base_url, config.api_key_var, config.endpoints_path)
+
+
+async def _preflight(client: ModelClient) -> None:
+    from evalkit.clients.factory import preflight
+
+    await preflight(client)
+
+
+def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> tuple[Path, bool]:
+    """The run directory and whether it resumes; ``resume=True`` means the newest run of this env+model."""
+    if resume:
+        if resume is True or resume == "latest":
+            found = (
+                Path(config.run_dir)
+                if config.run_dir
+                else outputs.latest_run_dir(config.output_root, config.env_label, config.model)
+            )
+            if found is None:
+                raise UserError(
+                    f"--resume: no earlier run of {config.env_label} with {config.model} under "
+                    f"{config.output_root}/gepa/; pass the run directory: --resume PATH"
+                )
+        else:
+            found = Path(str(resume))
+        if not (found / "metadata.json").is_file():
+            raise UserError(f"--resume: {found} is not a GEPA run directory (no metadata.json)")
+        return found, True
+    run_dir = Path(config.run_dir) if config.run_dir else outputs.new_run_dir(config.output_root, config.env_label, config.model)
+    if (run_dir / outputs.STATE_SUBDIR / "gepa_state.bin").exists():
+        raise UserError(f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o")
+    return run_dir, False
+
+
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """The job config recorded when the run started (what ``--resume`` continues)."""
+    data = json.loads((run_dir / "metadata.json").read_text())
+    return dict(data["config"])
+
+
+def run_gepa(
+    config: GepaJobConfig,
+    *,
+    resume: str | Path | bool | None = None,
+    clients: tuple[ModelClient, ModelClient] | None = None,
+    envs: list[Environment] | None = None,
+    console: Console | None = None,
+    verbose: bool = False,
+    show_progress: bool = True,
+) -> GepaOutcome:
+    """Optimize the shared system prompt of ``config.envs``; raises UserError for anything a user can fix."""
+    import gepa
+
+    console = console or Console(stderr=True)
+    started = time.perf_counter()
+    envs = envs if envs is not None else load_envs(config)
+    env_ids = [spec.id for spec in config.envs]
+    train, val = build_examples(envs, env_ids, config.num_train, config.num_val, config.seed)
+    if config.max_calls < len(val):
+        raise UserError(f"--max-calls {config.max_calls} cannot pay for one validation pass; the minimum is {len(val)}")
+    run_dir, resuming = resolve_run_dir(config, resume)
+    console.print(
+        f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
+        f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
+        + (f" · resuming {run_dir}" if resuming else ""),
+        highlight=False,
+    )
+    state_dir = run_dir / outputs.STATE_SUBDIR
+    state_dir.mkdir(parents=True, exist_ok=True)
+    previous = json.loads((run_dir / "metadata.json").read_text()) if resuming else {}
+    seed_prompt = _seed_prompt(envs)
+
+    budget = RolloutBudget(config.max_calls, run_dir / "budget.json")
+    budget.max_calls = config.max_calls  # a resumed run may raise its budget with -B
+    metadata = _metadata(config, envs, run_dir, budget, status="running", previous=previous)
+    outputs.write_json(run_dir / "metadata.json", metadata)
+
+    owns_clients = clients is None
+    loop = LoopThread()
+    logger = FileLogger(run_dir / "gepa.log", console, verbose)
+    task_client: ModelClient | None = None
+    teacher_client: ModelClient | None = None
+    status, error = "failed", None
+    tracker: _StateTracker | None = None
+    adapter_state: dict[str, Any] = {}
+    try:
+        task_client, teacher_client = clients if clients is not None else open_clients(config)
+        for client in dict.fromkeys([task_client, teacher_client]):
+            loop.run(_preflight(client))
+        reflection = ReflectionLM(
+            teacher_client,
+            loop,
+            SamplingArgs.from_dict(config.reflection_sampling),
+            attempts=config.reflection_attempts,
+            on_request=budget.count_reflection_call,
+            log=logger.log,
+        )
+        adapter = SystemPromptAdapter(
+            envs,
+            task_client,
+            loop,
+            budget,
+            reflection,
+            sampling=SamplingArgs.from_dict(config.sampling),
+            max_concurrent=config.max_concurrent,
+            state_columns=config.state_columns,
+        )
+        tracker = _StateTracker(run_dir, adapter_state, budget)
+        adapter.get_adapter_state = lambda: {"discovered_at_calls": dict(tracker.discovered_at)}  # type: ignore[attr-defined]
+        adapter.set_adapter_state = lambda saved: tracker.discovered_at.update(  # type: ignore[attr-defined]
+            {int(k): int(v) for k, v in (saved or {}).get("discovered_at_calls", {}).items()}
+        )
+        if resuming and (state_dir / "gepa_state.bin").exists():
+            saved_state = _load_state(state_dir)
+            if saved_state.program_candidates[0] != {COMPONENT: seed_prompt}:
+                raise UserError(f"--resume: the environment's system prompt changed since {run_dir} started; start a new run")
+            adapter.replay_seed = (saved_state.program_candidates[0], dict(saved_state.prog_candidate_val_subscores[0]))
+        perfect = PerfectScoreStopper(config.perfect_score)
+        budget_stop = BudgetStopper(budget, config.minibatch_size, len(val))
+        logger.log(
+            f"{'resuming' if resuming else 'starting'}: envs={env_ids} model={config.model} teacher={config.teacher} "
+            f"train={len(train)} val={len(val)} budget={config.max_calls} used={budget.used}"
+        )
+        with ProgressReporter(console, budget, enabled=show_progress) as progress:
+            adapter.on_rollouts = progress.on_rollouts
+            if resuming and (state_dir / "gepa_state.bin").exists():
+                progress.restore(_load_state(state_dir))
+            try:
+                gepa.optimize(
+                    seed_candidate={COMPONENT: seed_prompt},
+                    trainset=train,
+                    valset=val,
+                    adapter=adapter,
+                    reflection_minibatch_size=config.minibatch_size,
+                    perfect_score=config.perfect_score,
+                    skip_perfect_score=True,
+                    stop_callbacks=[FatalStopper(adapter), perfect, budget_stop],
+                    logger=logger,
+                    run_dir=str(state_dir),
+                    callbacks=[progress, tracker],
+                    track_best_outputs=False,
+                    seed=config.seed,
+                    raise_on_exception=True,
+                )
+            except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
+                logger.log(f"evaluation refused: {exc}")
+        if adapter.fatal is not None:
+            error = adapter.fatal
+            raise error
+        if perfect.reached:
+            status = "perfect_score"
+        elif budget_stop(None):
+            status = "budget_exhausted"
+        else:
+            status = "stopped"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except ReflectionError as exc:
+        status, error = "failed", exc
+        raise UserError(str(exc)) from None
+    except UserError as exc:
+        status, error = "failed", exc
+        raise
+    except Exception as exc:
+        status, error = "failed", exc
+        raise
+    finally:
+        if owns_clients:
+            for client in dict.fromkeys(c for c in (task_client, teacher_client) if c is not None):
+                try:
+                    loop.run(client.aclose())
+                except Exception:
+                    pass
+        loop.close()
+        elapsed = time.perf_counter() - started + float(previous.get("duration_s") or 0.0)
+        state = tracker.state if tracker is not None and tracker.state is not None else _try_load_state(state_dir)
+        discovered = tracker.discovered_at if tracker is not None else {}
+        summary: dict[str, Any] = {}
+        if state is not None:
+            best_idx, rows = outputs.write_candidate_files(run_dir, state, discovered)
+            summary = {
+                "seed_val_score": rows[0]["val_score"],
+                "best_val_score": rows[best_idx]["val_score"],
+                "best_idx": best_idx,
+                "num_candidates": len(rows),
+            }
+        metadata = _metadata(config, envs, run_dir, budget, status=status, previous=previous)
+        metadata.update(summary, duration_s=round(elapsed, 3))
+        if error is not None:
+            metadata["error"] = f"{type(error).__name__}: {error}"
+        outputs.write_json(run_dir / "metadata.json", metadata)
+        logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
+        logger.close()
+    return GepaOutcome(
+        run_dir=run_dir,
+        status=status,
+        seed_val_score=float(summary.get("seed_val_score", 0.0)),
+        best_val_score=float(summary.get("best_val_score", 0.0)),
+        best_idx=int(summary.get("best_idx", 0)),
+        num_candidates=int(summary.get("num_candidates", 0)),
+        total_metric_calls=budget.used,
+        num_reflection_calls=budget.reflection_calls,
+        duration_s=round(elapsed, 3),
+    )
+
+
+def _seed_prompt(envs: list[Environment]) -> str:
+    """The first environment's own system prompt (several envs share one prompt; the first names it)."""
+    for env in envs:
+        if env.system_prompt:
+            return env.system_prompt
+    return ""
+
+
+def _load_state(state_dir: Path) -> Any:
+    from gepa.core.state import GEPAState
+
+    return GEPAState.load(str(state_dir))
+
+
+def _try_load_state(state_dir: Path) -> Any:
+    if not (state_dir / "gepa_state.bin").exists():
+        return None
+    try:
+        return _load_state(state_dir)
+    except Exception:
+        return None
+
+
+def _metadata(
+    config: GepaJobConfig, envs: list[Environment], run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]
+) -> dict[str, Any]:
+    """Run facts for people and for ``--resume``; no API keys (only the name of the variable holding one)."""
+    data: dict[str, Any] = {
+        "kind": "gepa",
+        "status": status,
+        "env": config.env_label,
+        "envs": [spec.model_dump() for spec in config.envs],
+        "model": config.model,
+        "reflection_model": config.teacher,
+        "base_url": config.base_url,
+        "api_key_var": config.api_key_var,
+        "budget": config.max_calls,
+        "total_metric_calls": budget.used,
+        "num_reflection_calls": budget.reflection_calls,
+        "seed": config.seed,
+        "run_dir": str(run_dir),
+        "started_at": previous.get("started_at") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": config.model_dump(),
+        "verify_command": verify_command(config, run_dir),
+    }
+    for key in ("seed_val_score", "best_val_score", "best_idx", "num_candidates", "duration_s"):
+        if key in previous:
+            data[key] = previous[key]
+    return data
+
+
+def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
+    """The exact ``prime eval run`` that checks the optimized prompt on the first environment."""
+    parts = ["prime", "eval", "run", config.envs[0].id, "-m", config.model]
+    if config.envs[0].args:
+        parts += ["-a", json.dumps(config.envs[0].args)]
+    if config.base_url:
+        parts += ["-b", config.base_url]
+    if config.api_key_var:
+        parts += ["-k", config.api_key_var]
+    if config.endpoints_path:
+        parts += ["-e", config.endpoints_path]
+    if config.sampling:
+        parts += ["-S", json.dumps(config.sampling)]
+    parts += ["--system-prompt-file", str(run_dir / "system_prompt.txt")]
+    return shlex.join(parts)

@@ -1,0 +1,171 @@
+"""GEPA job end to end on scripted models: a better prompt is found, budgets hold, failures are loud.
+
+The task model answers correctly only when its system prompt holds the keyword ``KEYWORD`` (and, for
+"hard" questions, also ``HARDWORD``); the scripted teacher adds the next missing keyword inside a
+fenced block. So progress is deterministic and each test can say exactly what must happen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evalkit.clients.scripted import ScriptedClient
+from evalkit.envs import Rubric, SingleTurnEnv
+from evalkit.errors import ModelCallError, UserError
+from gepa_cli.gepa_job.config import EnvSpec, GepaJobConfig, build_job_config
+from gepa_cli.gepa_job.runner import run_gepa
+
+SEED_PROMPT = "Answer the question."
+
+
+def exact(completion, answer) -> float:
+    return float(bool(completion) and completion[-1]["content"].strip() == answer)
+
+
+def make_env(n: int = 40, hard_every: int = 0) -> SingleTurnEnv:
+    """Questions ``q<i>``, answers ``a<i>``; with ``hard_every``, every such question is 'hard'."""
+    rows = []
+    for i in range(n):
+        hard = bool(hard_every) and i % hard_every == 0
+        rows.append({"question": f"{'hard ' if hard else ''}q{i}", "answer": f"a{i}"})
+    return SingleTurnEnv(dataset=rows[: n // 2], eval_dataset=rows[n // 2 :], system_prompt=SEED_PROMPT, rubric=Rubric([exact]))
+
+
+def task_model(messages, sampling, tools):
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    question = messages[-1]["content"]
+    number = re.search(r"q(\d+)", question).group(1)
+    ok = "KEYWORD" in system and ("hard" not in question or "HARDWORD" in system)
+    return f"a{number}" if ok else "dunno"
+
+
+def teacher(messages, sampling, tools):
+    prompt = messages[0]["content"]
+    current = prompt.split("```")[1].strip()
+    addition = "HARDWORD" if "KEYWORD" in current else "KEYWORD"
+    return f"Here is a better one:\n```\n{current} Use {addition}.\n```"
+
+
+def config(tmp_path: Path, **overrides) -> GepaJobConfig:
+    fields = {
+        "envs": [EnvSpec(id="toy")],
+        "max_calls": 60,
+        "num_train": 10,
+        "num_val": 6,
+        "minibatch_size": 3,
+        "max_concurrent": 4,
+        "run_dir": str(tmp_path / "run"),
+        "reflection_sampling": {"max_tokens": 64},
+    }
+    fields.update(overrides)
+    return GepaJobConfig(**fields)
+
+
+def run(cfg, env=None, task=None, teach=None, **kwargs):
+    task = task or ScriptedClient(task_model)
+    teach = teach or ScriptedClient(teacher, model="teacher")
+    outcome = run_gepa(cfg, clients=(task, teach), envs=[env or make_env()], show_progress=False, **kwargs)
+    return outcome, task, teach
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_finds_better_prompt_and_writes_files(tmp_path):
+    cfg = config(tmp_path, max_calls=80, perfect_score=1.0)
+    outcome, task, teach = run(cfg, env=make_env(hard_every=3))
+    run_dir = tmp_path / "run"
+    assert outcome.seed_val_score == 0.0
+    assert outcome.best_val_score == 1.0
+    assert outcome.status == "perfect_score"
+    best = (run_dir / "system_prompt.txt").read_text()
+    assert "KEYWORD" in best and "HARDWORD" in best
+    rows = read_jsonl(run_dir / "results.jsonl")
+    assert [r["idx"] for r in rows] == list(range(len(rows)))
+    assert rows[0]["system_prompt"] == SEED_PROMPT and rows[0]["parents"] == []
+    assert rows[0]["discovered_at_calls"] == 6
+    assert all(set(r) >= {"sha256", "diff_from_seed", "val_subscores", "val_score"} for r in rows)
+    assert "+" in rows[-1]["diff_from_seed"] and rows[-1]["parents"]
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["status"] == "perfect_score"
+    assert meta["total_metric_calls"] == len(task.requests) <= 80
+    assert meta["num_reflection_calls"] == len(teach.requests) >= 2
+    assert meta["best_idx"] == outcome.best_idx and meta["seed_val_score"] == 0.0 and meta["best_val_score"] == 1.0
+    assert "--system-prompt-file" in meta["verify_command"]
+    assert (run_dir / "gepa.log").read_text().strip()
+    assert (run_dir / "state" / "gepa_state.bin").is_file()
+
+
+def test_frontier_keeps_per_example_bests(tmp_path):
+    # val examples 20..39; hard ones (i % 3 == 0) need HARDWORD. Candidate 1 (KEYWORD) solves the easy ones,
+    # candidate 2 (both) solves all, so every example's best is 1.0 and hard examples list only candidate 2.
+    cfg = config(tmp_path, max_calls=80, num_val=6)
+    outcome, _, _ = run(cfg, env=make_env(hard_every=3))
+    frontier = read_jsonl(tmp_path / "run" / "pareto_frontier.jsonl")
+    results = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert len(frontier) == 6
+    for row in frontier:
+        per_candidate = [r["val_subscores"][str(row["example_id"])] for r in results]
+        assert row["best_score"] == max(per_candidate)
+        assert row["candidate_idxs"] == [i for i, s in enumerate(per_candidate) if s == row["best_score"]]
+    assert any(len(row["candidate_idxs"]) > 1 for row in frontier)  # easy examples: candidates 1 and 2 tie
+
+
+@pytest.mark.parametrize("max_calls", [6, 13, 14, 19, 20, 27, 41])
+def test_budget_never_exceeded(tmp_path, max_calls):
+    # a teacher that never helps: every iteration costs minibatches, nothing is accepted, budget is the only stop
+    useless = ScriptedClient(lambda m, s, t: "```\nSomething else entirely.\n```", model="teacher")
+    outcome, task, _ = run(config(tmp_path, max_calls=max_calls), teach=useless)
+    assert len(task.requests) == outcome.total_metric_calls <= max_calls
+    assert outcome.status == "budget_exhausted"
+    # it stops only when the next iteration (2 minibatches + a validation pass) no longer fits
+    assert max_calls - outcome.total_metric_calls < 2 * 3 + 6
+
+
+def test_early_stop_on_perfect_seed(tmp_path):
+    env = make_env()
+    env.system_prompt = "KEYWORD already"
+    outcome, task, teach = run(config(tmp_path, max_calls=500), env=env)
+    assert outcome.status == "perfect_score"
+    assert len(task.requests) == 6  # the seed's validation pass, nothing more
+    assert teach.requests == []
+
+
+def test_reflection_failure_fails_the_run(tmp_path):
+    silent = ScriptedClient(lambda m, s, t: "I would rather not.", model="teacher")
+    with pytest.raises(UserError, match="no usable proposal in 3 attempts.*fenced block"):
+        run(config(tmp_path), teach=silent)
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert meta["status"] == "failed" and "ReflectionError" in meta["error"]
+    assert len(silent.requests) == 3  # retried, then failed; never asked again by the library's own retry
+
+
+def test_unreachable_teacher_fails_the_run(tmp_path):
+    down = ScriptedClient([ModelCallError("connection refused")], model="teacher")
+    with pytest.raises(UserError, match="request failed: connection refused"):
+        run(config(tmp_path), teach=down)
+
+
+def test_reflection_retry_recovers(tmp_path):
+    replies = iter(["", "no block here"])
+
+    def flaky(messages, sampling, tools):
+        reply = next(replies, None)
+        return teacher(messages, sampling, tools) if reply is None else reply
+
+    teach = ScriptedClient(flaky, model="teacher")
+    outcome, _, _ = run(config(tmp_path, max_calls=40), teach=teach)
+    assert outcome.best_val_score == 1.0
+    assert len(teach.requests) == 3
+    assert teach.requests[0]["sampling"].temperature is None
+    assert teach.requests[1]["sampling"].temperature == pytest.approx(0.7)  # retries are not greedy repeats
+
+
+def test_budget_below_one_validation_pass_is_an_error():
+    with pytest.raises(UserError, match="minimum is 8"):
+        build_job_config({"envs": [{"id": "arithmetic"}], "max_calls": 5, "num_val": 8}, "command line")
