@@ -43,11 +43,11 @@ class SamplingArgs:
     def merged(self, other: "SamplingArgs | dict[str, Any] | None") -> "SamplingArgs":
         """A copy where every value set in ``other`` overrides this one's."""
         if other is None:
-            return SamplingArgs(**{**asdict(self)})
+            return SamplingArgs(**self._fields())
         if isinstance(other, dict):
             other = SamplingArgs.from_dict(other)
-        mine = asdict(self)
-        for key, value in asdict(other).items():
+        mine = self._fields()
+        for key, value in other._fields().items():
             if key == "extra":
                 mine["extra"] = {**mine["extra"], **value}
             elif key == "logprobs":
@@ -55,6 +55,15 @@ class SamplingArgs:
             elif value is not None:
                 mine[key] = value
         return SamplingArgs(**mine)
+
+    def _fields(self) -> dict[str, Any]:
+        """A field dict with copied containers; cheaper than ``asdict`` (no deepcopy), which ran once
+        per rollout and showed up at ~10% of the eval harness's CPU."""
+        return {
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
+            "top_k": self.top_k, "stop": list(self.stop) if self.stop is not None else None,
+            "seed": self.seed, "logprobs": self.logprobs, "extra": dict(self.extra),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Only the keys that are set, ``extra`` flattened in (what metadata.json records)."""
