@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from evalkit.errors import UserError
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
@@ -27,13 +28,18 @@ EXAMPLES = """
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
+
+* `prime gepa run --resume outputs/gepa/arithmetic--local-smollm2-135m/RUN_ID` (continue that run)
 """
 
 
 @app.command("run", epilog=EXAMPLES)
 @user_errors
 def run(
-    env_or_config: str = typer.Argument(..., help="Environment id or a GEPA TOML config (configs/gepa/*.toml)."),
+    env_or_config: str = typer.Argument(
+        ..., help="Environment id, a GEPA TOML config (configs/gepa/*.toml), or with --resume a run directory."
+    ),
+    resume_dir: str = typer.Argument(None, metavar="[RUN_DIR]", help="With --resume: the run directory to continue."),
     model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts [default: local/smollm2-135m]."),
     reflection_model: str = typer.Option(None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt [default: -m]."),
     endpoints_path: str = typer.Option(None, "-e", "--endpoints-path", help="endpoints.toml resolving model ids."),
@@ -50,8 +56,8 @@ def run(
     env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
     seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
     run_dir: str = typer.Option(None, "-o", "--run-dir", help="Run directory [default: outputs/gepa/ENV--MODEL/RUN_ID/]."),
-    resume: str = typer.Option(
-        None, "--resume", is_flag=False, flag_value="latest", help="Continue a run: RUN_DIR, or alone for the newest of this env+model."
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue a killed run: RUN_DIR if given, else the newest of this env+model."
     ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
 ) -> None:
@@ -84,24 +90,31 @@ def run(
         "seed": seed,
         "run_dir": run_dir,
     }
-    fields, source = _base_fields(env_or_config, env_args, resume, run_dir)
+    target = _resume_target(env_or_config, resume_dir, resume)
+    fields, source = _base_fields(env_or_config, env_args, None if target is True else target)
     fields.update({key: value for key, value in flags.items() if value is not None})
+    if target is True:
+        target = _latest_run(fields)
+        saved, source = _base_fields(env_or_config, env_args, target)
+        fields = {**saved, **{key: value for key, value in flags.items() if value is not None}}
+    if target is not None:
+        _check_resume_unchanged(fields, source)
     config = build_job_config(fields, source)
     console = Console(stderr=True)
-    outcome = run_gepa(config, resume=_resume_target(resume), console=console, verbose=verbose)
+    outcome = run_gepa(config, resume=target, console=console, verbose=verbose)
     _print_summary(outcome, config)
 
 
-def _base_fields(env_or_config: str, env_args: str | None, resume: str | None, run_dir: str | None) -> tuple[dict[str, Any], str]:
-    """Fields from the TOML, a resumed run's saved config, or the env id; flags are laid over them."""
+def _base_fields(env_or_config: str, env_args: str | None, resume: str | bool | None) -> tuple[dict[str, Any], str]:
+    """Fields from a resumed run's saved config, the TOML, or the env id; flags are laid over them."""
     from evalkit.registry import parse_env_args
     from gepa_cli.gepa_job.config import load_gepa_toml, toml_to_job_fields
     from gepa_cli.gepa_job.runner import saved_config
 
-    if resume and resume != "latest":
-        fields = saved_config(Path(resume)) if (Path(resume) / "metadata.json").is_file() else {}
-        if fields:
-            return fields, f"{resume}/metadata.json"
+    if isinstance(resume, str):
+        if not (Path(resume) / "metadata.json").is_file():
+            raise UserError(f"--resume: {resume} is not a GEPA run directory (no metadata.json)")
+        return saved_config(Path(resume)), f"{resume}/metadata.json"
     if env_or_config.endswith(".toml"):
         parsed, base_dir = load_gepa_toml(env_or_config)
         fields = toml_to_job_fields(parsed, base_dir)
@@ -111,15 +124,49 @@ def _base_fields(env_or_config: str, env_args: str | None, resume: str | None, r
     return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args)}]}, "command line"
 
 
-def _resume_target(resume: str | None) -> str | bool | None:
-    if resume is None:
+RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling")
+"""What a resumed run must keep: changing it would mix incomparable scores in one frontier."""
+
+
+def _latest_run(fields: dict[str, Any]) -> str:
+    from gepa_cli.gepa_job.config import DEFAULT_MODEL, EnvSpec
+    from gepa_cli.gepa_job.outputs import latest_run_dir
+
+    label = "+".join(EnvSpec(**spec).id.rstrip("/").split("/")[-1] for spec in fields["envs"])
+    model = fields.get("model") or DEFAULT_MODEL
+    output_root = fields.get("output_root") or "outputs"
+    found = latest_run_dir(output_root, label, model)
+    if found is None:
+        raise UserError(f"--resume: no earlier run of {label} with {model} under {output_root}/gepa/; pass the run directory")
+    return str(found)
+
+
+def _check_resume_unchanged(fields: dict[str, Any], source: str) -> None:
+    from gepa_cli.gepa_job.runner import saved_config
+
+    saved = saved_config(Path(source).parent)
+    changed = [key for key in RESUME_FIXED if key in fields and key in saved and fields[key] != saved[key]]
+    if changed:
+        raise UserError(
+            f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
+            "start a new run instead"
+        )
+
+
+def _resume_target(env_or_config: str, resume_dir: str | None, resume: bool) -> str | bool | None:
+    """``--resume RUN_DIR`` (the dir may take the first positional's place), or ``True`` for the newest run."""
+    if resume_dir is not None and not resume:
+        raise UserError(f"unexpected extra argument '{resume_dir}'; to continue a run use --resume {resume_dir}")
+    if not resume:
         return None
-    return True if resume == "latest" else resume
+    if resume_dir is not None:
+        return resume_dir
+    if (Path(env_or_config) / "metadata.json").is_file():
+        return env_or_config
+    return True
 
 
 def _conflict(flag: str, source: str) -> Exception:
-    from evalkit.errors import UserError
-
     return UserError(f"{flag} cannot be combined with a TOML config; set args in {source}'s [[env]] table")
 
 
@@ -130,8 +177,6 @@ def _split_columns(raw: str | None) -> list[str] | None:
 
 
 def _json_object(raw: str | None, flag: str) -> dict[str, Any] | None:
-    from evalkit.errors import UserError
-
     if raw is None:
         return None
     try:
