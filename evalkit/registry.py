@@ -39,7 +39,12 @@ def module_name_for(env_id: str) -> str:
 
 
 def _looks_like_path(env_id: str) -> bool:
-    return env_id.startswith((".", "/", "~")) or Path(env_id).is_dir()
+    # A bare id that happens to name an unrelated folder in the cwd (e.g. ``./arithmetic/`` holding
+    # outputs) must still resolve as an id; only a folder holding the environment module is a path.
+    if env_id.startswith((".", "/", "~")):
+        return True
+    folder = Path(env_id)
+    return folder.is_dir() and _local_module_file(folder, module_name_for(folder.name)) is not None
 
 
 def _local_module_file(folder: Path, module: str) -> Path | None:

@@ -384,3 +384,11 @@ def test_parse_env_args():
         parse_env_args("{difficulty: easy}")
     with pytest.raises(UserError, match="must be a JSON object"):
         parse_env_args(json.dumps([1, 2]))
+
+
+def test_unrelated_folder_named_like_an_id_does_not_hide_the_builtin(tmp_path, monkeypatch):
+    (tmp_path / "arithmetic").mkdir()  # e.g. a folder of the user's outputs
+    monkeypatch.chdir(tmp_path)
+    assert resolve("arithmetic", tmp_path / "environments").origin == "builtin"
+    (tmp_path / "arithmetic" / "arithmetic.py").write_text(LOCAL_ENV)
+    assert resolve("arithmetic", tmp_path / "environments").origin == "local"  # a real env folder is a path
