@@ -1,15 +1,92 @@
-"""`prime rl run`."""
+"""`prime rl run`: baseline checks, then RL fine-tuning of a model on an environment."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from gepa_cli.errors import not_available
+from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Baseline checks, then RL fine-tuning.", no_args_is_help=True)
 
+RUN_HELP = """Check the baseline, then train the model on the environment (LoRA by default).
 
-@app.command("run")
-def run(config: str = typer.Argument(..., help="An RL TOML config.")) -> None:
-    """Check the baseline, then train the model on the environment."""
-    raise not_available("prime rl run")
+Examples:
+
+    prime rl run configs/rl/arithmetic-easy.toml
+
+    prime rl run configs/rl/arithmetic-easy.toml --dry-run
+
+    prime rl run configs/rl/arithmetic-easy.toml --max-steps 5 --trainer.lr 1e-4 --run-name try1
+
+    prime rl run configs/rl/arithmetic-easy.toml --run-name try1 --resume
+
+Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`, `--sampling.max_tokens 64`).
+Outputs go to OUTPUT_DIR/rl/RUN_NAME/: config.resolved.toml, baseline.json, metrics.jsonl, rollouts/,
+checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`).
+"""
+
+
+@app.command(
+    "run",
+    help=RUN_HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+@user_errors
+def run(
+    ctx: typer.Context,
+    config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and the plan, then exit."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue from the newest checkpoint; `--resume STEP` (right after the config) from that step.",
+        show_default=False,
+    ),
+    skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
+    output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
+) -> None:
+    from rl_backend.config import load_rl_config
+    from rl_backend.runner import run as run_rl
+
+    extra = list(ctx.args)
+    resume_arg = _resume_value(resume, extra)
+    cfg = load_rl_config(config, extra)
+    summary = run_rl(cfg, output_dir=output_dir, resume=resume_arg, skip_baseline=skip_baseline, dry_run=dry_run)
+    if summary is None:
+        return
+    from rich.console import Console
+
+    last = summary.last_metrics
+    console = Console()
+    console.print(f"[bold]done[/bold]: {summary.steps_done} steps in {summary.run_dir}")
+    if last:
+        console.print(f"  last step: reward {last['reward_mean']:.3f}, loss {last['loss']:+.5f}")
+    for step, reward in sorted(summary.eval_rewards.items()):
+        console.print(f"  eval step {step}: mean reward {reward:.3f}")
+    weights = sorted((summary.run_dir / "weights").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    if weights:
+        console.print(f"  weights: {weights[-1]}  (prime eval run ENV -m {weights[-1]})")
+
+
+def _resume_value(resume: bool, extra: list[str]) -> int | bool | None:
+    """``--resume`` alone means the newest checkpoint; ``--resume 12`` that step.
+
+    Click has no optional-value options, so ``--resume`` is a flag and a bare number among the
+    extra arguments (where click leaves surplus positionals) is its STEP.
+    """
+    from evalkit.errors import UserError
+
+    steps = [arg for arg in extra if arg.isdigit() and not _is_override_value(extra, arg)]
+    if not resume:
+        if steps:
+            raise UserError(f"unexpected argument '{steps[0]}'; overrides look like --trainer.lr 5e-6")
+        return None
+    if not steps:
+        return True
+    extra.remove(steps[0])
+    return int(steps[0])
+
+
+def _is_override_value(extra: list[str], arg: str) -> bool:
+    index = extra.index(arg)
+    return index > 0 and extra[index - 1].startswith("--") and "=" not in extra[index - 1]

@@ -1,0 +1,128 @@
+"""Baseline checks: is there anything to learn before spending compute on training?
+
+GRPO-style training learns only from groups whose rollouts score differently. A model that never
+succeeds (reward ~0), always succeeds (reward near the maximum), or answers every example the same
+way gives zero advantages and burns compute for nothing. The checks run the starting model on
+training examples through the same rollout machinery as training and refuse, with the numbers,
+when the run cannot teach. ``--skip-baseline`` overrides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evalkit.envs.base import Environment
+from evalkit.errors import UserError
+from evalkit.rollouts import run_groups
+from evalkit.types import RolloutState, SamplingArgs
+from rl_backend.config import BaselineConfig
+from rl_backend.filtering import is_uniform
+
+
+@dataclass
+class BaselineReport:
+    num_examples: int
+    rollouts_per_example: int
+    attempts: int
+    mean_reward: float
+    std_reward: float
+    diverse_groups: int
+    diverse_fraction: float
+    errors: int
+    first_error: str | None
+    thresholds: dict[str, float]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        return data
+
+
+def summarize(groups: Sequence[list[RolloutState]], config: BaselineConfig) -> BaselineReport:
+    """Numbers and verdict for finished baseline groups."""
+    rewards = [state.reward for group in groups for state in group]
+    n = len(rewards)
+    mean = sum(rewards) / n if n else 0.0
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n) if n else 0.0
+    diverse = sum(1 for group in groups if not is_uniform(group))
+    errored = [state.error for group in groups for state in group if state.error]
+    report = BaselineReport(
+        num_examples=len(groups),
+        rollouts_per_example=len(groups[0]) if groups else 0,
+        attempts=n,
+        mean_reward=mean,
+        std_reward=std,
+        diverse_groups=diverse,
+        diverse_fraction=diverse / len(groups) if groups else 0.0,
+        errors=len(errored),
+        first_error=errored[0] if errored else None,
+        thresholds={
+            "min_reward": config.min_reward,
+            "max_reward": config.max_reward,
+            "min_diverse_groups": config.min_diverse_groups,
+        },
+    )
+    report.problems = _problems(report, config)
+    return report
+
+
+def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
+    problems = []
+    if report.attempts and report.errors == report.attempts:
+        problems.append(f"all {report.attempts} baseline rollouts failed (first: {report.first_error}); fix the model or environment")
+        return problems
+    if report.mean_reward < config.min_reward:
+        problems.append(
+            f"mean reward {report.mean_reward:.1%} after {report.attempts} attempts is below baseline.min_reward "
+            f"{config.min_reward:g}: the task is too hard for this model (nothing to reinforce); use an easier task "
+            "or a better system prompt (prime gepa run)"
+        )
+    if report.mean_reward > config.max_reward:
+        problems.append(
+            f"mean reward {report.mean_reward:.1%} over {report.attempts} attempts is above baseline.max_reward "
+            f"{config.max_reward:g} (above {config.max_reward:.0%}): the task is too easy to learn much from; use a harder setting"
+        )
+    if report.diverse_fraction < config.min_diverse_groups:
+        problems.append(
+            f"only {report.diverse_groups}/{report.num_examples} groups ({report.diverse_fraction:.0%}) have non-identical "
+            f"rewards, below baseline.min_diverse_groups {config.min_diverse_groups:g}: no learning signal; raise "
+            "sampling.temperature or rollouts_per_example"
+        )
+    return problems
+
+
+async def run_baseline(
+    env: Environment,
+    client: Any,
+    rows: list[dict[str, Any]],
+    *,
+    rollouts_per_example: int,
+    sampling: SamplingArgs,
+    max_concurrent: int,
+    system_prompt: str | None,
+    config: BaselineConfig,
+) -> BaselineReport:
+    groups = await run_groups(
+        env,
+        client,
+        rows,
+        example_ids=list(range(len(rows))),
+        rollouts_per_example=rollouts_per_example,
+        sampling=sampling,
+        max_concurrent=max_concurrent,
+        system_prompt=system_prompt,
+    )
+    return summarize(groups, config)
+
+
+def refusal(report: BaselineReport) -> UserError:
+    """The one-line error that stops training, with the numbers and the override."""
+    return UserError("baseline check failed: " + "; ".join(report.problems) + " (pass --skip-baseline to train anyway)")

@@ -1,0 +1,92 @@
+"""Checkpoints (to resume) and weight exports (to evaluate or serve), each written atomically.
+
+``checkpoints/step_N/``: ``trainable/`` (the LoRA adapter in peft format, or the full model),
+``optimizer.pt``, ``rng.pt`` and ``state.json`` (step, data cursor). ``weights/step_N/``: the merged
+full model plus tokenizer in Hugging Face format, loadable by ``prime eval run -m`` and ``prime
+serve --model``. A folder is built under a temporary name and renamed when complete, so a killed run
+never leaves a half-written ``step_N`` that ``--resume`` would pick.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UserError
+
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def steps_in(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in folder.iterdir() if p.is_dir() and (m := _STEP.match(p.name)))
+
+
+def _atomic_dir(parent: Path, name: str) -> tuple[Path, Path]:
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)), parent / name
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+
+
+def save_checkpoint(run_dir: Path, step: int, policy: Any, state: dict[str, Any]) -> Path:
+    import torch
+
+    tmp, final = _atomic_dir(run_dir / "checkpoints", f"step_{step}")
+    try:
+        policy.save_trainable(tmp / "trainable")
+        torch.save(policy.optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state(), "python": random.getstate()}, tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
+        _publish(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
+    import torch
+
+    folder = run_dir / "checkpoints" / f"step_{step}"
+    if not (folder / "state.json").is_file():
+        available = ", ".join(map(str, steps_in(run_dir / "checkpoints"))) or "none"
+        raise UserError(f"no checkpoint for step {step} in {run_dir / 'checkpoints'} (available: {available})")
+    policy.load_trainable(folder / "trainable")
+    policy.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    rng = torch.load(folder / "rng.pt", weights_only=False)
+    torch.set_rng_state(rng["torch"])
+    random.setstate(rng["python"])
+    return json.loads((folder / "state.json").read_text())
+
+
+def export_weights(run_dir: Path, step: int, model: Any, tokenizer: Any) -> Path:
+    """The merged full model in HF format (what `prime eval run -m` and `prime serve` load)."""
+    tmp, final = _atomic_dir(run_dir / "weights", f"step_{step}")
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        _publish(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def prune(folder: Path, keep_last: int | None) -> list[int]:
+    """Delete all but the newest ``keep_last`` step folders; returns the steps removed."""
+    if keep_last is None:
+        return []
+    steps = steps_in(folder)
+    removed = steps[:-keep_last] if len(steps) > keep_last else []
+    for step in removed:
+        shutil.rmtree(folder / f"step_{step}", ignore_errors=True)
+    return removed

@@ -1,0 +1,140 @@
+"""Collecting one step's training batch: draw examples in a fixed order, roll out, filter, refill.
+
+The data order is a pure function of ``(seed, cursor)``: example ``cursor`` is position
+``cursor % N`` of epoch ``cursor // N``'s seeded permutation. A checkpoint stores the cursor after
+its step, so ``--resume`` continues with exactly the examples the original run would have drawn.
+Sampling is reseeded per (step, round) for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.envs.base import Environment
+from evalkit.errors import UserError
+from evalkit.rollouts import run_groups
+from evalkit.types import RolloutState, SamplingArgs
+from rl_backend.advantages import make_advantage_rule
+from rl_backend.config import RLConfig
+from rl_backend.filtering import filter_groups
+from rl_backend.policy import Sample
+
+
+class DataOrder:
+    """Epoch-wise seeded permutations over ``n`` rows, addressed by a global cursor."""
+
+    def __init__(self, n: int, seed: int):
+        if n <= 0:
+            raise UserError("the environment's training dataset is empty; nothing to train on")
+        self.n = n
+        self.seed = seed
+        self._cache: dict[int, list[int]] = {}
+
+    def index(self, cursor: int) -> int:
+        epoch, position = divmod(cursor, self.n)
+        if epoch not in self._cache:
+            order = list(range(self.n))
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+            self._cache = {epoch: order}
+        return self._cache[epoch][position]
+
+
+@dataclass
+class StepBatch:
+    step: int
+    kept: list[list[RolloutState]]
+    generated: list[list[RolloutState]]
+    rounds: int
+    cursor_after: int
+    gen_seconds: float
+    gen_tokens: int
+    weights_step: int
+    """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step off-policy)."""
+    advantages: dict[tuple[int, int], float] = field(default_factory=dict)
+
+
+class BatchCollector:
+    def __init__(self, config: RLConfig, env: Environment, rows: list[dict[str, Any]], source: Any):
+        self.config = config
+        self.env = env
+        self.rows = rows
+        self.source = source
+        self.order = DataOrder(len(rows), config.seed)
+        self.sampling = SamplingArgs(
+            max_tokens=config.sampling.max_tokens,
+            temperature=config.sampling.temperature,
+            top_p=config.sampling.top_p,
+            logprobs=True,
+        )
+        self.rule = make_advantage_rule(config.trainer.advantage.type, config.trainer.advantage.std_normalize)
+
+    def collect(self, step: int, cursor: int, weights_step: int) -> StepBatch:
+        """Roll out groups until ``examples_per_step`` have reward variance or ``max_rounds`` are spent."""
+        need = self.config.examples_per_step
+        kept: list[list[RolloutState]] = []
+        generated: list[list[RolloutState]] = []
+        started = time.perf_counter()
+        rounds = 0
+        while len(kept) < need and rounds < self.config.filter.max_rounds:
+            take = need - len(kept)
+            ids = list(range(cursor, cursor + take))
+            cursor += take
+            self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
+            groups = asyncio.run(
+                run_groups(
+                    self.env,
+                    self.source.client,
+                    [self.rows[self.order.index(i)] for i in ids],
+                    example_ids=ids,
+                    rollouts_per_example=self.config.rollouts_per_example,
+                    sampling=self.sampling,
+                    max_concurrent=self.config.max_concurrent,
+                    system_prompt=self.config.system_prompt,
+                )
+            )
+            generated.extend(groups)
+            kept.extend(filter_groups(groups, self.config.filter.enabled).kept)
+            rounds += 1
+            if not self.config.filter.enabled:
+                break
+        batch = StepBatch(
+            step=step,
+            kept=kept[:need],
+            generated=generated,
+            rounds=rounds,
+            cursor_after=cursor,
+            gen_seconds=time.perf_counter() - started,
+            gen_tokens=sum(s.usage.output_tokens for g in generated for s in g),
+            weights_step=weights_step,
+        )
+        for group in batch.kept:
+            for state, advantage in zip(group, self.rule([s.reward for s in group])):
+                batch.advantages[(state.example_id, state.rollout_idx)] = advantage
+        return batch
+
+
+def to_samples(batch: StepBatch) -> list[Sample]:
+    """One sample per model turn of every kept rollout; the turn inherits its rollout's advantage."""
+    samples = []
+    for group in batch.kept:
+        for state in group:
+            advantage = batch.advantages[(state.example_id, state.rollout_idx)]
+            for response in state.responses:
+                if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
+                    raise UserError(
+                        "the rollout backend returned completions without token ids/logprobs; "
+                        "RL needs an engine that reports them (inference.backend = 'torch' or 'vllm')"
+                    )
+                samples.append(
+                    Sample(
+                        prompt_ids=list(response.prompt_token_ids),
+                        completion_ids=list(response.completion_token_ids),
+                        sampler_logprobs=list(response.logprobs),
+                        advantage=advantage,
+                    )
+                )
+    return samples

@@ -1,0 +1,33 @@
+"""Online difficulty filtering: groups whose rollouts all scored the same teach nothing.
+
+With group-relative advantages such a group has zero advantage everywhere, so it only dilutes the
+token-count normalisation. The trainer drops it and draws replacement examples, for a bounded number
+of rounds (``[filter] max_rounds``), so a step never loops forever on a task that is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evalkit.types import RolloutState
+
+
+def is_uniform(group: Sequence[RolloutState], tol: float = 1e-9) -> bool:
+    """True when every rollout of the group got the same reward (no learning signal)."""
+    rewards = [state.reward for state in group]
+    return not rewards or max(rewards) - min(rewards) <= tol
+
+
+@dataclass
+class FilterResult:
+    kept: list[list[RolloutState]]
+    dropped: int
+
+
+def filter_groups(groups: Sequence[list[RolloutState]], enabled: bool = True) -> FilterResult:
+    """Keep the groups with reward variance (all of them when filtering is disabled)."""
+    if not enabled:
+        return FilterResult(kept=list(groups), dropped=0)
+    kept = [group for group in groups if not is_uniform(group)]
+    return FilterResult(kept=kept, dropped=len(groups) - len(kept))

@@ -1,0 +1,205 @@
+"""The trainable policy: the model (LoRA via peft by default), its optimizer and one training step.
+
+``train_step`` does exactly one optimizer step per RL step: micro-batches of samples are laid out
+as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
+``C + 1`` positions (``logits_to_keep``) and the full-vocabulary logits of prompts are never
+materialised. Logits are divided by the sampling temperature before the log-softmax, so the
+trainer's log-probabilities are of the same distribution the sampler drew from.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rl_backend.config import RLConfig
+from rl_backend.losses import make_loss
+from rl_backend.model_io import load_model_and_tokenizer
+
+
+@dataclass
+class Sample:
+    """One model turn to train on: what the sampler saw, what it drew, and how good that was."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    sampler_logprobs: list[float]
+    advantage: float
+
+
+class Policy:
+    def __init__(self, config: RLConfig, device: str = "cpu"):
+        import warnings
+
+        import torch
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        self.config = config
+        self.device = device
+        self.temperature = config.sampling.temperature
+        dtype = "bfloat16" if config.trainer.bf16 else "float32"
+        net, self.tokenizer = load_model_and_tokenizer(config.model, dtype=dtype, device=device)
+        self.lora = config.trainer.lora
+        self._plain = copy.deepcopy(net) if self.lora is not None else None
+        if self.lora is not None:
+            from peft import LoraConfig, get_peft_model
+
+            torch.manual_seed(config.seed)
+            peft_config = LoraConfig(
+                r=self.lora.rank,
+                lora_alpha=self.lora.alpha,
+                lora_dropout=self.lora.dropout,
+                target_modules=list(self.lora.target_modules),
+                task_type="CAUSAL_LM",
+            )
+            try:
+                net = get_peft_model(net, peft_config)
+            except ValueError as exc:
+                from evalkit.errors import ConfigError
+
+                raise ConfigError(f"trainer.lora.target_modules does not fit this model: {exc}") from exc
+        self.model = net
+        self.model.train()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.trainer.lr, weight_decay=config.trainer.weight_decay)
+        loss = config.trainer.loss
+        self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps)
+
+    # ----- weights for the sampler / export ------------------------------------------------------
+    def merged_copy(self) -> Any:
+        """A plain (non-peft) copy of the model with current weights merged, for sampling and export."""
+        target = self._plain if self._plain is not None else copy.deepcopy(self.model)
+        self._plain = None
+        self.copy_merged_into(target)
+        target.eval()
+        return target
+
+    def copy_merged_into(self, target: Any) -> None:
+        import torch
+
+        with torch.no_grad():
+            if self.lora is None:
+                target.load_state_dict(self.model.state_dict())
+                return
+            from peft.tuners.lora import LoraLayer
+
+            for name, module in self.model.named_modules():
+                if isinstance(module, LoraLayer) and "default" in module.lora_A:
+                    base = module.get_base_layer()
+                    merged = base.weight + module.get_delta_weight("default").to(base.weight.dtype)
+                    target.get_submodule(name.removeprefix("base_model.model.")).weight.copy_(merged)
+
+    # ----- training ------------------------------------------------------------------------------
+    def lr_at(self, step: int) -> float:
+        warmup = self.config.trainer.warmup_steps
+        scale = min(1.0, step / warmup) if warmup else 1.0
+        return self.config.trainer.lr * scale
+
+    def train_step(self, samples: list[Sample], step: int) -> dict[str, float]:
+        """Accumulate gradients over all samples, clip, take one optimizer step; return statistics."""
+        import torch
+
+        limit = self.config.trainer.max_seq_len
+        usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
+        stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable))}
+        total_tokens = sum(len(s.completion_ids) for s in usable)
+        sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0}
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        size = self.config.trainer.micro_batch_size
+        ordered = sorted(usable, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
+        for start in range(0, len(ordered), size):
+            out = self._micro_step(ordered[start : start + size], total_tokens)
+            for key in sums:
+                sums[key] += out[key]
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.trainer.max_grad_norm)) if usable else 0.0
+        lr = self.lr_at(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        if usable and math.isfinite(grad_norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        denom = max(1, total_tokens)
+        stats.update(
+            loss=sums["loss"],
+            entropy=sums["entropy"] / denom,
+            mismatch_kl=sums["mismatch_kl"] / denom,
+            masked_frac=sums["masked"] / denom,
+            clipped_frac=sums["clipped"] / denom,
+            grad_norm=grad_norm,
+            lr=lr,
+            train_tokens=float(total_tokens),
+        )
+        return stats
+
+    def _micro_step(self, batch: list[Sample], total_tokens: int) -> dict[str, float]:
+        import torch
+
+        pad = self.tokenizer.pad_token_id or 0
+        prompt_width = max(len(s.prompt_ids) for s in batch)
+        comp_width = max(len(s.completion_ids) for s in batch)
+        rows = len(batch)
+        ids = torch.full((rows, prompt_width + comp_width), pad, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        comp_mask = torch.zeros((rows, comp_width), dtype=torch.float32)
+        old = torch.zeros((rows, comp_width), dtype=torch.float32)
+        for r, s in enumerate(batch):
+            p, c = len(s.prompt_ids), len(s.completion_ids)
+            ids[r, prompt_width - p : prompt_width] = torch.tensor(s.prompt_ids)
+            ids[r, prompt_width : prompt_width + c] = torch.tensor(s.completion_ids)
+            attention[r, prompt_width - p : prompt_width + c] = 1
+            comp_mask[r, :c] = 1
+            old[r, :c] = torch.tensor(s.sampler_logprobs[:c], dtype=torch.float32)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
+        dev = self.device
+        out = self.model(
+            input_ids=ids.to(dev),
+            attention_mask=attention.to(dev),
+            position_ids=positions.to(dev),
+            logits_to_keep=comp_width + 1,
+            use_cache=False,
+        )
+        logits = out.logits[:, :comp_width].float() / self.temperature
+        logp_all = torch.log_softmax(logits, dim=-1)
+        targets = ids[:, prompt_width:].to(dev)
+        logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        mask = comp_mask.to(dev)
+        result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens)
+        result.loss.backward()
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            entropy_sum = float((entropy * mask).sum())
+        return {
+            "loss": float(result.loss.detach()),
+            "entropy": entropy_sum,
+            "mismatch_kl": result.mismatch_kl,
+            "masked": result.masked_tokens,
+            "clipped": result.clipped_tokens,
+        }
+
+    # ----- checkpoint state ----------------------------------------------------------------------
+    def save_trainable(self, folder: Path) -> None:
+        """LoRA: the adapter (peft format, loadable by vLLM); full: the whole model (HF format)."""
+        self.model.save_pretrained(folder)
+
+    def load_trainable(self, folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        if self.lora is not None:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.model, load_file(str(folder / "adapter_model.safetensors")))
+            return
+        from transformers import AutoModelForCausalLM
+
+        loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=next(self.model.parameters()).dtype)
+        with torch.no_grad():
+            self.model.load_state_dict(loaded.state_dict())

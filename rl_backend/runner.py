@@ -1,0 +1,395 @@
+"""`prime rl run` end to end: resolve, plan, baseline checks, then the training loop.
+
+The loop overlaps generation and training (one-step off-policy): while the trainer takes step n
+(on rollouts sampled with the weights of step n-2), a worker thread already samples step n+1's
+rollouts with the weights of step n-1. The sampler's weights change only between generations (``source.sync``), never
+under an in-flight request. ``trainer.on_policy = true`` runs the two strictly one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import statistics
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from evalkit.errors import ConfigError, UserError
+from rl_backend.config import RLConfig, to_toml
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    steps_done: int
+    last_metrics: dict[str, Any]
+    eval_rewards: dict[int, float]
+
+
+def resolve_backend(config: RLConfig) -> str:
+    """``auto`` means vLLM when CUDA and vllm are both present, else the in-process torch engine."""
+    import importlib.util
+
+    want = config.inference.backend
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    cuda = _cuda_available()
+    if want == "vllm":
+        if not cuda or not has_vllm:
+            raise ConfigError(
+                "inference.backend = 'vllm' needs a CUDA GPU and vllm (`pip install 'primekit[gpu]'`); "
+                "use backend = 'torch' on this machine"
+            )
+        return "vllm"
+    if want == "auto" and cuda and has_vllm and config.trainer.lora is not None:
+        return "vllm"
+    return "torch"
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_dir_for(config: RLConfig, output_dir: Path, resume: bool) -> Path:
+    root = output_dir / "rl"
+    if config.run_name:
+        return root / config.run_name
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env[0].id.split("/")[-1]).strip("-") or "run"
+    if resume:
+        candidates = sorted(p for p in root.glob(f"{slug}-*") if (p / "checkpoints").is_dir()) if root.is_dir() else []
+        if not candidates:
+            raise UserError(f"--resume found no earlier run of '{slug}' under {root}; set run_name in the config")
+        return candidates[-1]
+    return root / f"{slug}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
+    e = config.env[0]
+    lora = config.trainer.lora
+    mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
+    ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
+    evals = f"every {config.eval.interval} steps on {config.eval.num_examples} held-out examples" if config.eval.interval else "off"
+    return [
+        f"run dir      {run_dir}",
+        f"model        {config.model} ({mode}, lr {config.trainer.lr:g}, loss '{config.trainer.loss.type}')",
+        f"environment  {e.id} {json.dumps(e.args) if e.args else ''}".rstrip(),
+        f"steps        {config.max_steps} x {config.batch_size} rollouts "
+        f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
+        f"rollouts     backend '{backend}', "
+        + ("strictly on-policy" if config.trainer.on_policy else "one-step off-policy (generation overlaps training)"),
+        f"baseline     {config.baseline.num_examples} examples x {config.baseline.rollouts_per_example or config.rollouts_per_example}"
+        f" (reward in [{config.baseline.min_reward:g}, {config.baseline.max_reward:g}], diverse groups >= {config.baseline.min_diverse_groups:.0%})"
+        if config.baseline.enabled
+        else "baseline     off",
+        f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
+    ]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _rows_jsonl(groups: list[list[Any]], batch: Any) -> str:
+    kept = {id(g) for g in batch.kept}
+    lines = []
+    for group in groups:
+        for state in group:
+            row = state.to_row()
+            row["kept"] = id(group) in kept
+            row["advantage"] = batch.advantages.get((state.example_id, state.rollout_idx))
+            lines.append(json.dumps(row, default=str))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+class Trainer:
+    """Holds one run's pieces; ``run()`` goes from config to trained weights."""
+
+    def __init__(self, config: RLConfig, run_dir: Path, console: Console | None = None):
+        self.config = config
+        self.run_dir = run_dir
+        self.console = console or Console(stderr=True)
+        self.eval_rewards: dict[int, float] = {}
+        self._exported: set[int] = set()
+        self._wandb: Any = None
+
+    # ----- setup ---------------------------------------------------------------------------------
+    def setup(self, backend: str) -> None:
+        import torch
+
+        from evalkit.registry import load_environment
+        from rl_backend.collect import BatchCollector
+        from rl_backend.policy import Policy
+        from rl_backend.sources import make_source
+
+        spec = self.config.env[0]
+        self.env = load_environment(spec.id, spec.args)
+        self.train_rows = self.env.get_dataset(-1)
+        self.eval_rows = self.env.get_eval_dataset(self.config.eval.num_examples, seed=self.config.seed, shuffle=True)
+        torch.manual_seed(self.config.seed)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.policy = Policy(self.config, device=device)
+        self.source = make_source(backend, self.config, self.policy, self.run_dir)
+        self.collector = BatchCollector(self.config, self.env, self.train_rows, self.source)
+        if self.config.wandb is not None:
+            self._wandb = _start_wandb(self.config, self.run_dir)
+
+    # ----- baseline ------------------------------------------------------------------------------
+    def baseline(self) -> dict[str, Any]:
+        from rl_backend.baseline import refusal, run_baseline
+
+        cfg = self.config.baseline
+        rows = self.env.get_dataset(cfg.num_examples, seed=self.config.seed + 1, shuffle=True)
+        rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
+        started = time.perf_counter()
+        with self.console.status(f"baseline: {len(rows)} examples x {rpe} rollouts ..."):
+            report = asyncio.run(
+                run_baseline(
+                    self.env,
+                    self.source.client,
+                    rows,
+                    rollouts_per_example=rpe,
+                    sampling=self.collector.sampling,
+                    max_concurrent=self.config.max_concurrent,
+                    system_prompt=self.config.system_prompt,
+                    config=cfg,
+                )
+            )
+        data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
+        _atomic_write(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
+        verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
+        self.console.print(
+            f"baseline {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
+            f"{report.diverse_groups}/{report.num_examples} groups with varied rewards ({data['seconds']:.0f}s)"
+        )
+        if not report.passed:
+            raise refusal(report)
+        return data
+
+    # ----- evaluation / export at sync points ----------------------------------------------------
+    def evaluate(self, step: int) -> float:
+        from evalkit.rollouts import run_groups
+
+        cfg = self.config.eval
+        sampling = self.collector.sampling
+        self.source.reseed(self.config.seed * 31 + 17)
+        groups = asyncio.run(
+            run_groups(
+                self.env,
+                self.source.client,
+                self.eval_rows,
+                rollouts_per_example=cfg.rollouts_per_example,
+                sampling=sampling,
+                max_concurrent=self.config.max_concurrent,
+                system_prompt=self.config.system_prompt,
+            )
+        )
+        rewards = [s.reward for g in groups for s in g]
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        self.eval_rewards[step] = mean
+        return mean
+
+    def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
+        """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due."""
+        from rl_backend.checkpoints import export_weights, prune
+
+        cfg = self.config
+        if step > start_step and cfg.eval.interval and (step % cfg.eval.interval == 0 or final) and step not in self.eval_rewards:
+            reward = self.evaluate(step)
+            self.console.print(f"eval step {step}: mean reward {reward:.3f} on {len(self.eval_rows)} held-out examples")
+            self._append_metrics({"step": step, "eval_reward": reward})
+        due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
+        if step > start_step and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
+            model = getattr(self.source, "export_model", None)
+            if model is not None:
+                export_weights(self.run_dir, step, model(), self.policy.tokenizer)
+                prune(self.run_dir / "weights", cfg.ckpt.keep_last)
+                self._exported.add(step)
+
+    # ----- the loop ------------------------------------------------------------------------------
+    def train(self, start_step: int, cursor: int) -> dict[str, Any]:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        cfg = self.config
+        off_policy = not cfg.trainer.on_policy
+        last: dict[str, Any] = {}
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts")
+        step = start_step
+        self.source.sync(self.policy, step)
+        pending: Future = executor.submit(self.collector.collect, step + 1, cursor, step)
+        columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        try:
+            with Progress(*columns, console=self.console, transient=False) as progress:
+                task = progress.add_task("", total=cfg.max_steps, completed=step)
+                while step < cfg.max_steps:
+                    wait_started = time.perf_counter()
+                    batch = pending.result()
+                    wait_s = time.perf_counter() - wait_started
+                    step_started = time.perf_counter()
+                    if off_policy:
+                        self.source.sync(self.policy, step)
+                        self.at_sync_point(step, start_step, final=False)
+                        if step + 1 < cfg.max_steps:
+                            pending = executor.submit(self.collector.collect, step + 2, batch.cursor_after, step)
+                    last = self.train_one(batch, step + 1, wait_s, step_started)
+                    step += 1
+                    if not off_policy:
+                        self.source.sync(self.policy, step)
+                        self.at_sync_point(step, start_step, final=step == cfg.max_steps)
+                        if step < cfg.max_steps:
+                            pending = executor.submit(self.collector.collect, step + 1, batch.cursor_after, step)
+                    self.maybe_checkpoint(step, batch.cursor_after)
+                    progress.update(task, completed=step, description=f"reward {last['reward_mean']:.3f} loss {last['loss']:+.4f}")
+                    progress.console.print(
+                        f"step {step:>4}  reward {last['reward_mean']:.3f}  kept {last['groups_kept']}/{last['groups_generated']}  "
+                        f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
+                        f"gen {last['gen_s']:.1f}s  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
+                    )
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+        self.source.sync(self.policy, step)
+        self.at_sync_point(step, start_step, final=True)
+        return last
+
+    def train_one(self, batch: Any, step: int, wait_s: float, step_started: float) -> dict[str, Any]:
+        from rl_backend.collect import to_samples
+
+        samples = to_samples(batch)
+        train_started = time.perf_counter()
+        stats = self.policy.train_step(samples, step)
+        train_s = time.perf_counter() - train_started
+        rewards = [s.reward for g in batch.generated for s in g]
+        generated = len(batch.generated)
+        metrics = {
+            "step": step,
+            "reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+            "reward_std": statistics.pstdev(rewards) if rewards else 0.0,
+            "groups_generated": generated,
+            "groups_kept": len(batch.kept),
+            "filtered_frac": 1 - len(batch.kept) / generated if generated else 0.0,
+            "rounds": batch.rounds,
+            "errors": sum(1 for g in batch.generated for s in g if s.error),
+            **{k: v for k, v in stats.items()},
+            "gen_tokens": batch.gen_tokens,
+            "tokens_per_s": batch.gen_tokens / batch.gen_seconds if batch.gen_seconds > 0 else 0.0,
+            "policy_lag": step - 1 - batch.weights_step,
+            "gen_s": batch.gen_seconds,
+            "train_s": train_s,
+            "wait_s": wait_s,
+            "step_s": time.perf_counter() - step_started + wait_s,
+        }
+        if not math.isfinite(metrics["loss"]):
+            raise UserError(f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false")
+        self._append_metrics(metrics)
+        (self.run_dir / "rollouts").mkdir(exist_ok=True)
+        _atomic_write(self.run_dir / "rollouts" / f"step_{step}.jsonl", _rows_jsonl(batch.generated, batch))
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+        return metrics
+
+    def maybe_checkpoint(self, step: int, cursor: int) -> None:
+        from rl_backend.checkpoints import prune, save_checkpoint
+
+        cfg = self.config.ckpt
+        if (cfg.interval and step % cfg.interval == 0) or step == self.config.max_steps:
+            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards})
+            prune(self.run_dir / "checkpoints", cfg.keep_last)
+
+    def _append_metrics(self, metrics: dict[str, Any]) -> None:
+        with (self.run_dir / "metrics.jsonl").open("a") as handle:
+            handle.write(json.dumps({k: _round(v) for k, v in metrics.items()}) + "\n")
+            handle.flush()
+
+    def close(self) -> None:
+        source = getattr(self, "source", None)
+        if source is not None:
+            source.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def _round(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _start_wandb(config: RLConfig, run_dir: Path) -> Any:
+    try:
+        import wandb  # type: ignore[import-not-found]
+    except ImportError:
+        raise ConfigError("[wandb] is set but wandb is not installed; `pip install wandb` or remove the [wandb] table") from None
+    cfg = config.wandb
+    assert cfg is not None
+    return wandb.init(project=cfg.project, entity=cfg.entity, name=cfg.name or run_dir.name, config=config.model_dump(mode="json"), dir=str(run_dir))
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """On resume, forget metric lines of steps after the checkpoint (they will be redone)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+    _atomic_write(path, "".join(line + "\n" for line in kept))
+
+
+def run(
+    config: RLConfig,
+    *,
+    output_dir: Path,
+    resume: int | bool | None = None,
+    skip_baseline: bool = False,
+    dry_run: bool = False,
+    console: Console | None = None,
+) -> RunSummary | None:
+    """Plan, check, train. Returns ``None`` for a dry run."""
+    from rl_backend.checkpoints import load_checkpoint, steps_in
+
+    console = console or Console(stderr=True)
+    run_dir = run_dir_for(config, output_dir, resume is not None and resume is not False)
+    backend = resolve_backend(config)
+    if dry_run:
+        out = Console()
+        out.print(to_toml(config), markup=False, highlight=False)
+        out.print("\n".join(["# plan", *plan_lines(config, run_dir, backend)]), markup=False, highlight=False)
+        return None
+    start_step, cursor = 0, 0
+    resume_step: int | None = None
+    if resume is not None and resume is not False:
+        available = steps_in(run_dir / "checkpoints")
+        if not available:
+            raise UserError(f"--resume: no checkpoints in {run_dir / 'checkpoints'}")
+        resume_step = available[-1] if resume is True else int(resume)
+        if resume_step >= config.max_steps:
+            raise UserError(f"--resume: checkpoint step {resume_step} is already at max_steps ({config.max_steps}); raise max_steps")
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"run dir {run_dir} already exists; use --resume, or another run_name / --output-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write(run_dir / "config.resolved.toml", to_toml(config))
+    for line in plan_lines(config, run_dir, backend):
+        console.print(line, markup=False, highlight=False)
+    trainer = Trainer(config, run_dir, console)
+    try:
+        trainer.setup(backend)
+        if resume_step is not None:
+            state = load_checkpoint(run_dir, resume_step, trainer.policy)
+            start_step, cursor = resume_step, int(state["cursor"])
+            trainer.eval_rewards = {int(k): v for k, v in state.get("eval_rewards", {}).items()}
+            _truncate_metrics(run_dir / "metrics.jsonl", resume_step)
+            console.print(f"resumed from checkpoint step {resume_step}")
+        elif config.baseline.enabled and not skip_baseline:
+            trainer.source.sync(trainer.policy, 0)
+            trainer.baseline()
+        last = trainer.train(start_step, cursor)
+    finally:
+        trainer.close()
+    return RunSummary(run_dir=run_dir, steps_done=config.max_steps, last_metrics=last, eval_rewards=trainer.eval_rewards)

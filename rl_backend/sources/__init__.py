@@ -1,0 +1,20 @@
+"""Where training rollouts come from: an in-process torch engine or a vLLM server.
+
+Both implement :class:`rl_backend.sources.base.RolloutSource`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def make_source(backend: str, config: Any, policy: Any, run_dir: Path) -> Any:
+    """The rollout source for ``backend`` (``torch`` or ``vllm``), already holding the policy's weights."""
+    if backend == "vllm":
+        from rl_backend.sources.vllm_source import VLLMSource
+
+        return VLLMSource(config, policy, run_dir)
+    from rl_backend.sources.torch_source import TorchSource
+
+    return TorchSource(policy, config.model, seed=config.seed, max_batch_size=config.inference.max_batch_size)
