@@ -57,6 +57,10 @@ def make_client(
             endpoints = load_endpoints(endpoints_file)
             if model in endpoints:
                 return _client_for_endpoints(endpoints[model], max_retries, timeout, max_connections, backoff_base_s)
+            if endpoints_path:  # the user pointed at this file, so -m names one of its endpoints
+                known = ", ".join(sorted(endpoints)) or "none"
+                raise UserError(f"endpoint id '{model}' not found in {endpoints_file} (known: {known}); "
+                                "or pass -b URL to use the model name directly")
     if model is None:
         raise UserError("a base URL was given without a model; pass -m MODEL as the server names it")
     url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL

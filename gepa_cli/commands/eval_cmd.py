@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 import typer
+from typer.core import TyperCommand
 
 from gepa_cli.errors import user_errors
 
@@ -31,9 +33,28 @@ Examples:
 """
 
 LATEST = "latest"
+RESUME_FLAGS = ("-R", "--resume")
 
 
-@app.command("run", epilog=RUN_EPILOG)
+class _ResumeOptionalValue(TyperCommand):
+    """Lets ``-R/--resume`` take an optional RUN_DIR (click options need a value otherwise).
+
+    The token after ``-R`` is its value only when it is an existing folder; anything else (nothing,
+    another option, the env id) means "the newest incomplete matching run".
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for i, arg in enumerate(args):
+            fixed.append(arg)
+            if arg in RESUME_FLAGS:
+                following = args[i + 1] if i + 1 < len(args) else None
+                if following is None or not Path(following).is_dir():
+                    fixed.append(LATEST)
+        return super().parse_args(ctx, fixed)
+
+
+@app.command("run", epilog=RUN_EPILOG, cls=_ResumeOptionalValue)
 @user_errors
 def run(
     env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
@@ -53,7 +74,7 @@ def run(
     shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
     seed: int = typer.Option(None, "--seed", help="Shuffle seed. [default: 0]"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go. [default: ./outputs]"),
-    resume: str = typer.Option(None, "--resume", "-R", flag_value=LATEST, metavar="[RUN_DIR]",
+    resume: str = typer.Option(None, "--resume", "-R", metavar="[RUN_DIR]",
                                help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
     max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
     timeout: float = typer.Option(None, "--timeout", help="Seconds per model request."),

@@ -1,0 +1,170 @@
+"""The OpenAI-compatible client against a real local HTTP server that injects faults."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fault_server import FaultServer  # noqa: E402
+
+from evalkit.clients.factory import make_client, preflight  # noqa: E402
+from evalkit.clients.openai_client import OpenAIClient, parse_completion  # noqa: E402
+from evalkit.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.types import SamplingArgs  # noqa: E402
+
+SECRET = "sk-test-SECRET-0123456789"
+
+
+@pytest.fixture(scope="module")
+def servers():
+    started: list[FaultServer] = []
+
+    def start(*args: str) -> FaultServer:
+        server = FaultServer(*args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def fast_client(server: FaultServer, **kwargs) -> OpenAIClient:
+    return OpenAIClient("m", server.base_url, kwargs.pop("api_key", None), backoff_base_s=0.01, **kwargs)
+
+
+def chat(client: OpenAIClient, text: str, sampling: SamplingArgs | None = None):
+    async def go():
+        try:
+            return await client.chat([{"role": "user", "content": text}], sampling or SamplingArgs())
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "503", "drop", "badjson", "empty"])
+def test_each_fault_is_retried_then_succeeds(servers, fault):
+    server = servers("--faults", f"{fault},{fault}")
+    completion = chat(fast_client(server, max_retries=2), "hello")
+    assert completion.text == "olleh"
+
+
+def test_fault_beyond_retries_raises_model_call_error(servers):
+    server = servers("--faults", "500,500,500")
+    with pytest.raises(ModelCallError, match="HTTP 500.*after 3 attempts"):
+        chat(fast_client(server, max_retries=2), "hello")
+
+
+def test_client_error_is_not_retried(servers):
+    server = servers("--faults", "400")
+    with pytest.raises(ModelCallError) as info:
+        chat(fast_client(server, max_retries=3), "hello")
+    assert info.value.status == 400 and not info.value.retryable
+
+
+def test_read_timeout_is_retried(servers):
+    server = servers("--faults", "timeout", "--timeout-sleep", "2")
+    started = time.perf_counter()
+    completion = chat(fast_client(server, timeout=0.4, max_retries=1), "hello")
+    assert completion.text == "olleh"
+    assert time.perf_counter() - started < 1.8
+
+
+def test_retry_after_is_honoured(servers):
+    server = servers("--faults", "429", "--retry-after", "1")
+    started = time.perf_counter()
+    chat(fast_client(server, max_retries=1), "hello")
+    assert time.perf_counter() - started >= 0.95
+
+
+def test_token_ids_and_logprobs_are_kept(servers):
+    server = servers()
+    sampling = SamplingArgs(logprobs=True, extra={"return_token_ids": True})
+    completion = chat(fast_client(server), "abc", sampling)
+    assert completion.prompt_token_ids == [1, 2, 3]
+    assert completion.completion_token_ids == [5, 6]
+    assert completion.logprobs == [-0.5, -0.25]
+    assert completion.usage.input_tokens == 7
+
+
+def test_tool_calls_are_parsed():
+    data = {"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "calc", "arguments": {"a": 1}}},
+    ]}, "finish_reason": "tool_calls"}]}
+    completion = parse_completion(data)
+    assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [
+        ("c1", "search", '{"q": "x"}'), ("c2", "calc", '{"a": 1}')]
+    assert completion.finish_reason == "tool_calls" and completion.text == ""
+
+
+def test_key_is_sent_but_never_shown(servers, monkeypatch):
+    server = servers("--faults", "500,500,500,500")
+    monkeypatch.setenv("MY_TEST_KEY", SECRET)
+    client = make_client("m", server.base_url, "MY_TEST_KEY", max_retries=1, backoff_base_s=0.01)
+    assert SECRET not in repr(client) and SECRET not in str(vars(client).get("base_url"))
+    with pytest.raises(ModelCallError) as info:
+        chat(client, "hello")
+    assert SECRET not in str(info.value)
+    import json
+    import urllib.request
+
+    seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
+    assert f"Bearer {SECRET}" in seen
+
+
+def test_preflight_fails_fast_on_unreachable_url():
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = OpenAIClient("m", f"http://127.0.0.1:{port}/v1", max_retries=3)
+    started = time.perf_counter()
+    with pytest.raises(UserError, match="cannot connect"):
+        asyncio.run(preflight(client))
+    assert time.perf_counter() - started < 2
+
+
+def test_missing_key_var_is_a_user_error(monkeypatch):
+    monkeypatch.delenv("NOPE_KEY_VAR", raising=False)
+    with pytest.raises(UserError, match="NOPE_KEY_VAR is not set"):
+        make_client("m", "http://127.0.0.1:1/v1", "NOPE_KEY_VAR")
+
+
+def test_endpoints_replicas_round_robin(servers, tmp_path):
+    a, b = servers(), servers()
+    (tmp_path / "endpoints.toml").write_text(
+        f'[[endpoint]]\nendpoint_id = "pair"\nmodel = "m"\nurl = "{a.base_url}"\n\n'
+        f'[[endpoint]]\nendpoint_id = "pair"\nmodel = "m"\nurl = "{b.base_url}"\n'
+    )
+    client = make_client("pair", endpoints_path=tmp_path / "endpoints.toml")
+    assert client.base_url == f"{a.base_url},{b.base_url}"
+
+    async def go():
+        try:
+            for _ in range(4):
+                await client.chat([{"role": "user", "content": "x"}], SamplingArgs())
+        finally:
+            await client.aclose()
+
+    asyncio.run(go())
+    import json
+    import urllib.request
+
+    counts = [len(json.loads(urllib.request.urlopen(f"http://127.0.0.1:{s.port}/auth_log").read())) for s in (a, b)]
+    assert counts == [2, 2]
+
+
+def test_unknown_endpoint_id_lists_known(tmp_path):
+    from evalkit.clients.factory import make_endpoint_client
+
+    (tmp_path / "endpoints.toml").write_text('[[endpoint]]\nendpoint_id = "one"\nmodel = "m"\nurl = "http://x/v1"\n')
+    with pytest.raises(UserError, match="'two' not found.*known: one"):
+        make_endpoint_client("two", tmp_path / "endpoints.toml")
