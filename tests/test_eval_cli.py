@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -62,16 +63,20 @@ def test_run_against_server_writes_run_dir(server, tmp_path):
     assert "highest reward" in view.output and "completion/assistant" in view.output and "1.0000" in view.output
 
 
-def test_key_never_reaches_outputs_or_logs(server, tmp_path):
-    result = prime("eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url, "-k", "MY_EVAL_KEY",
-                   "-n", "2", "-r", "1", "-o", str(tmp_path), "-v", env={"MY_EVAL_KEY": SECRET})
+def test_key_never_reaches_outputs_or_logs(tmp_path):
+    server = FaultServer("--faults", "500")  # every prompt's first request fails: retry logs, key in play
+    try:
+        result = prime("eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url, "-k", "MY_EVAL_KEY",
+                       "-n", "2", "-r", "1", "-o", str(tmp_path), "-v", "--max-retries", "1",
+                       env={"MY_EVAL_KEY": SECRET})
+        seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
+    finally:
+        server.stop()
     assert result.exit_code == 0, result.output
+    assert "retry 1/1" in result.output and "injected 500" in result.output  # the logs were really written
     assert SECRET not in result.output
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert files and all(SECRET not in p.read_text() for p in files)
-    import urllib.request
-
-    seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
     assert f"Bearer {SECRET}" in seen  # it was used, just never written down
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import random
 import time
 from typing import Any
@@ -27,6 +28,7 @@ import aiohttp
 from evalkit.errors import ModelCallError
 from evalkit.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
+logger = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 MAX_RETRY_AFTER_S = 60.0
 
@@ -140,7 +142,9 @@ class OpenAIClient:
                     raise ModelCallError(
                         f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})", retryable=True, status=exc.status
                     ) from None
-                await asyncio.sleep(self._delay(attempt, exc.retry_after))
+                delay = self._delay(attempt, exc.retry_after)
+                logger.debug("retry %d/%d in %.2f s: %s", attempt + 1, retries, delay, exc)
+                await asyncio.sleep(delay)
                 attempt += 1
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

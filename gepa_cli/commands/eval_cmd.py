@@ -91,9 +91,16 @@ def run(
 
     if verbose:
         import logging
+        import sys
 
-        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
-        logging.getLogger("evalkit").setLevel(logging.DEBUG)
+        log = logging.getLogger("evalkit")
+        for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
+            log.removeHandler(old)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.primekit_verbose = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
 
     sampling: dict[str, Any] = _json_object(sampling_args, "--sampling-args") if sampling_args else {}
     if max_tokens is not None:
