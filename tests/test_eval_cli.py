@@ -61,6 +61,8 @@ def test_run_against_server_writes_run_dir(server, tmp_path):
     view = prime("eval", "view", str(run_dir))
     assert view.exit_code == 0, view.output
     assert "highest reward" in view.output and "completion/assistant" in view.output and "1.0000" in view.output
+    newest = prime("eval", "view", "-o", str(tmp_path))
+    assert newest.exit_code == 0 and str(run_dir) in newest.output.replace("\n", "")
 
 
 def test_key_never_reaches_outputs_or_logs(tmp_path):

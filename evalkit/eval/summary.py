@@ -69,7 +69,10 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     table.add_row("rollouts", f"{n} ({summary['num_groups']} examples)")
     if summary["avg_reward"] is not None:
         table.add_row("reward (avg ± std)", f"{summary['avg_reward']:.4f} ± {summary['std_reward']:.4f}")
+    ks = list(summary["pass_at_k"])
     for k, value in summary["pass_at_k"].items():
+        if int(k) & (int(k) - 1) and k != ks[-1]:  # show k = 1, 2, 4, 8, ... and the largest; metadata has all
+            continue
         table.add_row(f"pass@{k} (reward ≥ {summary['pass_threshold']:g})", f"{value:.4f}")
     for name, value in summary["avg_metrics"].items():
         table.add_row(f"  {name}", f"{value:.4f}")
