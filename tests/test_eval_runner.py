@@ -189,3 +189,12 @@ def test_toml_errors_name_the_problem(tmp_path):
     bad.write_text('model = "m"\n[[eval]\nid = "x"\n')
     with pytest.raises(ConfigError, match="line 2"):
         load_eval_file(bad)
+
+
+def test_shipped_eval_configs_load():
+    root = Path(__file__).resolve().parents[1] / "configs" / "eval"
+    files = sorted(root.glob("*.toml"))
+    assert files
+    for file in files:
+        for cfg in load_eval_file(file):
+            assert cfg.env_id and cfg.rollouts_per_example >= 1
