@@ -48,7 +48,7 @@ class OpenAIClient:
         *,
         max_retries: int = 3,
         timeout: float | None = None,
-        connect_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
         max_connections: int = 1024,
@@ -161,6 +161,8 @@ class OpenAIClient:
                 raw = await response.read()
                 status = response.status
                 retry_after = _parse_retry_after(response.headers.get("Retry-After"))
+        except aiohttp.ConnectionTimeoutError:
+            raise _Retryable(f"cannot connect to {self.base_url}: connect timed out", connect=True) from None
         except asyncio.TimeoutError:
             raise _Retryable(f"request to {self.base_url} timed out after {self.timeout} s") from None
         except aiohttp.ClientConnectorError as exc:
