@@ -116,6 +116,8 @@ async def arun_eval(
     new_rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     meta_base = _metadata_base(config, env, sampling, identity, len(examples))
+    if previous.get("date"):  # a resumed run keeps the date it started
+        meta_base["date"] = previous["date"]
 
     def finish(status: str, client_obj: ModelClient | None) -> dict[str, Any]:
         rows = existing + new_rows
@@ -123,6 +125,7 @@ async def arun_eval(
         meta = {
             **meta_base,
             "base_url": getattr(client_obj, "base_url", None) if client_obj is not None else previous.get("base_url"),
+            "client_model": getattr(client_obj, "model", None) if client_obj is not None else previous.get("client_model"),
             **{k: summary[k] for k in ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold",
                                         "num_errors", "usage", "reward_diversity")},
             "num_rollouts": summary["num_rollouts"],
