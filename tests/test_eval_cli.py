@@ -75,6 +75,7 @@ def test_key_never_reaches_outputs_or_logs(tmp_path):
     finally:
         server.stop()
     assert result.exit_code == 0, result.output
+    assert "error" not in result.output.replace("errors", "")  # every rollout recovered
     assert "retry 1/1" in result.output and "injected 500" in result.output  # the logs were really written
     assert SECRET not in result.output
     files = [p for p in tmp_path.rglob("*") if p.is_file()]

@@ -18,7 +18,7 @@ from evalkit.errors import ConfigError, ModelCallError, UserError  # noqa: E402
 from evalkit.eval.config import EvalConfig, load_eval_file  # noqa: E402
 from evalkit.eval.results import read_rows  # noqa: E402
 from evalkit.eval.runner import run_eval  # noqa: E402
-from evalkit.eval.summary import summarize  # noqa: E402
+from evalkit.eval.summary import error_lines, summarize  # noqa: E402
 
 ROWS = [{"question": f"q{i}", "answer": f"a{i}"} for i in range(4)]
 
@@ -86,6 +86,8 @@ def test_failures_are_rows_not_crashes(tmp_path):
     assert "server gone" in by_example[2]["error"] and by_example[2]["reward"] == 0.0
     assert by_example[0]["error"] is None and by_example[0]["reward"] == 1.0
     assert result.metadata["num_errors"] == 4 and result.metadata["status"] == "complete"
+    assert sorted(error_lines(result.rows)) == ["2 × model call failed: server gone",
+                                                "2 × reward function boom raised ValueError: bad reward"]
 
 
 class Game(MultiTurnEnv):

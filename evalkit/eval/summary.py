@@ -86,6 +86,17 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     return table
 
 
+def error_lines(rows: list[dict[str, Any]], limit: int = 3) -> list[str]:
+    """The most common error messages (first 160 chars), so a failing run says why at a glance."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("error"):
+            key = str(row["error"])[:160]
+            counts[key] = counts.get(key, 0) + 1
+    top = sorted(counts.items(), key=lambda item: -item[1])[:limit]
+    return [f"{n} × {message}" for message, n in top]
+
+
 def diversity_line(summary: dict[str, Any]) -> str:
     """One sentence on within-group reward variance (what RL's baseline check looks at)."""
     value = summary.get("reward_diversity")

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from evalkit.errors import UserError
 from evalkit.eval.results import newest_run_dir, read_metadata, read_rows
-from evalkit.eval.summary import diversity_line, summarize, summary_table
+from evalkit.eval.summary import diversity_line, error_lines, summarize, summary_table
 
 MAX_CHARS = 600
 
@@ -47,6 +47,8 @@ def render_report(run_dir: Path, console: Console, samples: int = 3) -> None:
         console.print(f"env args: {meta['env_args']}")
     console.print(summary_table(summary, duration_s=meta.get("duration_s")))
     console.print(diversity_line(summary))
+    for line in error_lines(rows):
+        console.print(Text("error ", style="red") + Text(line))
     for title, row in _pick_samples(rows, samples):
         console.print(_sample_panel(title, row))
     console.print(f"run dir: {run_dir}")

@@ -145,8 +145,10 @@ def run(
 
 
 def _run_one(config: Any, console: Any) -> None:
+    from rich.text import Text
+
     from evalkit.eval.runner import run_eval
-    from evalkit.eval.summary import diversity_line, summary_table
+    from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
     result = run_eval(config, console=console)
     for note in result.notes:
@@ -154,6 +156,8 @@ def _run_one(config: Any, console: Any) -> None:
     title = f"{config.env_id} · {config.model_label}"
     console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
     console.print(diversity_line(result.summary))
+    for line in error_lines(result.rows):
+        console.print(Text("error ", style="red") + Text(line))
     if result.resumed_rows:
         console.print(f"{result.resumed_rows} rollouts were already done; ran {len(result.states)} more")
     console.print(f"results: [bold]{result.run_dir}[/bold]")
