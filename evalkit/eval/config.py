@@ -195,6 +195,8 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
                 data["env_args"] = {**data["env_args"], **value}
             else:
                 data[key] = value
+        if "model" in (overrides or {}) and "endpoint_id" not in (overrides or {}):
+            data.pop("endpoint_id", None)  # -m on the command line replaces the file's endpoint choice
         configs.append(validate(EvalConfig, data, f"{file} [[eval]] id={entry.id}"))
     return configs
 
