@@ -147,6 +147,10 @@ class EvalConfig(_Strict):
     """Held-out examples per evaluation."""
     rollouts_per_example: int = Field(1, gt=0)
     """Rollouts per held-out example."""
+    temperature: float | None = Field(None, ge=0)
+    """Sampling temperature for evaluation (default: the training temperature; 0 = greedy)."""
+    at_start: bool = False
+    """Also evaluate the starting model (step 0), for a before/after comparison on the same examples."""
 
 
 class BaselineConfig(_Strict):

@@ -183,6 +183,9 @@ class Trainer:
 
         cfg = self.config.eval
         sampling = self.collector.sampling
+        if cfg.temperature is not None:
+            sampling = sampling.merged({"temperature": cfg.temperature})
+            sampling.temperature = cfg.temperature
         self.source.reseed(self.config.seed * 31 + 17)
         groups = asyncio.run(
             run_groups(
@@ -205,7 +208,8 @@ class Trainer:
         from rl_backend.checkpoints import export_weights, prune
 
         cfg = self.config
-        if step > start_step and cfg.eval.interval and (step % cfg.eval.interval == 0 or final) and step not in self.eval_rewards:
+        periodic = bool(cfg.eval.interval) and step > start_step and (step % cfg.eval.interval == 0 or final)
+        if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             reward = self.evaluate(step)
             self.console.print(f"eval step {step}: mean reward {reward:.3f} on {len(self.eval_rows)} held-out examples")
             self._append_metrics({"step": step, "eval_reward": reward})
@@ -224,9 +228,13 @@ class Trainer:
         cfg = self.config
         off_policy = not cfg.trainer.on_policy
         last: dict[str, Any] = {}
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts")
+        executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="rl-rollouts", initializer=_worker_threads if off_policy else None
+        )
         step = start_step
         self.source.sync(self.policy, step)
+        self.at_sync_point(step, start_step, final=False)
+        _split_threads(off_policy)
         pending: Future = executor.submit(self.collector.collect, step + 1, cursor, step)
         columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
@@ -318,6 +326,28 @@ class Trainer:
             source.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _split_threads(off_policy: bool) -> None:
+    """With overlap on CPU, trainer and sampler threads each get half the cores.
+
+    Two OpenMP pools of all cores each oversubscribe the machine, and spinning workers then slow
+    both sides down several times over. torch's thread count is per calling thread under OpenMP, so
+    the trainer (this thread) and the rollout worker (``_worker_threads``) each set their own.
+    """
+    import torch
+
+    if not off_policy or torch.cuda.is_available():
+        return
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // 2))
+
+
+def _worker_threads() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - max(1, (os.cpu_count() or 1) // 2)))
 
 
 def _round(value: Any) -> Any:

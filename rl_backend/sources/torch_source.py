@@ -18,6 +18,10 @@ from evalkit.errors import ModelCallError
 from evalkit.types import Completion, Message, SamplingArgs, Usage
 
 
+GREEDY_BELOW = 1e-4
+"""Temperatures at or below this decode greedily (evaluation); training needs a positive temperature."""
+
+
 @dataclass
 class _Request:
     prompt_ids: list[int]
@@ -78,12 +82,16 @@ class TorchSampler:
             cache = out.past_key_values
             next_pos = positions[:, -1] + 1
             for _ in range(max_tokens):
-                logits = out.logits[:, -1, :].float() / temperature
-                logp = torch.log_softmax(logits, dim=-1)
-                if top_p < 1.0:
-                    logp = _nucleus(logp, top_p)
-                sampled = torch.multinomial(logp.exp().cpu(), 1, generator=self.generator).squeeze(1)
-                chosen = logp.cpu().gather(1, sampled[:, None]).squeeze(1)
+                logits = out.logits[:, -1, :].float()
+                if temperature <= GREEDY_BELOW:
+                    sampled = logits.argmax(-1).cpu()
+                    chosen = torch.zeros(len(alive))  # greedy: the sampler's distribution is a point mass
+                else:
+                    logp = torch.log_softmax(logits / temperature, dim=-1)
+                    if top_p < 1.0:
+                        logp = _nucleus(logp, top_p)
+                    sampled = torch.multinomial(logp.exp().cpu(), 1, generator=self.generator).squeeze(1)
+                    chosen = logp.cpu().gather(1, sampled[:, None]).squeeze(1)
                 keep = []
                 for i, row in enumerate(alive):
                     token = int(sampled[i])

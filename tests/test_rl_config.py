@@ -1,0 +1,104 @@
+"""Config validation (one `error:` line, exit 2), overrides, dry-run, and the shipped configs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.errors import ConfigError
+from gepa_cli.app import app
+from rl_backend.config import RLConfig, load_rl_config, parse_overrides, to_toml
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = """
+model = "local/smollm2-135m"
+max_steps = 3
+batch_size = 8
+rollouts_per_example = 4
+[sampling]
+max_tokens = 16
+[[env]]
+id = "arithmetic"
+args = { difficulty = "easy" }
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rl.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ("batch_size = 10\n", "batch_size (10) must be divisible by rollouts_per_example (4)"),
+        ("bogus = 1\n", "unknown key 'bogus'"),
+        ("[trainer]\nlrr = 1\n", "unknown key 'trainer.lrr'"),
+        ("[trainer]\nmax_seq_len = 16\n", "sampling.max_tokens (16) must be below trainer.max_seq_len (16)"),
+        ("[inference]\nbackend = 'vllm'\n[trainer]\nlora = false\n", "needs LoRA"),
+        ("[trainer.loss]\ntype = 'nope'\n", "trainer.loss.type 'nope' is unknown"),
+        ("[inference]\nmax_model_len = 8\n", "inference.max_model_len (8)"),
+    ],
+)
+def test_validation_errors_name_the_key(tmp_path, extra, needle):
+    text = BASE.replace("batch_size = 8\n", "") if extra.startswith("batch_size") else BASE
+    path = _write(tmp_path, extra + text if not extra.startswith("[") else text + extra)
+    with pytest.raises(ConfigError) as err:
+        load_rl_config(path)
+    assert needle in str(err.value)
+
+
+def test_cli_config_error_is_one_line_exit_2(tmp_path):
+    path = _write(tmp_path, BASE.replace("batch_size = 8", "batch_size = 6"))
+    result = subprocess.run(
+        [sys.executable, "-m", "gepa_cli", "rl", "run", str(path), "--dry-run"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "divisible" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_overrides_parse_toml_values():
+    assert parse_overrides(["--trainer.lr", "5e-6", "--max-steps=3", "--trainer.lora", "false", "--run-name", "x"]) == {
+        "trainer": {"lr": 5e-6, "lora": False},
+        "max_steps": 3,
+        "run_name": "x",
+    }
+    with pytest.raises(ConfigError):
+        parse_overrides(["stray"])
+
+
+def test_lora_false_means_full_finetuning_and_roundtrips(tmp_path):
+    config = load_rl_config(_write(tmp_path, BASE), ["--trainer.lora", "false"])
+    assert config.trainer.lora is None
+    again = RLConfig.model_validate(tomllib.loads(to_toml(config)))
+    assert again == config
+
+
+def test_dry_run_prints_config_and_plan(tmp_path):
+    path = _write(tmp_path, BASE)
+    result = CliRunner().invoke(app, ["rl", "run", str(path), "--dry-run", "--trainer.lr", "1e-4", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "lr = 0.0001" in result.output and "# plan" in result.output
+    assert "2 examples x 4" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("name", ["arithmetic-easy.toml", "reverse-text.toml"])
+def test_shipped_configs_validate(name):
+    for folder in (ROOT / "configs" / "rl", ROOT / "gepa_cli" / "lab_configs" / "rl"):
+        if (folder / name).is_file():
+            load_rl_config(folder / name)
+
+
+def test_config_module_imports_no_torch():
+    code = "import sys, rl_backend.config, rl_backend.losses, rl_backend.advantages; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
