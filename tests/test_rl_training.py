@@ -131,7 +131,7 @@ def test_refuses_without_learning_signal(tmp_path, tiny_model):
 
 def _config(model: Path, **trainer) -> RLConfig:
     return RLConfig.model_validate(
-        {"model": str(model), "env": [{"id": "x"}], "sampling": {"max_tokens": 6}, "trainer": {"lr": 1e-2, **trainer}}
+        {"model": str(model), "env": [{"id": "x"}], "sampling": {"max_tokens": 60, "temperature": 3.0}, "trainer": {"lr": 1e-2, **trainer}}
     )
 
 
@@ -145,12 +145,16 @@ def test_sampler_logprobs_match_trainer_and_sync_follows_training(tiny_model, lo
     source = TorchSource(policy, "tiny", seed=0, max_batch_size=8)
 
     async def sample():
-        messages = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
-        return await asyncio.gather(*(source.client.chat(m, SamplingArgs(max_tokens=6, temperature=1.0)) for m in messages))
+        messages = [[{"role": "user", "content": "q" * (i + 1)}] for i in range(8)]
+        return await asyncio.gather(*(source.client.chat(m, SamplingArgs(max_tokens=60, temperature=3.0)) for m in messages))
 
     completions = asyncio.run(sample())
+    # at this temperature some rows hit the end token early: the batch shrinks mid-decode, and the
+    # surviving rows' logprobs must still match the trainer's exactly
+    assert "stop" in {c.finish_reason for c in completions}
+    assert len({len(c.completion_token_ids) for c in completions}) > 1
     samples = [
-        Sample(c.prompt_token_ids, c.completion_token_ids, c.logprobs, adv) for c, adv in zip(completions, [1.0, -1.0, 0.5, -0.5])
+        Sample(c.prompt_token_ids, c.completion_token_ids, c.logprobs, adv) for c, adv in zip(completions, [1.0, -1.0, 0.5, -0.5] * 2)
     ]
     stats = policy.train_step(samples, step=1)
     # same weights, same temperature: the trainer reproduces the sampler's log-probabilities
