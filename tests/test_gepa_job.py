@@ -16,7 +16,9 @@ import pytest
 from evalkit.clients.scripted import ScriptedClient
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.errors import ModelCallError, UserError
+from evalkit.types import Completion
 from gepa_cli.gepa_job.config import EnvSpec, GepaJobConfig, build_job_config
+from gepa_cli.gepa_job.reflection import OPEN_BLOCK_SUFFIX, extract_continued_block, extract_fenced_block
 from gepa_cli.gepa_job.runner import run_gepa
 
 SEED_PROMPT = "Answer the question."
@@ -137,12 +139,33 @@ def test_early_stop_on_perfect_seed(tmp_path):
 
 
 def test_reflection_failure_fails_the_run(tmp_path):
-    silent = ScriptedClient(lambda m, s, t: "I would rather not.", model="teacher")
-    with pytest.raises(UserError, match="no usable proposal in 3 attempts.*fenced block"):
-        run(config(tmp_path), teach=silent)
+    # chatter that never closes a block and always runs into max_tokens: no usable proposal, ever
+    rambling = ScriptedClient(lambda m, s, t: Completion(text="Read the input. " * 20, finish_reason="length"), model="teacher")
+    with pytest.raises(UserError, match="no usable proposal in 3 attempts.*fenced block.*cut off by max_tokens"):
+        run(config(tmp_path), teach=rambling)
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["status"] == "failed" and "ReflectionError" in meta["error"]
-    assert len(silent.requests) == 3  # retried, then failed; never asked again by the library's own retry
+    assert len(rambling.requests) == 3  # retried, then failed; never asked again by the library's own retry
+    assert meta["num_reflection_calls"] == 3 and meta["total_metric_calls"] == 6 + 3
+
+
+def test_empty_teacher_fails_the_run(tmp_path):
+    silent = ScriptedClient(lambda m, s, t: "", model="teacher")
+    with pytest.raises(UserError, match="last: empty reply"):
+        run(config(tmp_path), teach=silent)
+
+
+def test_teacher_without_fences_gets_the_block_opened(tmp_path):
+    def small_teacher(messages, sampling, tools):
+        prompt = messages[0]["content"]
+        return "Use KEYWORD always.\n```\nand some trailing talk" if prompt.endswith(OPEN_BLOCK_SUFFIX) else "Sure, I can help!"
+
+    teach = ScriptedClient(small_teacher, model="teacher")
+    outcome, _, _ = run(config(tmp_path, max_calls=40), teach=teach)
+    assert outcome.best_val_score == 1.0
+    assert (tmp_path / "run" / "system_prompt.txt").read_text() == "Use KEYWORD always."
+    assert not teach.requests[0]["messages"][0]["content"].endswith(OPEN_BLOCK_SUFFIX)
+    assert teach.requests[1]["messages"][0]["content"].endswith(OPEN_BLOCK_SUFFIX)
 
 
 def test_unreachable_teacher_fails_the_run(tmp_path):
@@ -169,3 +192,13 @@ def test_reflection_retry_recovers(tmp_path):
 def test_budget_below_one_validation_pass_is_an_error():
     with pytest.raises(UserError, match="minimum is 8"):
         build_job_config({"envs": [{"id": "arithmetic"}], "max_calls": 5, "num_val": 8}, "command line")
+
+
+def test_block_extraction():
+    assert extract_fenced_block("Here:\n```text\nBe brief.\n```\nbye") == "Be brief."
+    assert extract_fenced_block("```\nBe brief.") == "Be brief."  # the reply ended inside its block
+    assert extract_fenced_block("```\nBe brief.", finished=False) is None  # ...but not if cut off
+    assert extract_fenced_block("no block") is None and extract_fenced_block("```\n```") is None
+    assert extract_continued_block("Be brief.\n```\nchatter") == "Be brief."
+    assert extract_continued_block("Be brief.") == "Be brief."
+    assert extract_continued_block("Be brief.", finished=False) is None

@@ -73,6 +73,8 @@ class GepaToml(BaseModel):
     gepa: GepaSection = Field(default_factory=GepaSection)
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Task-model sampling args passed through (``max_tokens``, ``temperature``, ...)."""
+    reflection_sampling: dict[str, Any] = Field(default_factory=dict)
+    """Teacher sampling args (default ``max_tokens = 1024``)."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -146,6 +148,8 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
             fields[key] = value
     if parsed.sampling:
         fields["sampling"] = dict(parsed.sampling)
+    if parsed.reflection_sampling:
+        fields["reflection_sampling"] = {"max_tokens": 1024, **parsed.reflection_sampling}
     return fields
 
 

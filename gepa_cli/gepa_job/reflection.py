@@ -6,6 +6,11 @@ unreachable, replies empty, or ignores the format would then either burn the bud
 nothing or "optimize" the prompt into its chatter. Here each reply must hold a fenced block; a bad
 reply is retried (with some temperature, since a greedy retry repeats itself) and after the last
 attempt the run fails with :class:`ReflectionError`.
+
+Retries after a reply without a block open the block themselves: the request ends with
+``OPEN_BLOCK_SUFFIX`` and the reply is read as the block's body, up to its closing fence or the
+reply's natural end. Small teachers (the embedded 135M model) rarely write fences on their own but
+do continue one; a reply that runs into ``max_tokens`` without closing it is still rejected.
 """
 
 from __future__ import annotations
@@ -21,10 +26,21 @@ from gepa_cli.gepa_job.loop import LoopThread
 _CLOSED_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_BLOCK = re.compile(r"```[^\n`]*\n(.*)\Z", re.DOTALL)
 RETRY_TEMPERATURE = 0.7
+OPEN_BLOCK_SUFFIX = "\n\nWrite only the new instruction, then close the block with ```.\n\n```\n"
 
 
 class ReflectionError(Exception):
     """The teacher produced no usable proposal after every attempt; the run cannot honestly go on."""
+
+
+def extract_continued_block(text: str, finished: bool = True) -> str | None:
+    """The body of a block the request opened: a full block in the reply wins, else text up to ```."""
+    block = extract_fenced_block(text, finished=False)
+    if block is not None:
+        return block
+    if "```" in text:
+        return text.split("```", 1)[0].strip() or None
+    return text.strip() or None if finished else None
 
 
 def extract_fenced_block(text: str, finished: bool = True) -> str | None:
@@ -64,15 +80,18 @@ class ReflectionLM:
             sampling = self.sampling
             if attempt > 0 and not self.sampling.temperature:
                 sampling = self.sampling.merged({"temperature": RETRY_TEMPERATURE})
+            opened = attempt > 0 and problem.startswith("reply has no")
+            request = prompt + OPEN_BLOCK_SUFFIX if opened else prompt
+            extract = extract_continued_block if opened else extract_fenced_block
             if self.on_request is not None:
                 self.on_request()
             try:
-                completion = self.loop.run(self.client.chat([{"role": "user", "content": prompt}], sampling))
+                completion = self.loop.run(self.client.chat([{"role": "user", "content": request}], sampling))
             except ModelCallError as exc:
                 problem = f"request failed: {exc}"
             else:
                 text = (completion.text or "").strip()
-                block = extract_fenced_block(text, finished=completion.finish_reason != "length") if text else None
+                block = extract(text, finished=completion.finish_reason != "length") if text else None
                 if not text:
                     problem = "empty reply"
                 elif block is None:
