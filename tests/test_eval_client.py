@@ -168,3 +168,27 @@ def test_unknown_endpoint_id_lists_known(tmp_path):
     (tmp_path / "endpoints.toml").write_text('[[endpoint]]\nendpoint_id = "one"\nmodel = "m"\nurl = "http://x/v1"\n')
     with pytest.raises(UserError, match="'two' not found.*known: one"):
         make_endpoint_client("two", tmp_path / "endpoints.toml")
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url", "local"),
+    [(None, None, True), ("local/smollm2-135m", None, True), ("./weights/step_3", None, True),
+     ("Qwen/Qwen3-8B", "http://127.0.0.1:9/v1", False), ("local/smollm2-135m", "http://127.0.0.1:9/v1", True)],
+)
+def test_routing_to_the_embedded_engine(monkeypatch, model, base_url, local):
+    from evalkit.clients import factory
+
+    routed: list[str] = []
+    monkeypatch.setattr(factory, "make_local_client", lambda name: routed.append(name) or "LOCAL")
+    client = factory.make_client(model, base_url)
+    assert (client == "LOCAL") is local
+    if local:
+        assert routed == [model or "local/smollm2-135m"]
+
+
+def test_model_folder_routes_to_the_embedded_engine(monkeypatch, tmp_path):
+    from evalkit.clients import factory
+
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(factory, "make_local_client", lambda name: ("LOCAL", name))
+    assert factory.make_client(str(tmp_path)) == ("LOCAL", str(tmp_path))

@@ -63,6 +63,8 @@ def make_client(
                                 "or pass -b URL to use the model name directly")
     if model is None:
         raise UserError("a base URL was given without a model; pass -m MODEL as the server names it")
+    if base_url is None and _is_embedded_alias(model):
+        return make_local_client(model)
     url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     return OpenAIClient(
         model,
@@ -118,11 +120,23 @@ def _client_for_endpoints(
 
 
 def is_local_model(model: str) -> bool:
-    """``local/...`` ids and folders that hold a model go to the embedded engine."""
-    if model.startswith("local/"):
+    """``local/...`` ids, paths (``./weights/step_3``) and folders that hold a model go to the embedded engine.
+
+    A name like ``Qwen/Qwen3-8B`` is a server's model name unless a folder of that name holds a model.
+    """
+    if model.startswith(("local/", ".", "/", "~")):
         return True
     path = Path(model).expanduser()
     return path.is_dir() and any((path / name).exists() for name in ("config.json", "model.safetensors", "adapter_config.json"))
+
+
+def _is_embedded_alias(model: str) -> bool:
+    """Short names of the embedded models (``smollm2-135m``); not Hub ids, which a server may serve."""
+    try:
+        from evalkit.model.registry import ALIASES
+    except ImportError:
+        return False
+    return "/" not in model and model in ALIASES
 
 
 def make_local_client(model: str) -> ModelClient:
