@@ -202,3 +202,21 @@ def test_block_extraction():
     assert extract_continued_block("Be brief.\n```\nchatter") == "Be brief."
     assert extract_continued_block("Be brief.") == "Be brief."
     assert extract_continued_block("Be brief.", finished=False) is None
+
+
+class _Unreachable(ScriptedClient):
+    """A remote-looking client whose one-request preflight fails, as a down server would."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.base_url = "http://127.0.0.1:9/v1"
+
+    async def preflight(self) -> None:
+        raise ModelCallError("cannot connect to http://127.0.0.1:9/v1")
+
+
+def test_preflight_checks_both_models_before_any_rollout(tmp_path):
+    task = ScriptedClient(task_model)
+    with pytest.raises(UserError, match="preflight request to model 'teacher' failed"):
+        run(config(tmp_path), task=task, teach=_Unreachable(teacher, model="teacher"))
+    assert task.requests == []

@@ -30,7 +30,7 @@ class FileLogger:
             self._handle.write(f"{stamp} {line}\n")
         self._handle.flush()
         if self.verbose and self.console is not None:
-            self.console.print(f"[dim]{message}[/dim]", markup=True, highlight=False)
+            self.console.print(str(message), style="dim", markup=False, highlight=False)
 
     def close(self) -> None:
         self._handle.close()

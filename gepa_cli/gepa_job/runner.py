@@ -156,8 +156,8 @@ def run_gepa(
     previous = json.loads((run_dir / "metadata.json").read_text()) if resuming else {}
     seed_prompt = _seed_prompt(envs)
 
+    # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
     budget = RolloutBudget(config.max_calls, run_dir / "budget.json")
-    budget.max_calls = config.max_calls  # a resumed run may raise its budget with -B
     metadata = _metadata(config, envs, run_dir, budget, status="running", previous=previous)
     outputs.write_json(run_dir / "metadata.json", metadata)
 
