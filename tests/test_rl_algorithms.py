@@ -62,7 +62,7 @@ def test_masked_ratio_loss_matches_hand_computation():
     out = loss_fn(trainer, sampler, adv, mask, total_tokens=5)
     # kept tokens: row0 ratios 1 and 0.5 (10 is masked), row1 ratios 1, 1
     # sum(-ratio*A) = -(1*1 + 0.5*1) - (1*-2 + 1*-2) = -1.5 + 4 = 2.5 ; / 5 tokens
-    assert float(out.loss) == pytest.approx(0.5, rel=1e-5)
+    assert float(out.loss.detach()) == pytest.approx(0.5, rel=1e-5)
     assert out.masked_tokens == 1.0
     out.loss.backward()
     # d/dlogp of -ratio*A/5 = -ratio*A/5 on kept tokens, 0 on the masked and padded ones
@@ -77,12 +77,12 @@ def test_clipped_loss_clips_and_counts():
     # row0 (A=1): ratio 1 -> 1 ; ratio 0.5 -> min(0.5, 0.8) = 0.5 (not clipped) ; ratio 10 masked
     # row1 (A=-2): ratio 1 -> -2 each
     # loss = -(1 + 0.5 - 2 - 2) / 5 = 0.5
-    assert float(out.loss) == pytest.approx(0.5, rel=1e-5)
+    assert float(out.loss.detach()) == pytest.approx(0.5, rel=1e-5)
     assert out.clipped_tokens == 0.0
     # a ratio of 1.5 with A=1 is clipped to 1.2
     t = torch.tensor([[math.log(1.5)]], requires_grad=True)
     out = loss_fn(t, torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1), total_tokens=1)
-    assert float(out.loss) == pytest.approx(-1.2, rel=1e-5) and out.clipped_tokens == 1.0
+    assert float(out.loss.detach()) == pytest.approx(-1.2, rel=1e-5) and out.clipped_tokens == 1.0
     out.loss.backward()
     assert float(t.grad) == 0.0  # clipped: no gradient
     assert set(LOSSES) == {"mask", "clip"}

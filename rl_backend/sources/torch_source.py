@@ -147,7 +147,8 @@ class TorchClient:
         self.model = model_name
         self.base_url: str | None = None
         self._pending: list[_Request] = []
-        self._flushing: dict[int, asyncio.Task] = {}
+        self._flushing: asyncio.Task | None = None
+        """The batching task of the current event loop (each generation runs in a fresh loop)."""
 
     async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
         prompt_ids = self.sampler.encode_chat(messages, tools)
@@ -160,9 +161,9 @@ class TorchClient:
             future=loop.create_future(),
         )
         self._pending.append(request)
-        task = self._flushing.get(id(loop))
-        if task is None or task.done():
-            self._flushing[id(loop)] = loop.create_task(self._flush())
+        task = self._flushing
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._flushing = loop.create_task(self._flush())
         completion_ids, logprobs, finish = await request.future
         text = self.sampler.tokenizer.decode(
             [t for t in completion_ids if t not in self.sampler.eos_ids], skip_special_tokens=True
@@ -180,6 +181,9 @@ class TorchClient:
         for _ in range(3):  # let every rollout launched in the same tick enqueue first
             await asyncio.sleep(0)
         while self._pending:
+            self._pending = [r for r in self._pending if not r.future.done()]  # cancelled callers
+            if not self._pending:
+                break
             # one batch shares sampling settings; group by them, oldest first
             head = self._pending[0]
             key = (head.max_tokens, head.temperature, head.top_p)
