@@ -142,6 +142,7 @@ async def arun_eval(
 
     if client is None:
         client = build_client(config)
+    started = time.perf_counter()  # the run's time, not the client library's import
     try:
         if own_client and config.preflight:
             from evalkit.clients.factory import preflight
