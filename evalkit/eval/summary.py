@@ -82,7 +82,7 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     table.add_row("tokens (in / out)", f"{usage['input_tokens']:,} / {usage['output_tokens']:,}")
     if duration_s is not None:
         rate = f" ({n / duration_s:.1f} rollouts/s)" if duration_s > 0 and n else ""
-        table.add_row("time", f"{duration_s:.1f} s{rate}")
+        table.add_row("time", f"{duration_s:.{2 if duration_s < 10 else 1}f} s{rate}")
     return table
 
 
