@@ -139,9 +139,10 @@ def test_early_stop_on_perfect_seed(tmp_path):
 
 
 def test_reflection_failure_fails_the_run(tmp_path):
-    # chatter that never closes a block and always runs into max_tokens: no usable proposal, ever
-    rambling = ScriptedClient(lambda m, s, t: Completion(text="Read the input. " * 20, finish_reason="length"), model="teacher")
-    with pytest.raises(UserError, match="no usable proposal in 3 attempts.*fenced block.*cut off by max_tokens"):
+    # a teacher that answers the first request without a block, then nothing at all
+    replies = iter([Completion(text="Read the input. " * 20, finish_reason="length")])
+    rambling = ScriptedClient(lambda m, s, t: next(replies, ""), model="teacher")
+    with pytest.raises(UserError, match="no usable proposal in 3 attempts.*last: empty reply"):
         run(config(tmp_path), teach=rambling)
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["status"] == "failed" and "ReflectionError" in meta["error"]
@@ -201,7 +202,7 @@ def test_block_extraction():
     assert extract_fenced_block("no block") is None and extract_fenced_block("```\n```") is None
     assert extract_continued_block("Be brief.\n```\nchatter") == "Be brief."
     assert extract_continued_block("Be brief.") == "Be brief."
-    assert extract_continued_block("Be brief.", finished=False) is None
+    assert extract_continued_block("Be brief. And", finished=False) == "Be brief. And"
 
 
 class _Unreachable(ScriptedClient):

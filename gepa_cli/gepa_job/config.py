@@ -74,7 +74,7 @@ class GepaToml(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Task-model sampling args passed through (``max_tokens``, ``temperature``, ...)."""
     reflection_sampling: dict[str, Any] = Field(default_factory=dict)
-    """Teacher sampling args (default ``max_tokens = 1024``)."""
+    """Teacher sampling args (default ``max_tokens`` 1024; 256 for an embedded teacher)."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -113,12 +113,17 @@ class GepaJobConfig(BaseModel):
     output_root: str = "outputs"
     reflection_attempts: int = Field(default=3, ge=1)
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
-    reflection_sampling: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 1024})
-    """Teacher sampling args."""
+    reflection_sampling: dict[str, Any] | None = None
+    """Teacher sampling args; default ``max_tokens`` 1024, or 256 for an embedded teacher (which rambles)."""
 
     @property
     def teacher(self) -> str:
         return self.reflection_model or self.model
+
+    @property
+    def teacher_sampling(self) -> dict[str, Any]:
+        default = 256 if self.teacher.startswith("local/") else 1024
+        return {"max_tokens": default, **(self.reflection_sampling or {})}
 
     @property
     def env_label(self) -> str:
@@ -149,7 +154,7 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
     if parsed.sampling:
         fields["sampling"] = dict(parsed.sampling)
     if parsed.reflection_sampling:
-        fields["reflection_sampling"] = {"max_tokens": 1024, **parsed.reflection_sampling}
+        fields["reflection_sampling"] = dict(parsed.reflection_sampling)
     return fields
 
 

@@ -10,7 +10,8 @@ attempt the run fails with :class:`ReflectionError`.
 Retries after a reply without a block open the block themselves: the request ends with
 ``OPEN_BLOCK_SUFFIX`` and the reply is read as the block's body, up to its closing fence or the
 reply's natural end. Small teachers (the embedded 135M model) rarely write fences on their own but
-do continue one; a reply that runs into ``max_tokens`` without closing it is still rejected.
+do continue one. In that mode a body cut off by ``max_tokens`` is kept (and logged): it is only a
+proposal, scored on a minibatch and the validation set before it can replace anything.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def extract_continued_block(text: str, finished: bool = True) -> str | None:
         return block
     if "```" in text:
         return text.split("```", 1)[0].strip() or None
-    return text.strip() or None if finished else None
+    return text.strip() or None
 
 
 def extract_fenced_block(text: str, finished: bool = True) -> str | None:
@@ -76,11 +77,12 @@ class ReflectionLM:
 
     def propose(self, prompt: str) -> tuple[str, str]:
         problem = "no attempt made"
+        opened = False
         for attempt in range(self.attempts):
             sampling = self.sampling
             if attempt > 0 and not self.sampling.temperature:
                 sampling = self.sampling.merged({"temperature": RETRY_TEMPERATURE})
-            opened = attempt > 0 and problem.startswith("reply has no")
+            opened = opened or problem.startswith("reply has no")
             request = prompt + OPEN_BLOCK_SUFFIX if opened else prompt
             extract = extract_continued_block if opened else extract_fenced_block
             if self.on_request is not None:
@@ -98,6 +100,8 @@ class ReflectionLM:
                     cut = " (cut off by max_tokens)" if completion.finish_reason == "length" else ""
                     problem = f"reply has no ``` fenced block with the new prompt{cut}: {text[:120]!r}"
                 else:
+                    if opened and completion.finish_reason == "length" and "```" not in text:
+                        self.log(f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens ({len(block)} chars)")
                     return block, text
             self.log(f"reflection attempt {attempt + 1}/{self.attempts} failed: {problem}")
         raise ReflectionError(

@@ -176,7 +176,7 @@ def run_gepa(
         reflection = ReflectionLM(
             teacher_client,
             loop,
-            SamplingArgs.from_dict(config.reflection_sampling),
+            SamplingArgs.from_dict(config.teacher_sampling),
             attempts=config.reflection_attempts,
             on_request=budget.count_reflection_call,
             log=logger.log,
