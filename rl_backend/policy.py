@@ -20,6 +20,18 @@ from rl_backend.losses import make_loss
 from rl_backend.model_io import load_model_and_tokenizer
 
 
+def _strip_lora(model: Any) -> Any:
+    """Replace every LoRA-wrapped layer of a (copied) model by its base layer."""
+    from peft.tuners.lora import LoraLayer
+
+    for name, module in list(model.named_modules()):
+        if isinstance(module, LoraLayer):
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            setattr(parent, child, module.get_base_layer())
+    return model
+
+
 @dataclass
 class Sample:
     """One model turn to train on: what the sampler saw, what it drew, and how good that was."""
@@ -45,7 +57,6 @@ class Policy:
         dtype = "bfloat16" if config.trainer.bf16 else "float32"
         net, self.tokenizer = load_model_and_tokenizer(config.model, dtype=dtype, device=device)
         self.lora = config.trainer.lora
-        self._plain = copy.deepcopy(net) if self.lora is not None else None
         if self.lora is not None:
             from peft import LoraConfig, get_peft_model
 
@@ -72,9 +83,11 @@ class Policy:
 
     # ----- weights for the sampler / export ------------------------------------------------------
     def merged_copy(self) -> Any:
-        """A plain (non-peft) copy of the model with current weights merged, for sampling and export."""
-        target = self._plain if self._plain is not None else copy.deepcopy(self.model)
-        self._plain = None
+        """A plain (non-peft) model holding the current weights with LoRA merged (sampling, export)."""
+        if self.lora is not None:
+            target = _strip_lora(copy.deepcopy(self.model.get_base_model()))
+        else:
+            target = copy.deepcopy(self.model)
         self.copy_merged_into(target)
         target.eval()
         return target

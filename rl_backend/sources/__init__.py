@@ -15,6 +15,16 @@ def make_source(backend: str, config: Any, policy: Any, run_dir: Path) -> Any:
         from rl_backend.sources.vllm_source import VLLMSource
 
         return VLLMSource(config, policy, run_dir)
+    from evalkit.errors import UserError
     from rl_backend.sources.torch_source import TorchSource
 
-    return TorchSource(policy, config.model, seed=config.seed, max_batch_size=config.inference.max_batch_size)
+    inference = config.inference
+    if inference.engine in ("auto", "fused"):
+        try:
+            from rl_backend.sources.engine_source import EngineSource
+
+            return EngineSource(policy, config.model, config.seed, inference.max_batch_size, inference.dtype)
+        except (ImportError, UserError):
+            if inference.engine == "fused":
+                raise
+    return TorchSource(policy, config.model, seed=config.seed, max_batch_size=inference.max_batch_size)
