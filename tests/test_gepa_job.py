@@ -55,6 +55,7 @@ def teacher(messages, sampling, tools):
 def config(tmp_path: Path, **overrides) -> GepaJobConfig:
     fields = {
         "envs": [EnvSpec(id="toy")],
+        "model": "scripted",
         "max_calls": 60,
         "num_train": 10,
         "num_val": 6,
@@ -165,6 +166,10 @@ def test_teacher_without_fences_gets_the_block_opened(tmp_path):
     outcome, _, _ = run(config(tmp_path, max_calls=40), teach=teach)
     assert outcome.best_val_score == 1.0
     assert (tmp_path / "run" / "system_prompt.txt").read_text() == "Use KEYWORD always."
+    # an embedded teacher gets the opened block from its first request on
+    embedded = ScriptedClient(small_teacher, model="local/smollm2-135m")
+    run(config(tmp_path, max_calls=40, model="local/smollm2-135m", run_dir=str(tmp_path / "run2")), teach=embedded)
+    assert embedded.requests[0]["messages"][0]["content"].endswith(OPEN_BLOCK_SUFFIX)
     assert not teach.requests[0]["messages"][0]["content"].endswith(OPEN_BLOCK_SUFFIX)
     assert teach.requests[1]["messages"][0]["content"].endswith(OPEN_BLOCK_SUFFIX)
 

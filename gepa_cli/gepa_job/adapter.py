@@ -18,6 +18,7 @@ Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -113,8 +114,6 @@ class SystemPromptAdapter:
 
     async def _rollouts(self, batch: list[Example], system_prompt: str) -> list[RolloutState]:
         """One ``run_groups`` per environment in the batch, all concurrent, results in batch order."""
-        import asyncio
-
         by_env: dict[int, list[int]] = {}
         for position, example in enumerate(batch):
             by_env.setdefault(example.env_idx, []).append(position)

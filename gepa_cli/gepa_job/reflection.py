@@ -10,7 +10,7 @@ attempt the run fails with :class:`ReflectionError`.
 Retries after a reply without a block open the block themselves: the request ends with
 ``OPEN_BLOCK_SUFFIX`` and the reply is read as the block's body, up to its closing fence or the
 reply's natural end. Small teachers (the embedded 135M model) rarely write fences on their own but
-do continue one. In that mode a body cut off by ``max_tokens`` is kept (and logged): it is only a
+do continue one (an embedded teacher gets the opened block from its first request on). In that mode a body cut off by ``max_tokens`` is kept (and logged): it is only a
 proposal, scored on a minibatch and the validation set before it can replace anything.
 """
 
@@ -67,6 +67,7 @@ class ReflectionLM:
         attempts: int = 3,
         on_request: Callable[[], None] | None = None,
         log: Callable[[str], None] | None = None,
+        open_block_first: bool = False,
     ):
         self.client = client
         self.loop = loop
@@ -74,10 +75,11 @@ class ReflectionLM:
         self.attempts = attempts
         self.on_request = on_request
         self.log = log or (lambda _msg: None)
+        self.open_block_first = open_block_first
 
     def propose(self, prompt: str) -> tuple[str, str]:
         problem = "no attempt made"
-        opened = False
+        opened = self.open_block_first
         for attempt in range(self.attempts):
             sampling = self.sampling
             if attempt > 0 and not self.sampling.temperature:

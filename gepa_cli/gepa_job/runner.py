@@ -180,6 +180,7 @@ def run_gepa(
             attempts=config.reflection_attempts,
             on_request=budget.count_reflection_call,
             log=logger.log,
+            open_block_first=config.teacher.startswith("local/") or Path(config.teacher).expanduser().is_dir(),
         )
         adapter = SystemPromptAdapter(
             envs,
