@@ -321,7 +321,10 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLConfig:
     """Read, override and validate a config; a local model path resolves against the config's folder."""
     data = deep_merge(load_toml(path), parse_overrides(list(overrides or [])))
-    config = validate(RLConfig, data, path)
+    try:
+        config = validate(RLConfig, data, path)
+    except ConfigError as exc:  # cross-field checks name their keys in the message itself
+        raise ConfigError(str(exc).replace("'(top level)': ", "")) from None
     folder = Path(path).resolve().parent
     if config.model.startswith((".", "~")) or ("/" in config.model and not config.model.startswith("local/")):
         candidate = (folder / Path(config.model).expanduser()).resolve()
