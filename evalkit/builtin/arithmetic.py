@@ -1,9 +1,13 @@
 """Integer arithmetic with a difficulty knob; the answer is the last integer in the reply.
 
-Levels: ``easy`` = two one-digit numbers added (sized so SmolLM2-135M scores well inside 10-80%),
+Levels: ``easy`` = two one-digit numbers added (sized so SmolLM2-135M scores inside 10-80%),
 ``medium`` = two two-digit numbers with + or -, ``hard`` = three three-digit numbers with +, - or *.
 ``digits``, ``operators`` and ``num_terms`` override the level. The parser is lenient: it takes
 ``\\boxed{...}``, then ``<answer>...</answer>``, then the last integer anywhere in the reply.
+
+Measured with the embedded SmolLM2-135M-Instruct (bf16 engine, 30 eval examples, seed 0, env
+system prompt): max_tokens 64: greedy 0.70, temperature 1.0 0.23 with reward variance inside 16 of
+30 groups of 4; max_tokens 32: greedy 0.23, temperature 1.0 0.21 (17 of 30 groups vary).
 
 Env args: ``num_train_examples``, ``num_eval_examples``, ``seed``, ``difficulty``, ``digits``,
 ``operators``, ``num_terms``.
