@@ -401,8 +401,8 @@ def run(
         resume_step = available[-1] if resume is True else int(resume)
         if resume_step >= config.max_steps:
             raise UserError(f"--resume: checkpoint step {resume_step} is already at max_steps ({config.max_steps}); raise max_steps")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run dir {run_dir} already exists; use --resume, or another run_name / --output-dir")
+    elif (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
+        raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(run_dir / "config.resolved.toml", to_toml(config))
     for line in plan_lines(config, run_dir, backend):

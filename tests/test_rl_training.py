@@ -127,6 +127,10 @@ def test_refuses_without_learning_signal(tmp_path, tiny_model):
     assert result.exit_code == 2
     assert "error: baseline check failed: mean reward" in result.output and "above baseline.max_reward" in result.output
     assert json.loads((tmp_path / "out" / "rl" / "t" / "baseline.json").read_text())["passed"] is False
+    # the override trains anyway, in the same run folder
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), "--skip-baseline", "--max-steps", "1"])
+    assert result.exit_code == 0, result.output
+    assert [m["step"] for m in _metrics(tmp_path / "out" / "rl" / "t") if "loss" in m] == [1]
 
 
 def _config(model: Path, **trainer) -> RLConfig:
