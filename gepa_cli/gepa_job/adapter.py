@@ -65,6 +65,16 @@ class SystemPromptAdapter:
         self.fatal: BaseException | None = None
         self.replay_seed: tuple[dict[str, str], dict[int, float]] | None = None
         self.last_prompt: str | None = None
+        self.discovered_at_calls: dict[int, int] = {}
+        """Candidate index -> rollouts spent when its validation pass finished (persisted in gepa's state)."""
+
+    # gepa snapshots this into its state file before each save and hands it back on resume
+    def get_adapter_state(self) -> dict[str, Any]:
+        return {"discovered_at_calls": dict(self.discovered_at_calls)}
+
+    def set_adapter_state(self, saved: dict[str, Any] | None) -> None:
+        found = (saved or {}).get("discovered_at_calls", {})
+        self.discovered_at_calls.update({int(k): int(v) for k, v in found.items()})
 
     # gepa looks this attribute up to decide who proposes; a bound method means "the adapter does".
     def propose_new_texts(

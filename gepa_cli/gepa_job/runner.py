@@ -54,18 +54,17 @@ class GepaOutcome:
 class _StateTracker:
     """Keeps the newest in-memory state and rewrites the candidate files after every iteration."""
 
-    def __init__(self, run_dir: Path, adapter_state: dict[str, Any], budget: RolloutBudget):
+    def __init__(self, run_dir: Path, adapter: SystemPromptAdapter):
         self.run_dir = run_dir
         self.state: Any = None
-        self.discovered_at: dict[int, int] = adapter_state.setdefault("discovered_at_calls", {})
-        self.budget = budget
+        self.adapter = adapter
 
     def on_valset_evaluated(self, event: Any) -> None:
-        self.discovered_at.setdefault(int(event["candidate_idx"]), self.budget.used)
+        self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        outputs.write_candidate_files(self.run_dir, self.state, self.discovered_at)
+        outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
@@ -135,10 +134,7 @@ def run_gepa(
     show_progress: bool = True,
 ) -> GepaOutcome:
     """Optimize the shared system prompt of ``config.envs``; raises UserError for anything a user can fix."""
-    import gepa
-
     console = console or Console(stderr=True)
-    started = time.perf_counter()
     envs = envs if envs is not None else load_envs(config)
     env_ids = [spec.id for spec in config.envs]
     train, val = build_examples(envs, env_ids, config.num_train, config.num_val, config.seed)
@@ -151,67 +147,70 @@ def run_gepa(
         + (f" · resuming {run_dir}" if resuming else ""),
         highlight=False,
     )
-    state_dir = run_dir / outputs.STATE_SUBDIR
-    state_dir.mkdir(parents=True, exist_ok=True)
-    previous = json.loads((run_dir / "metadata.json").read_text()) if resuming else {}
-    seed_prompt = _seed_prompt(envs)
-
-    # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
-    budget = RolloutBudget(config.max_calls, run_dir / "budget.json")
-    metadata = _metadata(config, envs, run_dir, budget, status="running", previous=previous)
-    outputs.write_json(run_dir / "metadata.json", metadata)
-
-    owns_clients = clients is None
-    loop = LoopThread()
-    logger = FileLogger(run_dir / "gepa.log", console, verbose)
-    task_client: ModelClient | None = None
-    teacher_client: ModelClient | None = None
+    job = _Job(config, envs, run_dir, resuming, console, verbose)
     status, error = "failed", None
-    tracker: _StateTracker | None = None
-    adapter_state: dict[str, Any] = {}
     try:
-        task_client, teacher_client = clients if clients is not None else open_clients(config)
-        for client in dict.fromkeys([task_client, teacher_client]):
-            loop.run(_preflight(client))
-        reflection = ReflectionLM(
-            teacher_client,
-            loop,
-            SamplingArgs.from_dict(config.teacher_sampling),
-            attempts=config.reflection_attempts,
-            on_request=budget.count_reflection_call,
-            log=logger.log,
-            open_block_first=config.teacher.startswith("local/") or Path(config.teacher).expanduser().is_dir(),
-        )
-        adapter = SystemPromptAdapter(
-            envs,
-            task_client,
-            loop,
-            budget,
-            reflection,
-            sampling=SamplingArgs.from_dict(config.sampling),
-            max_concurrent=config.max_concurrent,
-            state_columns=config.state_columns,
-        )
-        tracker = _StateTracker(run_dir, adapter_state, budget)
-        adapter.get_adapter_state = lambda: {"discovered_at_calls": dict(tracker.discovered_at)}  # type: ignore[attr-defined]
-        adapter.set_adapter_state = lambda saved: tracker.discovered_at.update(  # type: ignore[attr-defined]
-            {int(k): int(v) for k, v in (saved or {}).get("discovered_at_calls", {}).items()}
-        )
-        if resuming and (state_dir / "gepa_state.bin").exists():
-            saved_state = _load_state(state_dir)
+        status = job.optimize(train, val, clients, show_progress)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except ReflectionError as exc:
+        error = exc
+        raise UserError(str(exc)) from None
+    except Exception as exc:
+        error = exc
+        raise
+    finally:
+        job.finish(status, error)
+    return job.outcome(status)
+
+
+class _Job:
+    """The steps of one run, split so each reads on a screen: set up, optimize, write the end state."""
+
+    def __init__(self, config: GepaJobConfig, envs: list[Environment], run_dir: Path, resuming: bool, console: Console, verbose: bool):
+        self.config, self.envs, self.run_dir, self.resuming, self.console = config, envs, run_dir, resuming, console
+        self.started = time.perf_counter()
+        self.state_dir = run_dir / outputs.STATE_SUBDIR
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.previous: dict[str, Any] = json.loads((run_dir / "metadata.json").read_text()) if resuming else {}
+        # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
+        self.budget = RolloutBudget(config.max_calls, run_dir / "budget.json")
+        outputs.write_json(run_dir / "metadata.json", self._metadata("running"))
+        self.loop = LoopThread()
+        self.logger = FileLogger(run_dir / "gepa.log", console, verbose)
+        self.owned_clients: list[ModelClient] = []
+        self.tracker: _StateTracker | None = None
+        self.summary: dict[str, Any] = {}
+
+    def optimize(self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool) -> str:
+        """Run the library's loop under our stoppers; returns why it stopped."""
+        import gepa
+
+        config = self.config
+        if clients is None:
+            clients = open_clients(config)
+            self.owned_clients = list(dict.fromkeys(clients))
+        for client in dict.fromkeys(clients):
+            self.loop.run(_preflight(client))
+        adapter = self._adapter(*clients)
+        self.tracker = _StateTracker(self.run_dir, adapter)
+        seed_prompt = _seed_prompt(self.envs)
+        saved_state = _try_load_state(self.state_dir) if self.resuming else None
+        if saved_state is not None:
             if saved_state.program_candidates[0] != {COMPONENT: seed_prompt}:
-                raise UserError(f"--resume: the environment's system prompt changed since {run_dir} started; start a new run")
+                raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
             adapter.replay_seed = (saved_state.program_candidates[0], dict(saved_state.prog_candidate_val_subscores[0]))
         perfect = PerfectScoreStopper(config.perfect_score)
-        budget_stop = BudgetStopper(budget, config.minibatch_size, len(val))
-        logger.log(
-            f"{'resuming' if resuming else 'starting'}: envs={env_ids} model={config.model} teacher={config.teacher} "
-            f"train={len(train)} val={len(val)} budget={config.max_calls} used={budget.used}"
+        budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
+        self.logger.log(
+            f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
+            f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
         )
-        with ProgressReporter(console, budget, enabled=show_progress) as progress:
+        with ProgressReporter(self.console, self.budget, enabled=show_progress) as progress:
             adapter.on_rollouts = progress.on_rollouts
-            if resuming and (state_dir / "gepa_state.bin").exists():
-                progress.restore(_load_state(state_dir))
+            if saved_state is not None:
+                progress.restore(saved_state)
             try:
                 gepa.optimize(
                     seed_candidate={COMPONENT: seed_prompt},
@@ -222,74 +221,91 @@ def run_gepa(
                     perfect_score=config.perfect_score,
                     skip_perfect_score=True,
                     stop_callbacks=[FatalStopper(adapter), perfect, budget_stop],
-                    logger=logger,
-                    run_dir=str(state_dir),
-                    callbacks=[progress, tracker],
+                    logger=self.logger,
+                    run_dir=str(self.state_dir),
+                    callbacks=[progress, self.tracker],
                     track_best_outputs=False,
                     seed=config.seed,
                     raise_on_exception=True,
                 )
             except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
-                logger.log(f"evaluation refused: {exc}")
+                self.logger.log(f"evaluation refused: {exc}")
         if adapter.fatal is not None:
-            error = adapter.fatal
-            raise error
+            raise adapter.fatal
         if perfect.reached:
-            status = "perfect_score"
-        elif budget_stop(None):
-            status = "budget_exhausted"
-        else:
-            status = "stopped"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    except ReflectionError as exc:
-        status, error = "failed", exc
-        raise UserError(str(exc)) from None
-    except UserError as exc:
-        status, error = "failed", exc
-        raise
-    except Exception as exc:
-        status, error = "failed", exc
-        raise
-    finally:
-        if owns_clients:
-            for client in dict.fromkeys(c for c in (task_client, teacher_client) if c is not None):
-                try:
-                    loop.run(client.aclose())
-                except Exception:
-                    pass
-        loop.close()
-        elapsed = time.perf_counter() - started + float(previous.get("duration_s") or 0.0)
-        state = tracker.state if tracker is not None and tracker.state is not None else _try_load_state(state_dir)
-        discovered = tracker.discovered_at if tracker is not None else {}
-        summary: dict[str, Any] = {}
+            return "perfect_score"
+        return "budget_exhausted" if budget_stop(None) else "stopped"
+
+    def _adapter(self, task: ModelClient, teacher: ModelClient) -> SystemPromptAdapter:
+        config = self.config
+        reflection = ReflectionLM(
+            teacher,
+            self.loop,
+            SamplingArgs.from_dict(config.teacher_sampling),
+            attempts=config.reflection_attempts,
+            on_request=self.budget.count_reflection_call,
+            log=self.logger.log,
+            open_block_first=config.teacher.startswith("local/") or Path(config.teacher).expanduser().is_dir(),
+        )
+        return SystemPromptAdapter(
+            self.envs,
+            task,
+            self.loop,
+            self.budget,
+            reflection,
+            sampling=SamplingArgs.from_dict(config.sampling),
+            max_concurrent=config.max_concurrent,
+            state_columns=config.state_columns,
+        )
+
+    def finish(self, status: str, error: BaseException | None) -> None:
+        """Close clients and the loop; write the candidate files and the final metadata, whatever happened."""
+        for client in self.owned_clients:
+            try:
+                self.loop.run(client.aclose())
+            except Exception:
+                pass
+        self.loop.close()
+        tracked = self.tracker.state if self.tracker is not None else None
+        state = tracked if tracked is not None else _try_load_state(self.state_dir)
         if state is not None:
-            best_idx, rows = outputs.write_candidate_files(run_dir, state, discovered)
-            summary = {
+            discovered = self.tracker.adapter.discovered_at_calls if self.tracker is not None else {}
+            best_idx, rows = outputs.write_candidate_files(self.run_dir, state, discovered)
+            self.summary = {
                 "seed_val_score": rows[0]["val_score"],
                 "best_val_score": rows[best_idx]["val_score"],
                 "best_idx": best_idx,
                 "num_candidates": len(rows),
             }
-        metadata = _metadata(config, envs, run_dir, budget, status=status, previous=previous)
-        metadata.update(summary, duration_s=round(elapsed, 3))
+        metadata = self._metadata(status)
+        metadata.update(self.summary, duration_s=self.duration_s)
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
-        outputs.write_json(run_dir / "metadata.json", metadata)
-        logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
-        logger.close()
-    return GepaOutcome(
-        run_dir=run_dir,
-        status=status,
-        seed_val_score=float(summary.get("seed_val_score", 0.0)),
-        best_val_score=float(summary.get("best_val_score", 0.0)),
-        best_idx=int(summary.get("best_idx", 0)),
-        num_candidates=int(summary.get("num_candidates", 0)),
-        total_metric_calls=budget.used,
-        num_reflection_calls=budget.reflection_calls,
-        duration_s=round(elapsed, 3),
-    )
+        outputs.write_json(self.run_dir / "metadata.json", metadata)
+        budget = self.budget
+        self.logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
+        self.logger.close()
+
+    @property
+    def duration_s(self) -> float:
+        """This invocation's time plus the killed runs' before it."""
+        return round(time.perf_counter() - self.started + float(self.previous.get("duration_s") or 0.0), 3)
+
+    def outcome(self, status: str) -> GepaOutcome:
+        return GepaOutcome(
+            run_dir=self.run_dir,
+            status=status,
+            seed_val_score=float(self.summary.get("seed_val_score", 0.0)),
+            best_val_score=float(self.summary.get("best_val_score", 0.0)),
+            best_idx=int(self.summary.get("best_idx", 0)),
+            num_candidates=int(self.summary.get("num_candidates", 0)),
+            total_metric_calls=self.budget.used,
+            num_reflection_calls=self.budget.reflection_calls,
+            duration_s=self.duration_s,
+        )
+
+    def _metadata(self, status: str) -> dict[str, Any]:
+        return _metadata(self.config, self.run_dir, self.budget, status=status, previous=self.previous)
 
 
 def _seed_prompt(envs: list[Environment]) -> str:
@@ -315,9 +331,7 @@ def _try_load_state(state_dir: Path) -> Any:
         return None
 
 
-def _metadata(
-    config: GepaJobConfig, envs: list[Environment], run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]
-) -> dict[str, Any]:
+def _metadata(config: GepaJobConfig, run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]) -> dict[str, Any]:
     """Run facts for people and for ``--resume``; no API keys (only the name of the variable holding one)."""
     data: dict[str, Any] = {
         "kind": "gepa",
