@@ -226,3 +226,35 @@ def test_preflight_checks_both_models_before_any_rollout(tmp_path):
     with pytest.raises(UserError, match="preflight request to model 'teacher' failed"):
         run(config(tmp_path), task=task, teach=_Unreachable(teacher, model="teacher"))
     assert task.requests == []
+
+
+def test_reflective_dataset_has_what_the_teacher_needs():
+    from gepa.core.adapter import EvaluationBatch
+
+    from evalkit.types import RolloutState
+    from gepa_cli.gepa_job.adapter import SystemPromptAdapter
+
+    adapter = SystemPromptAdapter([], None, None, None, None, state_columns=["guesses", "missing"])  # type: ignore[arg-type]
+    state = RolloutState(
+        example_id=0,
+        rollout_idx=0,
+        prompt=[{"role": "system", "content": "sys"}, {"role": "user", "content": "What is 2+2?"}],
+        answer="4",
+        completion=[{"role": "assistant", "content": "5"}],
+        reward=0.0,
+        error="reward function raised ValueError: x",
+        extra={"guesses": ["5"]},
+    )
+    batch = EvaluationBatch(outputs=[{}], scores=[0.0], trajectories=[state])
+    records = adapter.make_reflective_dataset({"system_prompt": "sys"}, batch, ["system_prompt"])["system_prompt"]
+    assert records == [
+        {
+            "query": "What is 2+2?",
+            "completion": "5",
+            "expected_answer": "4",
+            "reward": 0.0,
+            "error": "reward function raised ValueError: x",
+            "guesses": ["5"],
+            "missing": None,
+        }
+    ]
