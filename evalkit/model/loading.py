@@ -1,0 +1,210 @@
+"""Turning a :mod:`~evalkit.model.registry` source into a torch model and its tokenizer, offline.
+
+The embedded GGUF is dequantized by transformers once (about 30 s) and cached as safetensors +
+config + tokenizer under ``$PRIMEKIT_HOME/models/<name>`` (default ``~/.cache/primekit``); later
+loads take about two seconds. ``save_pretrained`` refuses GGUF-loaded models, so the state dict
+is written directly. The cache folder appears by an atomic rename of a finished temp folder, so
+a conversion killed half way leaves nothing that a later run would mistake for a cache.
+
+Nothing here touches the network: every ``from_pretrained`` is ``local_files_only``.
+Progress goes to stderr, because a first run that sits silent for 30 s looks hung.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalkit.errors import UserError
+from evalkit.model.registry import DEFAULT_MODEL, KNOWN_MODELS, GgufModel, LocalDirModel, ModelSource
+
+if TYPE_CHECKING:
+    import torch
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""SmolLM2-Instruct's own ChatML template, used when a tokenizer arrives without one."""
+
+_CACHE_FORMAT = 1
+_MARKER = "primekit.json"
+
+DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp32": "float32", "float32": "float32"}
+
+
+def dtype_name(dtype: str | None) -> str:
+    """Canonical dtype name (``bfloat16`` or ``float32``); UserError for anything else."""
+    key = (dtype or "bf16").lower()
+    if key not in DTYPES:
+        raise UserError(f"unsupported dtype '{dtype}' for the embedded engine (use bf16 or fp32)")
+    return DTYPES[key]
+
+
+def torch_dtype(dtype: str | None) -> "torch.dtype":
+    import torch
+
+    return getattr(torch, dtype_name(dtype))
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_model(source: ModelSource) -> tuple[Any, Any]:
+    """(``model``, ``tokenizer``): a float32 ``PreTrainedModel`` in eval mode and its tokenizer.
+
+    float32 because this module is the master copy (the RL trainer may train it); the engine keeps
+    its own inference copy in the dtype it serves in. An adapter is merged into the weights.
+    """
+    if isinstance(source, GgufModel):
+        folder = ensure_converted(source)
+        model = _load_folder(folder)
+        tokenizer = _load_tokenizer(folder)
+    else:
+        folder = source.path if source.path is not None else ensure_converted(_require_base(source))
+        model = _load_folder(folder)
+        tokenizer = _tokenizer_for(source, folder)
+        if source.adapter is not None:
+            model = _merge_adapter(model, source.adapter)
+    model.config._name_or_path = source.name
+    ensure_chat_template(tokenizer)
+    model.eval()
+    return model, tokenizer
+
+
+def ensure_converted(spec: GgufModel) -> Path:
+    """The converted folder of ``spec``, converting the GGUF first if no finished cache exists."""
+    final = spec.converted_dir()
+    if _is_complete(final):
+        return final
+    gguf = spec.require_gguf()
+    log(f"converting {spec.display} GGUF → safetensors (one time, ~30 s) into {final} ...")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        _convert(gguf, tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not _is_complete(final):  # not a lost race with another process: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _is_complete(folder: Path) -> bool:
+    try:
+        marker = json.loads((folder / _MARKER).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return marker.get("format") == _CACHE_FORMAT and (folder / "model.safetensors").is_file()
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"gguf_file": gguf.name, "local_files_only": True}
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.float32, **kwargs)
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    state = {
+        key: value.detach().contiguous()
+        for key, value in model.state_dict().items()
+        if not (tied and key == "lm_head.weight")  # safetensors refuses shared tensors; tying restores it
+    }
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    for key in ("quantization_config", "_name_or_path", "_model_name_or_path"):
+        config.pop(key, None)
+    config["dtype"] = "float32"
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    ensure_chat_template(tokenizer)
+    tokenizer.save_pretrained(str(out))
+    (out / _MARKER).write_text(json.dumps({"format": _CACHE_FORMAT, "source": gguf.name, "bytes": gguf.stat().st_size}))
+
+
+@contextlib.contextmanager
+def _quiet_progress_bars() -> Iterator[None]:
+    """Our own one-line message replaces transformers' per-tensor progress bar for fast loads."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _load_folder(folder: Path) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with _quiet_progress_bars():
+            return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the model in {folder}: {exc}") from None
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file()
+
+
+def _require_base(source: LocalDirModel) -> GgufModel:
+    if source.base is None:
+        raise UserError(f"model {source.name} has neither weights nor an embedded base model")
+    return source.base
+
+
+def _tokenizer_for(source: LocalDirModel, folder: Path) -> Any:
+    """The folder's tokenizer, else the adapter's, else the embedded base's (RL exports may omit it)."""
+    for candidate in (folder, source.adapter):
+        if candidate is not None and _has_tokenizer(candidate):
+            return _load_tokenizer(candidate)
+    fallback = source.base or KNOWN_MODELS[DEFAULT_MODEL]
+    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+    if source.base is None and config.get("vocab_size") != 49152:
+        raise UserError(f"model folder {folder} has no tokenizer files (tokenizer.json); save the tokenizer there")
+    if source.base is None:
+        log(f"note: {folder} has no tokenizer; using {fallback.name}'s (same vocabulary size)")
+    return _load_tokenizer(ensure_converted(fallback))
+
+
+def _merge_adapter(model: Any, adapter: Path) -> Any:
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise UserError("loading a LoRA adapter needs peft: pip install 'primekit[train]'") from None
+    return PeftModel.from_pretrained(model, str(adapter), is_trainable=False).merge_and_unload()
+
+
+def ensure_chat_template(tokenizer: Any) -> None:
+    """Give ``tokenizer`` SmolLM2's ChatML template if it has none (GGUF exports can drop it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = CHATML_TEMPLATE
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token

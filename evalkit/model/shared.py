@@ -1,0 +1,57 @@
+"""One engine per (model, dtype) per process, so eval, GEPA, RL and ``prime serve`` share it.
+
+Loading is lazy and happens once: the first caller pays for it (and for the one-time GGUF
+conversion), everyone after gets the same :class:`~evalkit.model.engine.Engine`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from evalkit.model.loading import dtype_name
+from evalkit.model.registry import resolve_model
+
+if TYPE_CHECKING:
+    from evalkit.model.engine import Engine
+
+DEFAULT_DTYPE = "bfloat16"
+DEFAULT_MAX_BATCH = 32
+
+_engines: dict[tuple[str, str], "Engine"] = {}
+_lock = threading.Lock()
+
+
+def get_engine(model: str | None = None, *, dtype: str | None = None, max_batch: int | None = None) -> "Engine":
+    """The process-wide engine for ``model`` in ``dtype`` (default bf16), loading it on first use.
+
+    ``max_batch`` applies when this call is the one that loads the engine. Raises UserError for an
+    unknown model or missing weights.
+    """
+    source = resolve_model(model)
+    key = (_cache_key(source), dtype_name(dtype or DEFAULT_DTYPE))
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None or engine.closed:
+            from evalkit.model.engine import Engine
+
+            engine = Engine.from_name(source, dtype=key[1], max_batch=max_batch or DEFAULT_MAX_BATCH)
+            _engines[key] = engine
+        return engine
+
+
+def shutdown_engines() -> None:
+    """Close every shared engine (tests; long-lived processes that are done with the model)."""
+    with _lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.close()
+
+
+def _cache_key(source: object) -> str:
+    path = getattr(source, "path", None)
+    adapter = getattr(source, "adapter", None)
+    if path is None and adapter is None:
+        return str(getattr(source, "name"))
+    return f"{path}|{adapter}"
