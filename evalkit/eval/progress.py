@@ -55,6 +55,10 @@ class EvalProgress:
             self._task,
             completed=self.done,
             reward=f"{self._reward_sum / self._new:.3f}",
-            rate=f"{self._new / elapsed:.1f}" if elapsed > 0 else "-",
+            rate=_rate(self._new / elapsed) if elapsed > 0 else "-",
             errors=self.errors,
         )
+
+
+def _rate(value: float) -> str:
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"

@@ -81,7 +81,8 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     usage = summary["usage"]
     table.add_row("tokens (in / out)", f"{usage['input_tokens']:,} / {usage['output_tokens']:,}")
     if duration_s is not None:
-        rate = f" ({n / duration_s:.1f} rollouts/s)" if duration_s > 0 and n else ""
+        per_s = n / duration_s if duration_s > 0 else 0.0
+        rate = f" ({per_s:.{1 if per_s >= 10 else 2}f} rollouts/s)" if duration_s > 0 and n else ""
         table.add_row("time", f"{duration_s:.{2 if duration_s < 10 else 1}f} s{rate}")
     return table
 

@@ -140,8 +140,20 @@ def run(
         configs = [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
 
     console = Console(highlight=False)
-    for config in configs:
-        _run_one(config, console)
+    try:
+        for config in configs:
+            _run_one(config, console)
+    finally:
+        _close_embedded_engines()
+
+
+def _close_embedded_engines() -> None:
+    """Stop the embedded engine's threads before the interpreter exits (else torch may abort at exit)."""
+    import sys
+
+    shared = sys.modules.get("evalkit.model.shared")
+    if shared is not None:
+        shared.shutdown_engines()
 
 
 def _run_one(config: Any, console: Any) -> None:
