@@ -5,9 +5,10 @@ Levels: ``easy`` = two one-digit numbers added (sized so SmolLM2-135M scores ins
 ``digits``, ``operators`` and ``num_terms`` override the level. The parser is lenient: it takes
 ``\\boxed{...}``, then ``<answer>...</answer>``, then the last integer anywhere in the reply.
 
-Measured with the embedded SmolLM2-135M-Instruct (bf16 engine, 30 eval examples, seed 0, env
-system prompt): max_tokens 64: greedy 0.70, temperature 1.0 0.23 with reward variance inside 16 of
-30 groups of 4; max_tokens 32: greedy 0.23, temperature 1.0 0.21 (17 of 30 groups vary).
+Measured with the embedded SmolLM2-135M-Instruct through ``prime eval run`` (30 eval examples,
+seed 0, env system prompt, max_tokens 64): greedy 0.50; temperature 1.0, 4 rollouts each: 0.19,
+pass@4 0.50, reward varying inside 50% of groups. With max_tokens 32 (the RL example): greedy 0.23,
+temperature 1.0 0.21 (engine measured directly).
 
 Env args: ``num_train_examples``, ``num_eval_examples``, ``seed``, ``difficulty``, ``digits``,
 ``operators``, ``num_terms``.

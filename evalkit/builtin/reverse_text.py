@@ -3,8 +3,9 @@
 The reply may wrap the answer in ``<reversed_text>...</reversed_text>``; without the tags the whole
 reply is the answer. Small models (SmolLM2-135M) rarely keep a tag format, and the continuous LCS
 reward still gives them a gradient, which is what makes this a good first RL environment.
-Measured with the embedded SmolLM2-135M-Instruct (bf16 engine, 30 eval examples of 1-2 words,
-max_tokens 48): greedy 0.11, temperature 1.0 0.11 with reward variance inside all 30 groups of 4.
+Measured with the embedded SmolLM2-135M-Instruct (``configs/eval/reverse-text.toml``: 20 examples
+of 1-2 words, 4 rollouts at temperature 1.0, max_tokens 64): reward 0.09, varying inside every group.
+The symmetric ratio is deliberate: a reply padded with chatter scores less than the bare answer.
 
 Env args: ``num_train_examples``, ``num_eval_examples``, ``seed``, ``min_words``, ``max_words``.
 """
