@@ -130,6 +130,8 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     assert code == 0, output
     code, output = invoke("arithmetic", "--resume", str(tmp_path / "nope"))
     assert code == 2 and "not a GEPA run directory" in output
+    code, output = invoke("arithmetic", "-o", str(runs[0]))
+    assert code == 2 and "already holds a GEPA run; continue it with --resume" in output
     code, output = invoke("arithmetic", "extra")
     assert code == 2 and "unexpected extra argument 'extra'" in output
 

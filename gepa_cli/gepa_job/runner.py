@@ -112,7 +112,8 @@ def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> 
             raise UserError(f"--resume: {found} is not a GEPA run directory (no metadata.json)")
         return found, True
     run_dir = Path(config.run_dir) if config.run_dir else outputs.new_run_dir(config.output_root, config.env_label, config.model)
-    if (run_dir / outputs.STATE_SUBDIR / "gepa_state.bin").exists():
+    if (run_dir / "metadata.json").exists():
+        # even a run killed before its first save has spent rollouts; only --resume may add to its count
         raise UserError(f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o")
     return run_dir, False
 
