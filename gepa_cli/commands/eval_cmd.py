@@ -85,31 +85,19 @@ def run(
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json."""
     from rich.console import Console
 
+    from evalkit.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.registry import parse_env_args
     from evalkit.tomlio import validate
 
     if verbose:
-        import logging
-        import sys
-
-        log = logging.getLogger("evalkit")
-        for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
-            log.removeHandler(old)
-        handler = logging.StreamHandler(sys.stderr)
-        handler.primekit_verbose = True  # type: ignore[attr-defined]
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.DEBUG)
-
+        _enable_verbose_logging()
     sampling: dict[str, Any] = _json_object(sampling_args, "--sampling-args") if sampling_args else {}
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
         sampling["temperature"] = temperature
     if system_prompt is not None and system_prompt_file is not None:
-        from evalkit.errors import UserError
-
         raise UserError("pass --system-prompt or --system-prompt-file, not both")
     if system_prompt_file is not None:
         system_prompt = _read_text(system_prompt_file)
@@ -132,8 +120,6 @@ def run(
 
     if env_or_config.endswith(".toml"):
         if "resume" in overrides and overrides["resume"] != LATEST:
-            from evalkit.errors import UserError
-
             raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
         configs = load_eval_file(env_or_config, overrides)
     else:
@@ -145,6 +131,21 @@ def run(
             _run_one(config, console)
     finally:
         _close_embedded_engines()
+
+
+def _enable_verbose_logging() -> None:
+    """Retries and request problems from the evalkit loggers to stderr (messages never hold keys)."""
+    import logging
+    import sys
+
+    log = logging.getLogger("evalkit")
+    for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
+        log.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.primekit_verbose = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
 
 
 def _close_embedded_engines() -> None:
