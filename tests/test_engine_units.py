@@ -224,3 +224,42 @@ def test_parse_tool_calls():
 
     for not_a_call in ("plain answer", "<tool_call>{not json}</tool_call>", '<tool_call>{"arguments": {}}</tool_call>'):
         assert parse_tool_calls(not_a_call) == (not_a_call, [])
+
+
+# -- thread tuning -------------------------------------------------------------------------------
+
+
+def test_thread_tuner_switches_to_the_faster_setting_and_back(monkeypatch: pytest.MonkeyPatch):
+    from evalkit.model import threads
+
+    applied: list[int] = []
+    monkeypatch.setattr(threads.torch, "get_num_threads", lambda: applied[-1] if applied else 2)
+    monkeypatch.setattr(threads.torch, "set_num_threads", applied.append)
+    tuner = threads.ThreadTuner(2)
+    speed = {2: 1.0, 1: 0.2}  # a busy machine: one thread is faster
+
+    def run(steps: int) -> list[int]:
+        used = []
+        for _ in range(steps):
+            used.append(tuner.before_step())
+            tuner.after_step(16, speed[used[-1]])
+        return used
+
+    assert run(threads.BASE_INTERVAL)[-1] == 1 and tuner.best == 1  # the first probe wins
+    speed.update({2: 0.1})  # the machine went quiet
+    run(threads.BASE_INTERVAL * 2)
+    assert tuner.best == 2
+    before = tuner._interval
+    run(threads.BASE_INTERVAL * 8)  # probes of 1 thread keep losing: they get rarer
+    assert tuner.best == 2 and tuner._interval > before
+
+
+def test_fixed_thread_count_never_probes(monkeypatch: pytest.MonkeyPatch):
+    from evalkit.model import threads
+
+    monkeypatch.setattr(threads.torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(threads.torch, "set_num_threads", lambda n: None)
+    tuner = threads.ThreadTuner(3, adaptive=False)
+    for _ in range(200):
+        assert tuner.before_step() == 3
+        tuner.after_step(8, 1.0)

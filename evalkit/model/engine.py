@@ -27,6 +27,7 @@ from evalkit.model.loading import dtype_name, load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, sampling_params
 from evalkit.model.sampling import sample
+from evalkit.model.threads import ThreadTuner
 from evalkit.model.weights import DecoderShape, DecoderWeights
 from evalkit.types import Message, SamplingArgs
 
@@ -87,6 +88,9 @@ class Engine:
       than an event loop serving requests (or use :meth:`aupdate_weights`), and not while your own
       optimizer step is mutating the module.
 
+    Threads: ``threads=None`` starts from torch's intra-op thread count and lets the worker switch
+    between that and 1 by measured step time (see :mod:`evalkit.model.threads`); an int fixes it.
+
     Requests: :meth:`submit` (thread-safe, returns a ``concurrent.futures.Future``),
     :meth:`generate` (async) and :meth:`generate_many` (blocking). Bad requests raise
     :class:`~evalkit.model.requests.InvalidRequest` at submission and never reach the batch.
@@ -100,6 +104,7 @@ class Engine:
         dtype: str = "bfloat16",
         max_batch: int = 32,
         name: str | None = None,
+        threads: int | None = None,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -119,6 +124,7 @@ class Engine:
         self._pending: deque[_Sequence] = deque()
         self._update: _WeightUpdate | None = None
         self._closed = False
+        self._threads = threads
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -235,6 +241,9 @@ class Engine:
     # -- the worker --------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        if self._threads:
+            torch.set_num_threads(self._threads)
+        self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
         active: list[_Sequence] = []
         cache: KVCache | None = None
         while True:
@@ -285,12 +294,16 @@ class Engine:
             self._advance(cache, active, range(first_slot, len(active)), logits)
 
     def _decode(self, cache: KVCache, active: list[_Sequence]) -> None:
+        self._tuner.before_step()
+        started = time.perf_counter()
+        batch = len(active)
         tokens = torch.tensor([s.token_ids[-1] for s in active], dtype=torch.long)
         positions = torch.tensor([s.length for s in active], dtype=torch.long)
         logits = self._forward.decode(cache, tokens, positions, int(positions.max()) + 1)
         for sequence in active:
             sequence.length += 1
-        self._advance(cache, active, range(len(active)), logits)
+        self._advance(cache, active, range(batch), logits)
+        self._tuner.after_step(batch, time.perf_counter() - started)
 
     def _advance(self, cache: KVCache, active: list[_Sequence], slots: range, logits: torch.Tensor) -> None:
         """Sample a token for ``active[slots]`` from ``logits`` (one row each), then retire the

@@ -96,6 +96,7 @@ def ensure_converted(spec: GgufModel) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         _convert(gguf, tmp)
+        tmp.chmod(0o755)  # mkdtemp's 0700 would make the cache private for no reason
         try:
             os.rename(tmp, final)
         except OSError:

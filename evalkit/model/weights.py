@@ -130,11 +130,18 @@ class DecoderWeights:
         hf = model.get_base_model() if hasattr(model, "get_base_model") else model
         body = hf.model
 
-        def cast(t: torch.Tensor) -> torch.Tensor:
-            return t.detach().to(dtype).contiguous()
+        def cast(*parts: torch.Tensor) -> torch.Tensor:
+            """``parts`` stacked along dim 0 in ``dtype``: one allocation, cast while copying."""
+            out = torch.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), dtype=dtype)
+            offset = 0
+            for part in parts:
+                out[offset : offset + part.shape[0]].copy_(part.detach())
+                offset += part.shape[0]
+            return out
 
-        def linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Linear:
-            return Linear(cast(weight), cast(bias) if bias is not None else None, batch_hint)
+        def linear(weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> Linear:
+            bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
+            return Linear(cast(*weights), bias, batch_hint)
 
         layers = []
         with torch.no_grad():
@@ -144,17 +151,17 @@ class DecoderWeights:
                 k, kb = effective_linear(attn.k_proj)
                 v, vb = effective_linear(attn.v_proj)
                 o, ob = effective_linear(attn.o_proj)
-                gate, _ = effective_linear(mlp.gate_proj)
-                up, _ = effective_linear(mlp.up_proj)
-                down, _ = effective_linear(mlp.down_proj)
+                gate, gb = effective_linear(mlp.gate_proj)
+                up, ub = effective_linear(mlp.up_proj)
+                down, db = effective_linear(mlp.down_proj)
                 layers.append(
                     LayerWeights(
                         attn_norm=cast(layer.input_layernorm.weight),
-                        qkv=linear(torch.cat([q, k, v]), torch.cat([qb, kb, vb]) if qb is not None else None),
-                        o=linear(o, ob),
+                        qkv=linear([q, k, v], [qb, kb, vb]),
+                        o=linear([o], [ob]),
                         mlp_norm=cast(layer.post_attention_layernorm.weight),
-                        gate_up=linear(torch.cat([gate, up])),
-                        down=linear(down),
+                        gate_up=linear([gate, up], [gb, ub]),
+                        down=linear([down], [db]),
                     )
                 )
             head_weight, head_bias = effective_linear(hf.lm_head)
@@ -162,7 +169,7 @@ class DecoderWeights:
                 embed=cast(body.embed_tokens.weight),
                 layers=layers,
                 final_norm=cast(body.norm.weight),
-                lm_head=linear(head_weight, head_bias),
+                lm_head=linear([head_weight], [head_bias]),
             )
 
 
