@@ -259,3 +259,25 @@ def test_bf16_engine_runs(engine):
         assert all(len(r.token_ids) == 8 and all(lp <= 0 for lp in r.logprobs) for r in results)
     finally:
         tiny.close()
+
+
+def test_model_folder_and_adapter_folder_load_by_path(engine, tmp_path):
+    peft = pytest.importorskip("peft")
+    from evalkit.model.engine import Engine
+
+    folder = tmp_path / "weights" / "step_1"
+    model = _tiny(seed=3)
+    model.save_pretrained(folder)  # like RL's export: weights and config, no tokenizer
+    wrapped = peft.get_peft_model(_tiny(seed=3), peft.LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False))
+    wrapped.peft_config["default"].base_model_name_or_path = str(folder)
+    wrapped.save_pretrained(tmp_path / "adapter")
+
+    for path, reference in ((folder, model), (tmp_path / "adapter", wrapped)):
+        loaded = Engine.from_name(str(path), dtype="fp32", max_batch=2)
+        try:
+            result = loaded.generate_many(PROMPT_IDS[:1], GREEDY)[0]
+            expected = _forward_logprobs(reference, PROMPT_IDS[0], result.token_ids)
+            assert torch.allclose(torch.tensor(result.logprobs), expected, atol=1e-4)
+            assert loaded.tokenizer.chat_template and loaded.name == str(path)
+        finally:
+            loaded.close()

@@ -6,6 +6,7 @@ conversion), everyone after gets the same :class:`~evalkit.model.engine.Engine`.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,9 @@ def shutdown_engines() -> None:
         _engines.clear()
     for engine in engines:
         engine.close()
+
+
+atexit.register(shutdown_engines)  # stop workers before interpreter teardown, not during a matmul
 
 
 def _cache_key(source: object) -> str:
