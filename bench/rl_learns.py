@@ -9,6 +9,12 @@ standard error. Budget: sized to fit in about 20 minutes on a 2-core machine. Ru
     python bench/rl_learns.py --steps 30 --lr 2e-4 --eval-examples 100
 
 The run folder (metrics.jsonl, rollouts/, weights/) is printed at the end.
+
+Measured 2026-11-22 on the 2-core dev machine (shared with other jobs, load average 4-10, so ~2x
+slower than an idle machine; rollouts from the plain HF sampler, before the fused engine was wired
+in): greedy held-out reward 0.438 -> 1.000 (+0.56) on 64 examples after 20 steps; training reward
+per step rose 0.28 -> 0.98 while entropy fell 2.1 -> 0.25; 40 min wall time. The model learned to
+answer "3 + 4 = 7" instead of rambling past the token limit.
 """
 
 from __future__ import annotations
