@@ -78,7 +78,7 @@ class OpenAIClient:
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300, loop=loop)
             self._session = aiohttp.ClientSession(
-                connector=connector, headers=self._headers, timeout=self._timeout, json_serialize=json.dumps
+                connector=connector, headers=self._headers, timeout=self._timeout
             )
             self._loop = loop
         return self._session
@@ -157,7 +157,7 @@ class OpenAIClient:
 
     async def _post_once(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> Completion:
         try:
-            async with session.post(self._url, json=body) as response:
+            async with session.post(self._url, data=json.dumps(body).encode()) as response:
                 raw = await response.read()
                 status = response.status
                 retry_after = _parse_retry_after(response.headers.get("Retry-After"))
