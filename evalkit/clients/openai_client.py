@@ -76,7 +76,7 @@ class OpenAIClient:
     def _get_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300, loop=loop)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, timeout=self._timeout
             )
