@@ -54,4 +54,5 @@ def load_environment(num_examples: int = 200, seed: int = 0) -> SingleTurnEnv:
         system_prompt="Count the vowels in the word. Answer with a single number.",
         parser=parser,
         rubric=Rubric(funcs=[correct_count, off_by_one], weights=[1.0, 0.0], parser=parser),
+        sampling_args={"max_tokens": 16},  # a default; -t and [sampling] override it
     )

@@ -185,6 +185,7 @@ def load_environment(
         rubric=rubric,
         tools=make_tools(docs),
         max_turns=max_turns,
+        sampling_args={"max_tokens": 128},  # a default; -t and [sampling] override it
         env_id="fact-search",
     )
     env.corpus = docs

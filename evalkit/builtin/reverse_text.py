@@ -83,5 +83,6 @@ def load_environment(
         system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
         parser=parser,
         rubric=rubric,
+        sampling_args={"max_tokens": 64},  # a default; -t and [sampling] override it
         env_id="reverse-text",
     )

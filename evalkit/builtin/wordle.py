@@ -169,5 +169,6 @@ def load_environment(
         parser=parser,
         rubric=rubric,
         max_turns=max_turns,
+        sampling_args={"max_tokens": 48},  # a default; -t and [sampling] override it
         env_id="wordle",
     )
