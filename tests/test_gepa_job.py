@@ -208,6 +208,8 @@ def test_block_extraction():
     assert extract_continued_block("Be brief.\n```\nchatter") == "Be brief."
     assert extract_continued_block("Be brief.") == "Be brief."
     assert extract_continued_block("Be brief. And", finished=False) == "Be brief. And"
+    assert extract_continued_block("```\nBe brief.") == "Be brief."
+    assert extract_continued_block("```\n```\nchatter") is None
 
 
 class _Unreachable(ScriptedClient):

@@ -196,6 +196,8 @@ def _print_summary(outcome: Any, config: Any) -> None:
 
     console = Console()
     table = Table(title=f"GEPA · {config.env_label} · {config.model}", show_header=False)
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
     table.add_row("status", outcome.status)
     table.add_row("seed val score", f"{outcome.seed_val_score:.3f}")
     table.add_row("best val score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")

@@ -39,6 +39,8 @@ def extract_continued_block(text: str, finished: bool = True) -> str | None:
     block = extract_fenced_block(text, finished=False)
     if block is not None:
         return block
+    if text.startswith("```"):  # the teacher opened a block of its own inside ours
+        return extract_fenced_block(text, finished)
     if "```" in text:
         return text.split("```", 1)[0].strip() or None
     return text.strip() or None
