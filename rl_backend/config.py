@@ -102,7 +102,7 @@ class TrainerConfig(_Strict):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
     on_policy: bool = False
-    """Generate each step's rollouts with the current weights (no overlap). Default: one-step off-policy, generation of step n+1 overlaps training of step n."""
+    """Generate each step's rollouts with the current weights (no overlap). Default: one-step off-policy, generation of step n+1 overlaps training of step n. On a 2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the cores); it pays when generation and training run on different devices or many cores."""
 
     @field_validator("lora", mode="before")
     @classmethod
