@@ -146,7 +146,9 @@ class LlamaForward:
         rows = torch.arange(batch)
         cos = self.cos[positions][:, None, :]
         sin = self.sin[positions][:, None, :]
-        visible = (torch.arange(longest)[None, :] <= positions[:, None])[:, None, None, :]
+        # An additive mask built once per step: a boolean one is converted inside every layer's SDPA.
+        hidden_keys = torch.arange(longest)[None, :] > positions[:, None]
+        mask = torch.zeros(hidden_keys.shape, dtype=self.dtype).masked_fill_(hidden_keys, float("-inf"))[:, None, None, :]
         x = F.embedding(tokens, self.weights.embed)
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)  # [B, heads, d]
@@ -155,7 +157,7 @@ class LlamaForward:
             v_cache[rows, :, positions] = v
             attn = F.scaled_dot_product_attention(
                 q[:, :, None, :], k_cache[:batch, :, :longest], v_cache[:batch, :, :longest],
-                attn_mask=visible, enable_gqa=True,
+                attn_mask=mask, enable_gqa=True,
             )
             x = x + layer.o(attn.reshape(batch, self._q_width))
             x = self._mlp(x, layer)
