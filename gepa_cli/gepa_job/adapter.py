@@ -64,7 +64,6 @@ class SystemPromptAdapter:
         self.on_rollouts = on_rollouts
         self.fatal: BaseException | None = None
         self.replay_seed: tuple[dict[str, str], dict[int, float]] | None = None
-        self.last_prompt: str | None = None
         self.discovered_at_calls: dict[int, int] = {}
         """Candidate index -> rollouts spent when its validation pass finished (persisted in gepa's state)."""
 
@@ -92,7 +91,6 @@ class SystemPromptAdapter:
             )
             if not isinstance(prompt, str):  # only image records render to a message list; ours are text
                 raise TypeError("reflection prompt rendered to a message list; records must be text")
-            self.last_prompt = prompt
             try:
                 new_texts[name], _raw = self.reflection.propose(prompt)
             except Exception as exc:
