@@ -158,10 +158,10 @@ def _tiny(seed: int = 0, bias: bool = False):
     return LlamaForCausalLM(config).eval()
 
 
-def _tiny_engine(engine, model, max_batch: int = 8, dtype: str = "fp32"):
+def _tiny_engine(engine, model, max_batch: int = 8, dtype: str = "fp32", **kwargs):
     from evalkit.model.engine import Engine
 
-    return Engine(model, engine.tokenizer, dtype=dtype, max_batch=max_batch, name="tiny")
+    return Engine(model, engine.tokenizer, dtype=dtype, max_batch=max_batch, name="tiny", **kwargs)
 
 
 GREEDY = SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True})
@@ -191,6 +191,20 @@ def test_continuous_batching_beyond_max_batch(engine):
         alone = [tiny.generate_many([p], SamplingArgs(max_tokens=n, temperature=0, extra={"ignore_eos": True}))[0] for p, n in zip(PROMPT_IDS, lengths)]
         assert [len(r.token_ids) for r in together] == lengths
         assert [r.token_ids for r in together] == [r.token_ids for r in alone]
+    finally:
+        tiny.close()
+
+
+def test_requests_wait_for_kv_cache_room(engine):
+    # 2 layers x 2 kv heads x 16 dims x 2 (K, V) x 4 bytes = 512 B per position; one 64-position slot fits
+    tiny = _tiny_engine(engine, _tiny(), max_batch=8, kv_cache_gb=50e3 / 2**30)
+    try:
+        futures = [tiny.submit(p, GREEDY) for p in PROMPT_IDS]
+        together = [f.result(timeout=60) for f in futures]
+        alone = [tiny.generate_many([p], GREEDY)[0] for p in PROMPT_IDS]
+        assert [r.token_ids for r in together] == [r.token_ids for r in alone]
+        first, second = together[0].timing, together[1].timing
+        assert second["queue_ms"] >= 0.8 * first["total_ms"]  # it waited for the first to finish
     finally:
         tiny.close()
 

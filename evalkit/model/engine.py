@@ -91,6 +91,9 @@ class Engine:
     Threads: ``threads=None`` starts from torch's intra-op thread count and lets the worker switch
     between that and 1 by measured step time (see :mod:`evalkit.model.threads`); an int fixes it.
 
+    Memory: the KV cache grows with the live batch; new requests wait in the queue when admitting
+    them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``).
+
     Requests: :meth:`submit` (thread-safe, returns a ``concurrent.futures.Future``),
     :meth:`generate` (async) and :meth:`generate_many` (blocking). Bad requests raise
     :class:`~evalkit.model.requests.InvalidRequest` at submission and never reach the batch.
@@ -105,6 +108,7 @@ class Engine:
         max_batch: int = 32,
         name: str | None = None,
         threads: int | None = None,
+        kv_cache_gb: float = 4.0,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -125,6 +129,8 @@ class Engine:
         self._update: _WeightUpdate | None = None
         self._closed = False
         self._threads = threads
+        self._kv_budget = kv_cache_gb * 2**30
+        self._kv_bytes = KVCache.bytes_per_position(self.shape, self.dtype)
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -245,7 +251,7 @@ class Engine:
             torch.set_num_threads(self._threads)
         self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
         active: list[_Sequence] = []
-        cache: KVCache | None = None
+        cache = KVCache(self.shape, self.max_batch, self.dtype)
         while True:
             with self._cond:
                 while not (self._closed or self._pending or active or self._update):
@@ -255,18 +261,11 @@ class Engine:
                     self._pending.clear()
                     return
                 update = self._update
-                admitted: list[_Sequence] = []
-                if update is None or not update.drain:
-                    while self._pending and len(active) + len(admitted) < self.max_batch:
-                        admitted.append(self._pending.popleft())
+                admitted = self._admit(active, cache) if update is None or not update.drain else []
             if update is not None and (not update.drain or not active):
                 self._apply_update(update)
-                if not active:
-                    cache = None  # frees memory; the next batch allocates what it needs
                 continue
             try:
-                if cache is None:
-                    cache = KVCache(self.shape, self.max_batch, self.dtype)
                 with torch.inference_mode():
                     if admitted:
                         self._prefill(cache, active, admitted)
@@ -275,10 +274,27 @@ class Engine:
             except Exception as exc:  # a bug or out-of-memory: fail this batch, keep serving
                 _fail(active + admitted, EngineError(f"generation failed: {type(exc).__name__}: {exc}"))
                 active.clear()
-                cache = None
-                continue
-            if not active and cache is not None and cache.capacity > 1024:
-                cache = None
+                cache = KVCache(self.shape, self.max_batch, self.dtype)
+            if not active and cache.slots * cache.capacity > 8 * 1024:
+                cache = KVCache(self.shape, self.max_batch, self.dtype)  # give a big idle cache back
+
+    def _admit(self, active: list[_Sequence], cache: KVCache) -> list[_Sequence]:
+        """Queued requests that fit now: free slots, and a KV cache that would stay within
+        ``kv_cache_gb`` even if every admitted sequence ran to its ``max_tokens``. The first
+        request of an idle engine is always admitted (on a fresh cache if the old one is big)."""
+        admitted: list[_Sequence] = []
+        need = max((_worst_length(s) for s in active), default=0)
+        while self._pending and len(active) + len(admitted) < self.max_batch:
+            candidate = self._pending[0]
+            count = len(active) + len(admitted) + 1
+            longest = max(need, _worst_length(candidate))
+            slots = max(cache.slots, 1 << (count - 1).bit_length())
+            planned = min(slots, max(cache.max_slots, count)) * cache.planned_capacity(longest) * self._kv_bytes
+            if planned > self._kv_budget and count > 1:
+                break
+            admitted.append(self._pending.popleft())
+            need = longest
+        return admitted
 
     def _prefill(self, cache: KVCache, active: list[_Sequence], admitted: list[_Sequence]) -> None:
         admitted = [s for s in admitted if not s.future.cancelled()]
@@ -360,6 +376,10 @@ class Engine:
             timing={"queue_ms": (sequence.started - sequence.submitted) * 1000, "total_ms": (now - sequence.submitted) * 1000},
         )
         _set(sequence.future, result)
+
+
+def _worst_length(sequence: _Sequence) -> int:
+    return len(sequence.prompt_ids) + sequence.params.max_tokens
 
 
 def _stop_token_ids(tokenizer: Any, model: Any) -> frozenset[int]:

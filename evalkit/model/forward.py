@@ -18,39 +18,54 @@ from evalkit.model.weights import DecoderShape, DecoderWeights
 
 
 class KVCache:
-    """Per-layer K and V of ``slots`` sequences: ``[slots, kv_heads, capacity, head_dim]``.
+    """Per-layer K and V of up to ``max_slots`` sequences: ``[slots, kv_heads, capacity, head_dim]``.
 
-    Capacity grows by doubling (up to the model's context) when a sequence needs more room, so
-    memory follows the longest live sequence rather than the context window.
+    Both the slot count and the capacity grow on demand (by doubling; capacity up to the model's
+    context), so memory follows the live batch and its longest sequence rather than
+    ``max_batch x context``: one 8k-token request must not allocate room for 32 of them.
     """
 
-    def __init__(self, shape: DecoderShape, slots: int, dtype: torch.dtype, capacity: int = 256):
+    def __init__(self, shape: DecoderShape, max_slots: int, dtype: torch.dtype):
         self.shape = shape
-        self.slots = slots
+        self.max_slots = max_slots
         self.dtype = dtype
+        self.slots = 0
         self.capacity = 0
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
-        self.ensure(capacity)
 
-    def ensure(self, length: int) -> None:
-        """Make room for positions ``[0, length)``; existing contents are kept."""
-        if length <= self.capacity:
+    @staticmethod
+    def bytes_per_position(shape: DecoderShape, dtype: torch.dtype) -> int:
+        """Memory one sequence position takes across all layers (K and V)."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * itemsize
+
+    def planned_capacity(self, length: int) -> int:
+        """The capacity :meth:`ensure` would allocate for ``length`` positions."""
+        capacity = max(self.capacity, 64)
+        while capacity < length:
+            capacity *= 2
+        return min(capacity, max(self.shape.max_positions, length))
+
+    def ensure(self, slots: int, length: int) -> None:
+        """Make room for ``slots`` sequences of positions ``[0, length)``; contents are kept."""
+        if slots <= self.slots and length <= self.capacity:
             return
-        new_capacity = max(self.capacity, 64)
-        while new_capacity < length:
-            new_capacity *= 2
-        new_capacity = min(new_capacity, max(self.shape.max_positions, length))
-        size = (self.slots, self.shape.num_kv_heads, new_capacity, self.shape.head_dim)
+        new_slots = max(self.slots, 1)
+        while new_slots < slots:
+            new_slots *= 2
+        new_slots = min(max(new_slots, slots), max(self.max_slots, slots))
+        new_capacity = self.planned_capacity(length)
+        size = (new_slots, self.shape.num_kv_heads, new_capacity, self.shape.head_dim)
         for store in (self.k, self.v):
             for layer in range(self.shape.num_layers):
                 fresh = torch.zeros(size, dtype=self.dtype)
                 if layer < len(store):
-                    fresh[:, :, : self.capacity] = store[layer]
+                    fresh[: self.slots, :, : self.capacity] = store[layer]
                     store[layer] = fresh
                 else:
                     store.append(fresh)
-        self.capacity = new_capacity
+        self.slots, self.capacity = new_slots, new_capacity
 
     def move(self, src: int, dst: int, length: int) -> None:
         """Copy slot ``src``'s first ``length`` positions into slot ``dst`` (batch compaction)."""
@@ -118,7 +133,7 @@ class LlamaForward:
         """
         lengths = [len(p) for p in prompts]
         longest = max(lengths)
-        cache.ensure(longest)
+        cache.ensure(max(slots) + 1, longest)
         ids = torch.full((len(prompts), longest), 0, dtype=torch.long)
         for row, prompt in enumerate(prompts):
             ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
@@ -142,7 +157,7 @@ class LlamaForward:
         """One step for slots ``0..B-1``: ``tokens[b]`` sits at ``positions[b]``; ``longest`` is
         ``max(positions) + 1``. Returns float32 logits ``[B, vocab]``."""
         batch = tokens.shape[0]
-        cache.ensure(longest)
+        cache.ensure(batch, longest)
         rows = torch.arange(batch)
         cos = self.cos[positions][:, None, :]
         sin = self.sin[positions][:, None, :]
