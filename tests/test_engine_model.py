@@ -56,7 +56,7 @@ def test_batched_greedy_equals_unbatched(engine):
         assert result.finish_reason in ("stop", "length") and len(result.token_ids) <= n
         assert len(result.logprobs) == len(result.token_ids)
         if result.finish_reason == "stop":
-            assert result.token_ids[-1] in engine._stop_ids and "<|im_end|>" not in result.text
+            assert result.token_ids[-1] in engine.stop_token_ids and "<|im_end|>" not in result.text
 
 
 def test_logprobs_match_a_separate_forward_pass(engine):

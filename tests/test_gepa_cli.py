@@ -52,7 +52,7 @@ def test_bad_toml(tmp_path):
     assert code == 2 and "is not valid TOML" in output
 
 
-@pytest.mark.parametrize("name", ["arithmetic-easy.toml", "reverse-text.toml"])
+@pytest.mark.parametrize("name", ["arithmetic.toml", "reverse-text.toml"])
 def test_shipped_configs_parse(name):
     parsed, base = load_gepa_toml(REPO / "configs" / "gepa" / name)
     config = build_job_config(toml_to_job_fields(parsed, base), name)

@@ -14,11 +14,11 @@ runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 EXPECTED = {
     "endpoints.toml",
-    "eval/arithmetic-easy.toml",
+    "eval/arithmetic.toml",
     "eval/reverse-text.toml",
-    "gepa/arithmetic-easy.toml",
+    "gepa/arithmetic.toml",
     "gepa/reverse-text.toml",
-    "rl/arithmetic-easy.toml",
+    "rl/arithmetic.toml",
     "rl/reverse-text.toml",
 }
 
@@ -82,7 +82,7 @@ def test_endpoint_gepa_rl_examples_validate():
     from rl_backend.config import RLConfig
 
     assert "smollm2-135m" in load_endpoints(REPO / "configs" / "endpoints.toml")
-    for name in ("arithmetic-easy", "reverse-text"):
+    for name in ("arithmetic", "reverse-text"):
         parsed, base = load_gepa_toml(REPO / "configs" / "gepa" / f"{name}.toml")
         assert build_job_config(toml_to_job_fields(parsed, base), name).num_val == 20
         rl = validate(RLConfig, load_toml(REPO / "configs" / "rl" / f"{name}.toml"), name)

@@ -91,7 +91,7 @@ def test_dry_run_prints_config_and_plan(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("name", ["arithmetic-easy.toml", "reverse-text.toml"])
+@pytest.mark.parametrize("name", ["arithmetic.toml", "reverse-text.toml"])
 def test_shipped_configs_validate(name):
     for folder in (ROOT / "configs" / "rl", ROOT / "gepa_cli" / "lab_configs" / "rl"):
         if (folder / name).is_file():

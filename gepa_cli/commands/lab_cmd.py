@@ -21,7 +21,7 @@ app = typer.Typer(help="Set up a working folder with example configs.", no_args_
 
 
 def lab_config_files() -> dict[str, str]:
-    """Relative path (``eval/arithmetic-easy.toml``) -> text, for every shipped example config."""
+    """Relative path (``eval/arithmetic.toml``) -> text, for every shipped example config."""
     found: dict[str, str] = {}
 
     def walk(node: Traversable, prefix: str) -> None:
@@ -71,7 +71,7 @@ def setup(
 
         prime lab setup
 
-        prime eval run configs/eval/arithmetic-easy.toml
+        prime eval run configs/eval/arithmetic.toml
 
         prime lab setup --force
     """
@@ -80,4 +80,4 @@ def setup(
         print(f"wrote    {path}")
     for path in skipped:
         print(f"skipped  {path} (exists; --force to overwrite)")
-    print(f"{len(written)} written, {len(skipped)} skipped; next: prime eval run {directory}/eval/arithmetic-easy.toml")
+    print(f"{len(written)} written, {len(skipped)} skipped; next: prime eval run {directory}/eval/arithmetic.toml")

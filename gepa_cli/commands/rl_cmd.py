@@ -14,13 +14,13 @@ RUN_HELP = """Check the baseline, then train the model on the environment (LoRA 
 
 Examples:
 
-    prime rl run configs/rl/arithmetic-easy.toml
+    prime rl run configs/rl/arithmetic.toml
 
-    prime rl run configs/rl/arithmetic-easy.toml --dry-run
+    prime rl run configs/rl/arithmetic.toml --dry-run
 
-    prime rl run configs/rl/arithmetic-easy.toml --max-steps 5 --trainer.lr 1e-4 --run-name try1
+    prime rl run configs/rl/arithmetic.toml --max-steps 5 --trainer.lr 1e-4 --run-name try1
 
-    prime rl run configs/rl/arithmetic-easy.toml --run-name try1 --resume
+    prime rl run configs/rl/arithmetic.toml --run-name try1 --resume
 
 Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`, `--sampling.max_tokens 64`).
 Outputs go to OUTPUT_DIR/rl/RUN_NAME/: config.resolved.toml, baseline.json, metrics.jsonl, rollouts/,
