@@ -101,8 +101,8 @@ def import_env_module(source: EnvSource) -> ModuleType:
     return module
 
 
-def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
-    """``-a '{"difficulty": "easy"}'`` -> dict, with a clear error for bad JSON."""
+def parse_json_object(raw: str | dict[str, Any] | None, what: str) -> dict[str, Any]:
+    """A command-line JSON object (``-a``, ``-S``) -> dict; bad JSON or a non-object is a UserError naming ``what``."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, dict):
@@ -110,10 +110,15 @@ def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise UserError(f"env args are not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from exc
+        raise UserError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from exc
     if not isinstance(value, dict):
-        raise UserError(f"env args must be a JSON object like '{{\"key\": 1}}', got: {raw}")
+        raise UserError(f"{what} must be a JSON object like '{{\"key\": 1}}', got: {raw}")
     return value
+
+
+def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """``-a '{"difficulty": "easy"}'`` -> dict, with a clear error for bad JSON."""
+    return parse_json_object(raw, "env args")
 
 
 def load_environment(env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +86,12 @@ def run(
 
     from evalkit.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
-    from evalkit.registry import parse_env_args
+    from evalkit.registry import parse_env_args, parse_json_object
     from evalkit.tomlio import validate
 
     if verbose:
         _enable_verbose_logging()
-    sampling: dict[str, Any] = _json_object(sampling_args, "--sampling-args") if sampling_args else {}
+    sampling: dict[str, Any] = parse_json_object(sampling_args, "--sampling-args")
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
     if temperature is not None:
@@ -190,17 +189,6 @@ def view(
 
     render_report(resolve_run_dir(run_dir, output_dir), Console(highlight=False), samples=samples)
 
-
-def _json_object(raw: str, flag: str) -> dict[str, Any]:
-    from evalkit.errors import UserError
-
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{flag} must be a JSON object like '{{\"temperature\": 0.7}}', got: {raw}")
-    return value
 
 
 def _read_text(path: Path) -> str:

@@ -7,13 +7,13 @@ the model clients are imported inside the command so ``prime --help`` stays inst
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from evalkit.errors import UserError
+from evalkit.registry import parse_env_args, parse_json_object
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
@@ -86,7 +86,7 @@ def run(
         "perfect_score": perfect_score,
         "state_columns": _split_columns(state_columns),
         "max_concurrent": max_concurrent,
-        "sampling": _json_object(sampling_args, "-S/--sampling-args"),
+        "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
         "seed": seed,
         "run_dir": run_dir,
     }
@@ -107,7 +107,6 @@ def run(
 
 def _base_fields(env_or_config: str, env_args: str | None, resume: str | bool | None) -> tuple[dict[str, Any], str]:
     """Fields from a resumed run's saved config, the TOML, or the env id; flags are laid over them."""
-    from evalkit.registry import parse_env_args
     from gepa_cli.gepa_job.config import load_gepa_toml, toml_to_job_fields
     from gepa_cli.gepa_job.runner import saved_config
 
@@ -175,17 +174,6 @@ def _split_columns(raw: str | None) -> list[str] | None:
         return None
     return [part.strip() for part in raw.split(",") if part.strip()]
 
-
-def _json_object(raw: str | None, flag: str) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{flag} must be a JSON object like '{{\"max_tokens\": 64}}', got: {raw}")
-    return value
 
 
 def _print_summary(outcome: Any, config: Any) -> None:
