@@ -12,7 +12,6 @@ Randomness: every request gets its own seed, ``base + n`` for the n-th request s
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
