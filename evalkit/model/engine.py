@@ -123,7 +123,7 @@ class Engine:
         self.weights_version = 0
         with torch.no_grad():
             self._forward = LlamaForward(self.shape, DecoderWeights.from_module(model, self.dtype, max_batch), self.dtype)
-        self._stop_ids = _stop_token_ids(tokenizer, model)
+        self.stop_token_ids = _stop_token_ids(tokenizer, model)
         self._cond = threading.Condition()
         self._pending: deque[_Sequence] = deque()
         self._update: _WeightUpdate | None = None
@@ -135,12 +135,15 @@ class Engine:
         self._thread.start()
 
     @classmethod
-    def from_name(cls, name: str | ModelSource | None = None, *, dtype: str = "bfloat16", max_batch: int = 32) -> "Engine":
-        """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use."""
+    def from_name(
+        cls, name: str | ModelSource | None = None, *, dtype: str = "bfloat16", max_batch: int = 32, **options: Any
+    ) -> "Engine":
+        """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use;
+        ``options`` are the constructor's (``threads``, ``kv_cache_gb``)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
         log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'})...")
         model, tokenizer = load_model(source)
-        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name)
+        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, **options)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -217,9 +220,10 @@ class Engine:
         try:
             with torch.no_grad():
                 if update.state_dict is not None:
-                    result = self.model.load_state_dict(dict(update.state_dict), strict=False)
-                    if result.unexpected_keys:
-                        raise KeyError(f"state dict keys not in the model: {result.unexpected_keys[:5]}")
+                    unknown = sorted(set(update.state_dict) - set(self.model.state_dict()))
+                    if unknown:  # checked first, so a refused update leaves the module untouched
+                        raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
+                    self.model.load_state_dict(dict(update.state_dict), strict=False)
                 self._forward.weights = DecoderWeights.from_module(self.model, self.dtype, self.max_batch)
             self.weights_version += 1
         except BaseException as exc:  # reported to the caller of update_weights, never kills the worker
@@ -259,6 +263,9 @@ class Engine:
                 if self._closed:
                     _fail(list(self._pending) + active, EngineError("the engine was closed"))
                     self._pending.clear()
+                    if self._update is not None:
+                        self._update.error = EngineError("the engine was closed before the weight update")
+                        self._update.done.set()
                     return
                 update = self._update
                 admitted = self._admit(active, cache) if update is None or not update.drain else []
@@ -344,7 +351,7 @@ class Engine:
 
     def _finish_reason(self, sequence: _Sequence, token: int) -> str | None:
         params = sequence.params
-        if not params.ignore_eos and token in self._stop_ids:
+        if not params.ignore_eos and token in self.stop_token_ids:
             return "stop"
         if params.stop:
             window = max(len(s) for s in params.stop) + 4
@@ -359,7 +366,7 @@ class Engine:
 
     def _resolve(self, sequence: _Sequence, reason: str) -> None:
         ids = sequence.token_ids
-        body = ids[:-1] if ids and ids[-1] in self._stop_ids and not sequence.params.ignore_eos else ids
+        body = ids[:-1] if ids and ids[-1] in self.stop_token_ids and not sequence.params.ignore_eos else ids
         text = self.tokenizer.decode(body, skip_special_tokens=True)
         if sequence.stop_hit is not None:
             cuts = [text.find(s) for s in sequence.params.stop if s in text]
