@@ -34,9 +34,8 @@ def serve(
     - `prime eval run reverse-text -m HuggingFaceTB/SmolLM2-135M-Instruct -b http://127.0.0.1:8000/v1`
       evaluates through the server (it also answers to its own -m name)
     """
-    from evalkit.model.registry import resolve_model
-
     from evalkit.model.loading import dtype_name
+    from evalkit.model.registry import resolve_model
 
     resolve_model(model)  # typos are reported before the port check and the load
     dtype_name(dtype)
