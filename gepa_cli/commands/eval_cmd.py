@@ -172,7 +172,7 @@ def _run_one(config: Any, console: Any) -> None:
         console.print(Text("error ", style="red") + Text(line))
     if result.resumed_rows:
         console.print(f"{result.resumed_rows} rollouts were already done; ran {len(result.states)} more")
-    console.print(f"results: [bold]{result.run_dir}[/bold]")
+    console.print(f"results: [bold]{result.run_dir}[/bold]", soft_wrap=True)
 
 
 @app.command("view", epilog="Examples:\n\n  prime eval view\n\n  prime eval view outputs/evals/reverse-text--local--smollm2-135m/20260101-120000-ab12cd")

@@ -58,7 +58,7 @@ def run(
 
     last = summary.last_metrics
     console = Console()
-    console.print(f"[bold]done[/bold]: {summary.steps_done} steps in {summary.run_dir}")
+    console.print(f"[bold]done[/bold]: {summary.steps_done} steps in {summary.run_dir}", soft_wrap=True)
     if last:
         console.print(f"  last step: reward {last['reward_mean']:.3f}, loss {last['loss']:+.5f}")
     for step, reward in sorted(summary.eval_rewards.items()):
