@@ -114,7 +114,7 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, output = invoke("arithmetic", "-B", "20", "-n", "6", "-N", "4", "-S", '{"max_tokens": 8}')
     assert code == 0, output
-    runs = list((tmp_path / "outputs" / "gepa").glob("arithmetic--local-smollm2-135m/*"))
+    runs = list((tmp_path / "outputs" / "gepa").glob("arithmetic--local--smollm2-135m/*"))
     assert len(runs) == 1
     assert "seed val score" in output and "rollouts" in output
     relative = runs[0].relative_to(tmp_path)

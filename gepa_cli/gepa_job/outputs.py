@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evalkit.eval.results import model_slug
 from gepa_cli.gepa_job.adapter import COMPONENT
 
 STATE_SUBDIR = "state"
@@ -29,7 +30,7 @@ def safe_name(text: str) -> str:
 
 def new_run_dir(output_root: str | Path, env_label: str, model: str) -> Path:
     """``<output>/gepa/<env>--<model>/<run-id>/`` with a sortable, collision-free run id."""
-    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model)}"
+    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model_slug(model))}"
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     for suffix in ["", *(f"-{i}" for i in range(2, 100))]:
         candidate = parent / f"{stamp}{suffix}"
@@ -39,7 +40,7 @@ def new_run_dir(output_root: str | Path, env_label: str, model: str) -> Path:
 
 
 def latest_run_dir(output_root: str | Path, env_label: str, model: str) -> Path | None:
-    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model)}"
+    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model_slug(model))}"
     runs = sorted(p for p in parent.glob("*") if (p / "metadata.json").is_file()) if parent.is_dir() else []
     return runs[-1] if runs else None
 
