@@ -15,6 +15,8 @@ slower than an idle machine; rollouts from the plain HF sampler, before the fuse
 in): greedy held-out reward 0.438 -> 1.000 (+0.56) on 64 examples after 20 steps; training reward
 per step rose 0.28 -> 0.98 while entropy fell 2.1 -> 0.25; 40 min wall time. The model learned to
 answer "3 + 4 = 7" instead of rambling past the token limit.
+Again on an idle 2-core machine with the fused engine (defaults): 0.469 -> 1.000 (+0.53, ~0.09 s.e.),
+8.5 min wall time; training reward 0.31 -> 0.95.
 """
 
 from __future__ import annotations
