@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from evalkit.errors import ConfigError, UserError
+from evalkit.fileio import write_text_atomic
 from rl_backend.config import RLConfig, to_toml
 
 
@@ -95,12 +96,6 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     ]
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _rows_jsonl(groups: list[list[Any]], batch: Any) -> str:
     kept = {id(g) for g in batch.kept}
     lines = []
@@ -167,7 +162,7 @@ class Trainer:
                 )
             )
         data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
-        _atomic_write(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
+        write_text_atomic(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
         verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
         self.console.print(
             f"baseline {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
@@ -302,7 +297,7 @@ class Trainer:
             raise UserError(f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false")
         self._append_metrics(metrics)
         (self.run_dir / "rollouts").mkdir(exist_ok=True)
-        _atomic_write(self.run_dir / "rollouts" / f"step_{step}.jsonl", _rows_jsonl(batch.generated, batch))
+        write_text_atomic(self.run_dir / "rollouts" / f"step_{step}.jsonl", _rows_jsonl(batch.generated, batch))
         if self._wandb is not None:
             self._wandb.log(metrics, step=step)
         return metrics
@@ -369,7 +364,7 @@ def _truncate_metrics(path: Path, step: int) -> None:
     if not path.is_file():
         return
     kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    _atomic_write(path, "".join(line + "\n" for line in kept))
+    write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
 def run(
@@ -404,7 +399,7 @@ def run(
     elif (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
         raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
     run_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(run_dir / "config.resolved.toml", to_toml(config))
+    write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
     for line in plan_lines(config, run_dir, backend):
         console.print(line, markup=False, highlight=False)
     trainer = Trainer(config, run_dir, console)

@@ -13,9 +13,7 @@ Layout: ``<output_dir>/evals/<env-id>--<model, '/' -> '--'>/<run-id>/``.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -49,18 +47,6 @@ def new_run_dir(output_dir: str | Path, env_id: str, model: str, *, create: bool
     if create:
         path.mkdir(parents=True, exist_ok=False)
     return path
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_metadata(run_dir: Path) -> dict[str, Any] | None:

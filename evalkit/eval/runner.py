@@ -40,9 +40,9 @@ from evalkit.eval.results import (
     new_run_dir,
     read_metadata,
     read_rows,
-    write_json_atomic,
     METADATA,
 )
+from evalkit.fileio import write_json_atomic
 from evalkit.eval.summary import summarize
 from evalkit.rollouts import run_groups
 from evalkit.types import RolloutState, SamplingArgs

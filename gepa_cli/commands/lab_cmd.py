@@ -6,8 +6,6 @@ holds identical copies (a test keeps them in step), so what a user gets is what 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import typer
 
 from evalkit.errors import UserError
+from evalkit.fileio import write_text_atomic
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Set up a working folder with example configs.", no_args_is_help=True, rich_markup_mode="markdown")
@@ -46,11 +45,7 @@ def write_lab_configs(dest: Path, force: bool = False) -> tuple[list[Path], list
             continue
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            write_text_atomic(target, text)
         except OSError as exc:
             raise UserError(f"could not write {target}: {exc.strerror or exc}") from exc
         written.append(target)

@@ -10,9 +10,10 @@ still counts what it may have spent, and the count carries over to ``--resume``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from evalkit.fileio import write_text_atomic
 
 
 class BudgetExceeded(Exception):
@@ -50,9 +51,9 @@ class RolloutBudget:
     def _save(self) -> None:
         if self.path is None:
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"max_calls": self.max_calls, "used": self.used, "reflection_calls": self.reflection_calls}))
-        os.replace(tmp, self.path)
+        write_text_atomic(
+            self.path, json.dumps({"max_calls": self.max_calls, "used": self.used, "reflection_calls": self.reflection_calls})
+        )
 
 
 class BudgetStopper:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
 from evalkit.eval.results import model_slug
+from evalkit.fileio import write_text_atomic
 from gepa_cli.gepa_job.adapter import COMPONENT
 
 STATE_SUBDIR = "state"
@@ -43,19 +43,6 @@ def latest_run_dir(output_root: str | Path, env_label: str, model: str) -> Path 
     parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model_slug(model))}"
     runs = sorted(p for p in parent.glob("*") if (p / "metadata.json").is_file()) if parent.is_dir() else []
     return runs[-1] if runs else None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def mean(values: list[float]) -> float:
@@ -108,8 +95,8 @@ def frontier_rows(state: Any) -> list[dict[str, Any]]:
 def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int]) -> tuple[int, list[dict[str, Any]]]:
     """``results.jsonl``, ``pareto_frontier.jsonl`` and ``system_prompt.txt`` from the current state."""
     rows = candidate_rows(state, discovered_at)
-    write_atomic(run_dir / "results.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    write_atomic(run_dir / "pareto_frontier.jsonl", "".join(json.dumps(row) + "\n" for row in frontier_rows(state)))
+    write_text_atomic(run_dir / "results.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    write_text_atomic(run_dir / "pareto_frontier.jsonl", "".join(json.dumps(row) + "\n" for row in frontier_rows(state)))
     best = best_index(state)
-    write_atomic(run_dir / "system_prompt.txt", rows[best]["system_prompt"])
+    write_text_atomic(run_dir / "system_prompt.txt", rows[best]["system_prompt"])
     return best, rows

@@ -21,6 +21,7 @@ from rich.console import Console
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.errors import UserError
+from evalkit.fileio import write_json_atomic
 from evalkit.types import SamplingArgs
 from gepa_cli.gepa_job import outputs
 from gepa_cli.gepa_job.adapter import COMPONENT, SystemPromptAdapter
@@ -177,7 +178,7 @@ class _Job:
         self.previous: dict[str, Any] = json.loads((run_dir / "metadata.json").read_text()) if resuming else {}
         # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
         self.budget = RolloutBudget(config.max_calls, run_dir / "budget.json")
-        outputs.write_json(run_dir / "metadata.json", self._metadata("running"))
+        write_json_atomic(run_dir / "metadata.json", self._metadata("running"))
         self.loop = LoopThread()
         self.logger = FileLogger(run_dir / "gepa.log", console, verbose)
         self.owned_clients: list[ModelClient] = []
@@ -282,7 +283,7 @@ class _Job:
         metadata.update(self.summary, duration_s=self.duration_s)
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
-        outputs.write_json(self.run_dir / "metadata.json", metadata)
+        write_json_atomic(self.run_dir / "metadata.json", metadata)
         budget = self.budget
         self.logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
         self.logger.close()
