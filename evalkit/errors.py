@@ -7,6 +7,8 @@ is data: it is recorded on the rollout's row and never crashes a run.
 
 from __future__ import annotations
 
+from evalkit.clients.redact import redact
+
 
 class UserError(Exception):
     """Something the user can fix (bad flag, bad config, unknown env, unreachable endpoint).
@@ -23,10 +25,12 @@ class ModelCallError(Exception):
     """A model request failed after the client's retries (HTTP error, timeout, malformed reply).
 
     ``retryable`` tells a caller that owns its own retry loop whether trying again could help.
+    The message is scrubbed of API keys and auth header values on the way in (servers echo
+    request headers in error bodies), so no row, log or terminal line built from it carries one.
     """
 
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
-        super().__init__(message)
+        super().__init__(redact(str(message)))
         self.retryable = retryable
         self.status = status
 

@@ -9,14 +9,15 @@ from typing import Any, TypeVar
 
 import typer
 
+from evalkit.clients.redact import redact
 from evalkit.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` to stderr and return the exit to raise (code 2)."""
-    first_line = " ".join(str(message).split("\n")).strip()
+    """Print ``error: message`` to stderr (scrubbed of keys and auth headers) and return the exit to raise (code 2)."""
+    first_line = redact(" ".join(str(message).split("\n")).strip())
     print(f"error: {first_line}", file=sys.stderr, flush=True)
     return typer.Exit(code=2)
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evalkit.clients.spec import DEFAULT_MODEL
 from evalkit.errors import ConfigError
 from evalkit.tomlio import load_toml, validate
 
@@ -189,7 +190,7 @@ class WandbConfig(_Strict):
 
 
 class RLConfig(_Strict):
-    model: str = "local/smollm2-135m"
+    model: str = DEFAULT_MODEL
     """Model to train: ``local/smollm2-135m`` (embedded) or a local Hugging Face model folder."""
     run_name: str | None = None
     """Output folder name under ``<output-dir>/rl/``; default: env id plus a timestamp."""

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
 from evalkit.clients.factory import make_client, preflight  # noqa: E402
+from evalkit.clients.spec import ClientSpec  # noqa: E402
 from evalkit.clients.openai_client import OpenAIClient, parse_completion  # noqa: E402
 from evalkit.errors import ModelCallError, UserError  # noqa: E402
 from evalkit.types import SamplingArgs  # noqa: E402
@@ -107,7 +108,7 @@ def test_tool_calls_are_parsed():
 def test_key_is_sent_but_never_shown(servers, monkeypatch):
     server = servers("--faults", "500,500,500,500")
     monkeypatch.setenv("MY_TEST_KEY", SECRET)
-    client = make_client("m", server.base_url, "MY_TEST_KEY", max_retries=1, backoff_base_s=0.01)
+    client = make_client(ClientSpec("m", server.base_url, "MY_TEST_KEY", max_retries=1, backoff_base_s=0.01))
     assert SECRET not in repr(client) and SECRET not in str(vars(client).get("base_url"))
     with pytest.raises(ModelCallError) as info:
         chat(client, "hello")
@@ -135,7 +136,7 @@ def test_preflight_fails_fast_on_unreachable_url():
 def test_missing_key_var_is_a_user_error(monkeypatch):
     monkeypatch.delenv("NOPE_KEY_VAR", raising=False)
     with pytest.raises(UserError, match="NOPE_KEY_VAR is not set"):
-        make_client("m", "http://127.0.0.1:1/v1", "NOPE_KEY_VAR")
+        make_client(ClientSpec("m", "http://127.0.0.1:1/v1", "NOPE_KEY_VAR"))
 
 
 def test_endpoints_replicas_round_robin(servers, tmp_path):
@@ -144,7 +145,7 @@ def test_endpoints_replicas_round_robin(servers, tmp_path):
         f'[[endpoint]]\nendpoint_id = "pair"\nmodel = "m"\nurl = "{a.base_url}"\n\n'
         f'[[endpoint]]\nendpoint_id = "pair"\nmodel = "m"\nurl = "{b.base_url}"\n'
     )
-    client = make_client("pair", endpoints_path=tmp_path / "endpoints.toml")
+    client = make_client(ClientSpec("pair", endpoints_path=str(tmp_path / "endpoints.toml")))
     assert client.base_url == f"{a.base_url},{b.base_url}"
 
     async def go():
@@ -163,11 +164,9 @@ def test_endpoints_replicas_round_robin(servers, tmp_path):
 
 
 def test_unknown_endpoint_id_lists_known(tmp_path):
-    from evalkit.clients.factory import make_endpoint_client
-
     (tmp_path / "endpoints.toml").write_text('[[endpoint]]\nendpoint_id = "one"\nmodel = "m"\nurl = "http://x/v1"\n')
     with pytest.raises(UserError, match="'two' not found.*known: one"):
-        make_endpoint_client("two", tmp_path / "endpoints.toml")
+        make_client(ClientSpec(endpoint_id="two", endpoints_path=str(tmp_path / "endpoints.toml")))
 
 
 @pytest.mark.parametrize(
@@ -179,8 +178,8 @@ def test_routing_to_the_embedded_engine(monkeypatch, model, base_url, local):
     from evalkit.clients import factory
 
     routed: list[str] = []
-    monkeypatch.setattr(factory, "make_local_client", lambda name: routed.append(name) or "LOCAL")
-    client = factory.make_client(model, base_url)
+    monkeypatch.setattr(factory, "make_local_client", lambda name, device=None: routed.append(name) or "LOCAL")
+    client = factory.make_client(ClientSpec(model, base_url))
     assert (client == "LOCAL") is local
     if local:
         assert routed == [model or "local/smollm2-135m"]
@@ -190,5 +189,5 @@ def test_model_folder_routes_to_the_embedded_engine(monkeypatch, tmp_path):
     from evalkit.clients import factory
 
     (tmp_path / "config.json").write_text("{}")
-    monkeypatch.setattr(factory, "make_local_client", lambda name: ("LOCAL", name))
-    assert factory.make_client(str(tmp_path)) == ("LOCAL", str(tmp_path))
+    monkeypatch.setattr(factory, "make_local_client", lambda name, device=None: ("LOCAL", name))
+    assert factory.make_client(ClientSpec(str(tmp_path))) == ("LOCAL", str(tmp_path))

@@ -1,146 +1,91 @@
-"""Choosing and building the model client from what the user typed; the one-request preflight.
+"""Building the model client a :class:`~evalkit.clients.spec.ClientSpec` describes; the one-request preflight.
 
-Resolution order for ``make_client`` (the same for eval, GEPA and RL):
-
-1. no model and no base URL -> the embedded ``local/smollm2-135m``;
-2. ``local/...`` or a folder holding a model (e.g. RL's ``weights/step_N/``) -> the embedded engine;
-3. a model name that is an ``endpoint_id`` in endpoints.toml -> that endpoint (replicas round-robin);
-4. otherwise an OpenAI-compatible server at ``base_url`` (``-b``) or ``$OPENAI_BASE_URL``
-   (default ``https://api.openai.com/v1``), key from the env var named by ``api_key_var``
-   (``-k``, default ``OPENAI_API_KEY``).
-
-Mistakes (unknown endpoint id, a named key variable that is unset, a bad URL) raise UserError
-before any request is sent. Keys are read from the environment here and handed to the client's
-header only.
+``make_client(spec)`` is the only way eval, GEPA and RL get a client. The backend is chosen by
+:func:`evalkit.clients.routing.route` (the rule is written there, once). Mistakes (unknown endpoint
+id, a named key variable that is unset, a bad URL, litellm not installed) raise UserError before any
+request is sent. Keys are read from the environment here, handed to the client's header only, and
+registered with :mod:`evalkit.clients.redact`.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
 from evalkit.clients.base import ModelClient
 from evalkit.clients.openai_client import OpenAIClient
-from evalkit.endpoints import Endpoint, default_endpoints_path, load_endpoints
+from evalkit.clients.redact import register_secret
+from evalkit.clients.routing import Route, route
+from evalkit.clients.spec import DEFAULT_BASE_URL, DEFAULT_KEY_VAR, ClientSpec
 from evalkit.errors import ModelCallError, UserError
 from evalkit.types import Completion, Message, SamplingArgs
 
-DEFAULT_LOCAL_MODEL = "local/smollm2-135m"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_KEY_VAR = "OPENAI_API_KEY"
+
+def make_client(spec: ClientSpec) -> ModelClient:
+    """The client for ``spec``: backend by the routing rule, spec's sampling defaults under every call."""
+    chosen = route(spec)
+    client = _BUILDERS[chosen.backend](chosen, spec)
+    return SamplingDefaults(client, spec.sampling) if spec.sampling else client
 
 
-def make_client(
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key_var: str | None = None,
-    endpoints_path: str | Path | None = None,
-    max_retries: int = 3,
-    timeout: float | None = None,
-    *,
-    max_connections: int = 1024,
-    backoff_base_s: float = 0.5,
-) -> ModelClient:
-    """The client for ``model`` (see the module docstring for the rules)."""
-    if model is None and base_url is None:
-        return make_local_client(DEFAULT_LOCAL_MODEL)
-    if model is not None and is_local_model(model):
-        return make_local_client(model)
-    if model is not None and base_url is None:
-        endpoints_file = Path(endpoints_path) if endpoints_path else default_endpoints_path()
-        if endpoints_path and not Path(endpoints_path).is_file():
-            raise UserError(f"endpoints file not found: {endpoints_path}")
-        if endpoints_file is not None:
-            endpoints = load_endpoints(endpoints_file)
-            if model in endpoints:
-                return _client_for_endpoints(endpoints[model], max_retries, timeout, max_connections, backoff_base_s)
-            if endpoints_path:  # the user pointed at this file, so -m names one of its endpoints
-                known = ", ".join(sorted(endpoints)) or "none"
-                raise UserError(f"endpoint id '{model}' not found in {endpoints_file} (known: {known}); "
-                                "or pass -b URL to use the model name directly")
-    if model is None:
-        raise UserError("a base URL was given without a model; pass -m MODEL as the server names it")
-    if base_url is None and _is_embedded_alias(model):
-        return make_local_client(model)
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    return OpenAIClient(
-        model,
-        _check_url(url),
-        _read_key(api_key_var, required=api_key_var is not None or url == DEFAULT_BASE_URL),
-        max_retries=max_retries,
-        timeout=timeout,
-        max_connections=max_connections,
-        backoff_base_s=backoff_base_s,
+def _local(chosen: Route, spec: ClientSpec) -> ModelClient:
+    return make_local_client(chosen.model, spec.device)
+
+
+def _litellm(chosen: Route, spec: ClientSpec) -> ModelClient:
+    from evalkit.clients.litellm_client import LiteLLMClient
+
+    return LiteLLMClient(
+        chosen.model,
+        base_url=_check_url(spec.base_url) if spec.base_url else None,
+        api_key=_read_key(spec.api_key_var, required=True) if spec.api_key_var else None,
+        max_retries=spec.max_retries,
+        timeout=spec.timeout,
+        backoff_base_s=spec.backoff_base_s,
+        extra_headers=spec.headers,
     )
 
 
-def resolve_endpoint(endpoint_id: str, endpoints_path: str | Path | None = None) -> list[Endpoint]:
-    """The replica rows of ``endpoint_id``; UserError naming the known ids when it is missing."""
-    file = Path(endpoints_path) if endpoints_path else default_endpoints_path()
-    if file is None or not file.is_file():
-        raise UserError(
-            f"endpoint '{endpoint_id}' needs an endpoints file; none at {file or 'configs/endpoints.toml'} "
-            "(pass -e PATH or create one with `prime lab setup`)"
-        )
-    endpoints = load_endpoints(file)
-    if endpoint_id not in endpoints:
-        known = ", ".join(sorted(endpoints)) or "none"
-        raise UserError(f"endpoint id '{endpoint_id}' not found in {file} (known: {known})")
-    return endpoints[endpoint_id]
+def _http(chosen: Route, spec: ClientSpec) -> ModelClient:
+    url = _check_url(chosen.base_url or DEFAULT_BASE_URL)
+    key = _read_key(spec.api_key_var, required=spec.api_key_var is not None or url == DEFAULT_BASE_URL)
+    return _openai_client(chosen.model, url, key, spec)
 
 
-def make_endpoint_client(
-    endpoint_id: str, endpoints_path: str | Path | None = None, max_retries: int = 3, timeout: float | None = None
-) -> ModelClient:
-    """The client for an explicit ``endpoint_id`` (TOML configs name endpoints this way)."""
-    return _client_for_endpoints(resolve_endpoint(endpoint_id, endpoints_path), max_retries, timeout, 1024, 0.5)
-
-
-def _client_for_endpoints(
-    rows: list[Endpoint], max_retries: int, timeout: float | None, max_connections: int, backoff_base_s: float
-) -> ModelClient:
-    if rows[0].type == "local":
-        return make_local_client(rows[0].model)
+def _endpoints(chosen: Route, spec: ClientSpec) -> ModelClient:
     clients = [
-        OpenAIClient(
-            row.model,
-            _check_url(row.url),
-            _read_key(row.key, required=row.key is not None),
-            max_retries=max_retries,
-            timeout=timeout,
-            max_connections=max_connections,
-            backoff_base_s=backoff_base_s,
-        )
-        for row in rows
+        _openai_client(row.model, _check_url(row.url), _read_key(row.key, required=row.key is not None), spec)
+        for row in chosen.endpoints
     ]
     return clients[0] if len(clients) == 1 else RoundRobinClient(clients)
 
 
-def is_local_model(model: str) -> bool:
-    """``local/...`` ids, paths (``./weights/step_3``) and folders that hold a model go to the embedded engine.
+def _openai_client(model: str, url: str, key: str | None, spec: ClientSpec) -> OpenAIClient:
+    return OpenAIClient(
+        model,
+        url,
+        key,
+        max_retries=spec.max_retries,
+        timeout=spec.timeout,
+        max_connections=spec.max_connections,
+        backoff_base_s=spec.backoff_base_s,
+        extra_headers=spec.headers,
+    )
 
-    A name like ``Qwen/Qwen3-8B`` is a server's model name unless a folder of that name holds a model.
+
+_BUILDERS: dict[str, Callable[[Route, ClientSpec], ModelClient]] = {
+    "local": _local, "litellm": _litellm, "http": _http, "endpoint": _endpoints,
+}
+
+
+def make_local_client(model: str, device: str | None = None) -> ModelClient:
+    """The embedded engine's client (shared per model, so GEPA/RL/eval reuse one loaded model).
+
+    ``device`` is passed on only when set, so an engine without device selection still loads.
     """
-    if model.startswith(("local/", ".", "/", "~")):
-        return True
-    path = Path(model).expanduser()
-    return path.is_dir() and any((path / name).exists() for name in ("config.json", "model.safetensors", "adapter_config.json"))
-
-
-def _is_embedded_alias(model: str) -> bool:
-    """Short names of the embedded models (``smollm2-135m``); not Hub ids, which a server may serve."""
-    try:
-        from evalkit.model.registry import ALIASES
-    except ImportError:
-        return False
-    return "/" not in model and model in ALIASES
-
-
-def make_local_client(model: str) -> ModelClient:
-    """The embedded engine's client (shared per model, so GEPA/RL/eval reuse one loaded model)."""
     try:
         from evalkit.clients import local
     except ImportError as exc:
@@ -151,7 +96,7 @@ def make_local_client(model: str) -> ModelClient:
     getter = getattr(local, "get_local_client", None) or getattr(local, "LocalClient", None)
     if getter is None:
         raise UserError("the embedded model engine is not available in this install; pass -m MODEL -b URL")
-    return getter(model)
+    return getter(model) if device is None else getter(model, device=device)
 
 
 def _check_url(url: str) -> str:
@@ -165,6 +110,7 @@ def _read_key(var: str | None, *, required: bool) -> str | None:
     name = var or DEFAULT_KEY_VAR
     value = os.environ.get(name)
     if value:
+        register_secret(value)
         return value
     if required:
         raise UserError(f"API key environment variable {name} is not set; export it or name another with -k VAR")
@@ -192,20 +138,44 @@ class RoundRobinClient:
             await client.aclose()
 
 
+class SamplingDefaults:
+    """A client whose calls get ``defaults`` under their own sampling (a call's set values win).
+
+    Everything else (``model``, ``base_url``, ``preflight``, the embedded client's ``engine``...) is
+    the wrapped client's.
+    """
+
+    def __init__(self, client: ModelClient, defaults: dict[str, Any]):
+        self.client = client
+        self.defaults = SamplingArgs.from_dict(defaults)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
+        return await self.client.chat(messages, self.defaults.merged(sampling), tools)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
 async def preflight(client: ModelClient) -> None:
     """One small request before hundreds of rollouts: an unreachable URL or a rejected key is a UserError.
 
-    In-process clients (no ``base_url``) have nothing to check.
+    Clients without a ``preflight`` method (in-process engines, scripted fakes) have nothing to check.
+    The request is bounded by ``min(timeout, 60 s)`` and does not wait out retries for a server that
+    cannot be reached or does not answer.
     """
     check = getattr(client, "preflight", None)
-    if check is None or client.base_url is None:
+    if check is None:
         return
     try:
         await check()
     except ModelCallError as exc:
+        key_hint = "check the API key variable (-k; for litellm/... the provider's, e.g. ANTHROPIC_API_KEY)"
         hint = {
-            401: "check the API key variable (-k)",
-            403: "check the API key variable (-k)",
+            401: key_hint,
+            403: key_hint,
             404: "check the base URL (it usually ends in /v1) and the model name",
         }.get(exc.status or 0, "check -b/--api-base-url or the endpoint's url, and that the server is up")
         raise UserError(f"preflight request to model '{client.model}' failed: {exc}; {hint}") from None

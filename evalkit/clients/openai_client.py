@@ -6,38 +6,40 @@ the SDK on httpx costs several ms of client CPU per request; a bare aiohttp sess
 fraction of a millisecond (see ``bench/eval_harness.py``). The request/response shapes used here
 are the stable core of the chat-completions API, so the SDK adds little but cost.
 
-Reliability contract (see :mod:`evalkit.clients.base`): 429 (honouring ``Retry-After``), 408/409/5xx,
-read timeouts, dropped connections, malformed JSON bodies and replies without choices are retried
-with exponential backoff and full jitter, up to ``max_retries`` times; other 4xx fail at once. When
-the retries are spent ``chat`` raises :class:`ModelCallError`. The API key only ever lives in the
-request header; it is not part of ``repr``, error messages or anything returned.
+Reliability contract (see :mod:`evalkit.clients.base` and :mod:`evalkit.clients.retry`): every
+attempt is bounded by ``timeout`` (the whole reply, so a server that drips bytes cannot hold it
+open); 429 (honouring ``Retry-After``), 408/409/5xx, timeouts, dropped connections, malformed JSON
+bodies and replies without choices are retried with backoff, up to ``max_retries`` times; other
+4xx fail at once. The API key only ever lives in the request header; it is registered with
+:mod:`evalkit.clients.redact`, so it is scrubbed from errors and logs even when a server echoes it.
+
+Also RL's client for a vLLM server: ``sampling.extra`` keys (``return_token_ids``,
+``skip_special_tokens``...) pass through to the body, token ids and logprobs come back on the
+Completion, no key is needed, and ``model`` may be reassigned between requests (LoRA adapter names).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import logging
-import random
-import time
 from typing import Any
 
 import aiohttp
 
+from evalkit.clients.redact import redact, register_secret, register_secret_headers
+from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
+from evalkit.clients.spec import DEFAULT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from evalkit.errors import ModelCallError
 from evalkit.types import Completion, Message, SamplingArgs, ToolCall, Usage
-
-logger = logging.getLogger(__name__)
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
-MAX_RETRY_AFTER_S = 60.0
 
 
 class OpenAIClient:
     """Chat completions over HTTP with retries; safe to share between many asyncio tasks.
 
     The aiohttp session is created lazily inside the running event loop on the first call, so a
-    client can be built in synchronous code and used later from ``asyncio.run``.
+    client can be built in synchronous code and used later from ``asyncio.run``. A caller that runs
+    each batch in a fresh event loop (RL) should ``await aclose()`` before that loop ends; a session
+    left behind by a closed loop is dropped on the next call.
     """
 
     def __init__(
@@ -47,7 +49,7 @@ class OpenAIClient:
         api_key: str | None = None,
         *,
         max_retries: int = 3,
-        timeout: float | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
         connect_timeout: float = 10.0,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
@@ -55,16 +57,18 @@ class OpenAIClient:
         extra_headers: dict[str, str] | None = None,
     ):
         self.model = model
-        self.base_url: str | None = base_url.rstrip("/")
-        self.max_retries = max(0, int(max_retries))
+        self.base_url: str | None = redact(base_url.rstrip("/"))
         self.timeout = timeout
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
-        self._url = f"{self.base_url}/chat/completions"
+        self.policy = RetryPolicy(max(0, int(max_retries)), backoff_base_s, backoff_max_s)
+        self._url = f"{base_url.rstrip('/')}/chat/completions"
         self._headers = {"Content-Type": "application/json", **(extra_headers or {})}
+        register_secret_headers(extra_headers)
         if api_key:
+            register_secret(api_key)
             self._headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(connect_timeout, timeout))
+        self._preflight_timeout = aiohttp.ClientTimeout(total=min(timeout, PREFLIGHT_TIMEOUT_S),
+                                                        sock_connect=min(connect_timeout, timeout))
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -72,10 +76,15 @@ class OpenAIClient:
     def __repr__(self) -> str:  # never show headers (they hold the key)
         return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
 
+    @property
+    def max_retries(self) -> int:
+        return self.policy.max_retries
+
     # ----- session ----------------------------------------------------------------------------
     def _get_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
+            _drop_stale(self._session)
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, timeout=self._timeout
@@ -124,75 +133,60 @@ class OpenAIClient:
         tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         body = self.build_body(messages, sampling, tools)
-        return await self._post_with_retries(body, self.max_retries, retry_connect_errors=True)
+        session = self._get_session()
+        return await with_retries(lambda: self._post_once(session, body, self.timeout), self.policy)
 
     async def preflight(self) -> None:
-        """One tiny request; connection errors fail at once (nothing to wait for), 429/5xx are retried."""
+        """One tiny request bounded by ``min(timeout, 60 s)``; unreachable or silent servers fail at once."""
         body = self.build_body([{"role": "user", "content": "Say OK."}], SamplingArgs(max_tokens=1))
-        await self._post_with_retries(body, self.max_retries, retry_connect_errors=False)
-
-    async def _post_with_retries(self, body: dict[str, Any], retries: int, *, retry_connect_errors: bool) -> Completion:
         session = self._get_session()
-        attempt = 0
-        while True:
-            try:
-                return await self._post_once(session, body)
-            except _Retryable as exc:
-                if attempt >= retries or (exc.connect and not retry_connect_errors):
-                    raise ModelCallError(
-                        f"{exc} (after {attempt + 1} attempt{'s' if attempt else ''})", retryable=True, status=exc.status
-                    ) from None
-                delay = self._delay(attempt, exc.retry_after)
-                logger.debug("retry %d/%d in %.2f s: %s", attempt + 1, retries, delay, exc)
-                await asyncio.sleep(delay)
-                attempt += 1
+        bound = min(self.timeout, PREFLIGHT_TIMEOUT_S)
+        await with_retries(lambda: self._post_once(session, body, bound, self._preflight_timeout), self.policy,
+                           preflight=True)
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with full jitter; a server's Retry-After is a floor, capped at 60 s."""
-        backoff = min(self.backoff_max_s, self.backoff_base_s * (2**attempt))
-        delay = random.uniform(backoff / 2, backoff)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, MAX_RETRY_AFTER_S))
-        return delay
-
-    async def _post_once(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> Completion:
-        try:
-            async with session.post(self._url, data=json.dumps(body).encode()) as response:
-                raw = await response.read()
-                status = response.status
-                retry_after = _parse_retry_after(response.headers.get("Retry-After"))
-        except aiohttp.ConnectionTimeoutError:
-            raise _Retryable(f"cannot connect to {self.base_url}: connect timed out", connect=True) from None
-        except asyncio.TimeoutError:
-            raise _Retryable(f"request to {self.base_url} timed out after {self.timeout} s") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise _Retryable(f"cannot connect to {self.base_url}: {exc.os_error or exc}", connect=True) from None
-        except (aiohttp.ClientError, ConnectionError) as exc:
-            raise _Retryable(f"connection to {self.base_url} failed: {type(exc).__name__}: {exc}") from None
+    async def _post_once(self, session: aiohttp.ClientSession, body: dict[str, Any], limit_s: float,
+                         timeout: aiohttp.ClientTimeout | None = None) -> Completion:
+        raw, status, retry_after = await self._send(session, body, limit_s, timeout)
         if status >= 400:
-            detail = _error_detail(raw)
-            message = f"HTTP {status} from {self.base_url}: {detail}"
+            message = f"HTTP {status} from {self.base_url}: {_error_detail(raw)}"
             if status in RETRYABLE_STATUS:
-                raise _Retryable(message, status=status, retry_after=retry_after)
+                raise Retryable(message, status=status, retry_after=retry_after)
             raise ModelCallError(message, retryable=False, status=status)
         try:
             data = json.loads(raw)
         except ValueError:
-            raise _Retryable(f"malformed JSON reply from {self.base_url}: {raw[:120]!r}", status=status) from None
+            raise Retryable(f"malformed JSON reply from {self.base_url}: {_snippet(raw, 120)!r}", status=status) from None
         if not isinstance(data, dict) or not data.get("choices"):
-            raise _Retryable(f"reply from {self.base_url} has no choices: {str(data)[:160]}", status=status)
+            raise Retryable(f"reply from {self.base_url} has no choices: {_snippet(str(data), 160)}", status=status)
         try:
             return parse_completion(data)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise _Retryable(f"unexpected reply shape from {self.base_url}: {type(exc).__name__}: {exc}") from None
+            raise Retryable(f"unexpected reply shape from {self.base_url}: {type(exc).__name__}: {exc}") from None
+
+    async def _send(self, session: aiohttp.ClientSession, body: dict[str, Any], limit_s: float,
+                    timeout: aiohttp.ClientTimeout | None) -> tuple[bytes, int, float | None]:
+        """One POST: the raw body, status and Retry-After; transport failures as :class:`Retryable`."""
+        try:
+            async with session.post(self._url, data=json.dumps(body).encode(), timeout=timeout or self._timeout) as response:
+                return await response.read(), response.status, parse_retry_after(response.headers.get("Retry-After"))
+        except aiohttp.ConnectionTimeoutError:
+            raise Retryable(f"cannot connect to {self.base_url}: connect timed out", connect=True) from None
+        except asyncio.TimeoutError:
+            raise Retryable(f"request to {self.base_url} timed out after {limit_s:g} s", timeout=True) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise Retryable(f"cannot connect to {self.base_url}: {exc.os_error or exc}", connect=True) from None
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            raise Retryable(f"connection to {self.base_url} failed: {type(exc).__name__}: {exc}") from None
 
 
-class _Retryable(Exception):
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None, connect: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-        self.connect = connect
+def _drop_stale(session: aiohttp.ClientSession | None) -> None:
+    """Forget a session whose event loop has ended (its connections died with it) without warnings."""
+    if session is None or session.closed:
+        return
+    connector = session.connector
+    if connector is not None and connector._loop.is_closed():  # noqa: SLF001 - no public check exists
+        connector._close()  # noqa: SLF001 - marks it closed; there is no loop left to await on
+        session.detach()
 
 
 def parse_completion(data: dict[str, Any]) -> Completion:
@@ -250,22 +244,14 @@ def _error_detail(raw: bytes) -> str:
         if isinstance(data, dict):
             error = data.get("error", data)
             message = error.get("message") if isinstance(error, dict) else error
-            return str(message)[:200]
+            return _snippet(str(message), 200)
     except ValueError:
         pass
-    return raw[:200].decode("utf-8", "replace").strip() or "(empty body)"
+    return _snippet(raw, 200).strip() or "(empty body)"
 
 
-def _parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: a number or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+def _snippet(text: str | bytes, limit: int) -> str:
+    """The start of a server's text, scrubbed *before* it is cut (a cut key would no longer match)."""
+    if isinstance(text, bytes):
+        text = text[: limit * 8].decode("utf-8", "replace")
+    return redact(text)[:limit]

@@ -22,11 +22,13 @@ config file's folder.
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
 from evalkit.errors import ConfigError
 from evalkit.tomlio import load_toml, validate
 
@@ -43,7 +45,8 @@ class EvalConfig(BaseModel):
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment``."""
     model: str | None = None
-    """Model name, ``endpoint_id`` in endpoints.toml, ``local/...`` or a local model folder; None: embedded default."""
+    """Model name, ``endpoint_id`` in endpoints.toml, ``local/...``, ``hf/<org>/<name>``, a local model folder or
+    ``litellm/<provider>/<model>`` (backend rule: :mod:`evalkit.clients.routing`); None: embedded default."""
     endpoint_id: str | None = None
     """Explicit endpoint id from endpoints.toml (overrides ``model`` for routing)."""
     base_url: str | None = None
@@ -70,10 +73,10 @@ class EvalConfig(BaseModel):
     """Run dirs go under ``<output_dir>/evals/``."""
     resume: str | None = None
     """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
-    max_retries: int = 3
+    max_retries: int = DEFAULT_MAX_RETRIES
     """Retries per model request (429/5xx/timeouts/bad bodies)."""
-    timeout: float | None = None
-    """Seconds per model request; None waits as long as the server takes."""
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds per model request attempt, the whole reply included; must be positive."""
     state_columns: list[str] = Field(default_factory=list)
     """Keys of the environment's rollout state to add as results.jsonl columns."""
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
@@ -102,10 +105,24 @@ class EvalConfig(BaseModel):
             raise ValueError("must be 0 or more")
         return value
 
+    @field_validator("timeout")
+    @classmethod
+    def _positive_timeout(cls, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be a positive number of seconds (default {DEFAULT_TIMEOUT_S:g})")
+        return value
+
     @property
     def model_label(self) -> str:
         """The model as recorded in paths and metadata."""
-        return self.endpoint_id or self.model or "local/smollm2-135m"
+        return self.client_spec().label
+
+    def client_spec(self) -> ClientSpec:
+        """The model client this eval asks for (built by :func:`evalkit.clients.factory.make_client`)."""
+        return ClientSpec(
+            model=self.model, base_url=self.base_url, api_key_var=self.api_key_var, endpoints_path=self.endpoints_path,
+            endpoint_id=self.endpoint_id, max_retries=self.max_retries, timeout=self.timeout,
+        )
 
     def system_prompt_sha256(self) -> str | None:
         if self.system_prompt is None:

@@ -189,12 +189,9 @@ async def arun_eval(
 
 def build_client(config: EvalConfig) -> ModelClient:
     """The client a config names (endpoint id, model name, base URL, or the embedded default)."""
-    from evalkit.clients.factory import make_client, make_endpoint_client
+    from evalkit.clients.factory import make_client
 
-    if config.endpoint_id:
-        return make_endpoint_client(config.endpoint_id, config.endpoints_path, config.max_retries, config.timeout)
-    return make_client(config.model, config.base_url, config.api_key_var, config.endpoints_path,
-                       config.max_retries, config.timeout)
+    return make_client(config.client_spec())
 
 
 def env_label(config: EvalConfig) -> str:

@@ -21,9 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalkit.clients.spec import DEFAULT_MODEL
 from evalkit.errors import UserError
-
-DEFAULT_MODEL = "local/smollm2-135m"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ import click
 import typer
 from typer.core import TyperCommand
 
+from evalkit.clients.spec import DEFAULT_TIMEOUT_S
+from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
@@ -20,6 +22,8 @@ Examples:
 
   prime eval run reverse-text -m gpt-4.1-mini -n 50   # OpenAI (key in $OPENAI_API_KEY)
 
+  prime eval run reverse-text -m litellm/anthropic/claude-sonnet-4-5   # any provider litellm speaks
+
   prime eval run wordle -m qwen3-8b -c 64             # endpoint id from configs/endpoints.toml
 
   prime eval run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -S '{"temperature": 0.7}'
@@ -29,7 +33,7 @@ Examples:
   prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
-"""
+""" + MODELS_EPILOG
 
 LATEST = "latest"
 RESUME_FLAGS = ("-R", "--resume")
@@ -57,7 +61,7 @@ class _ResumeOptionalValue(TyperCommand):
 @user_errors
 def run(
     env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
-    model: str = typer.Option(None, "--model", "-m", help="Model name, endpoint id, `local/...` or a local model folder. Default: local/smollm2-135m."),
+    model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
     api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
     endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
@@ -76,7 +80,7 @@ def run(
     resume: str = typer.Option(None, "--resume", "-R", metavar="[RUN_DIR]",
                                help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
     max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds per model request."),
+    timeout: float = typer.Option(None, "--timeout", help=f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"),
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
     pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
@@ -133,9 +137,11 @@ def run(
 
 
 def _enable_verbose_logging() -> None:
-    """Retries and request problems from the evalkit loggers to stderr (messages never hold keys)."""
+    """Retries and request problems from the evalkit loggers to stderr, scrubbed of keys and auth headers."""
     import logging
     import sys
+
+    from evalkit.clients.redact import RedactingFilter
 
     log = logging.getLogger("evalkit")
     for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
@@ -143,6 +149,7 @@ def _enable_verbose_logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.primekit_verbose = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
 

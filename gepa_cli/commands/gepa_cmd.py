@@ -12,8 +12,10 @@ from typing import Any
 
 import typer
 
+from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.registry import parse_env_args, parse_json_object
+from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
@@ -25,26 +27,37 @@ EXAMPLES = """
 
 * `prime gepa run reverse-text -m gpt-4.1-mini -M gpt-4.1` (a stronger teacher)
 
+* `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
+  (a teacher from another provider; key in $ANTHROPIC_API_KEY)
+
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
 
-* `prime gepa run --resume outputs/gepa/arithmetic--local-smollm2-135m/RUN_ID` (continue that run)
+* `prime gepa run --resume outputs/gepa/arithmetic--local--smollm2-135m/RUN_ID` (continue that run)
 """
 
 
-@app.command("run", epilog=EXAMPLES)
+@app.command("run", epilog=EXAMPLES + MODELS_EPILOG)
 @user_errors
 def run(
     env_or_config: str = typer.Argument(
         ..., help="Environment id, a GEPA TOML config (configs/gepa/*.toml), or with --resume a run directory."
     ),
     resume_dir: str = typer.Argument(None, metavar="[RUN_DIR]", help="With --resume: the run directory to continue."),
-    model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts [default: local/smollm2-135m]."),
-    reflection_model: str = typer.Option(None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt [default: -m]."),
+    model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts. " + MODEL_HELP),
+    reflection_model: str = typer.Option(
+        None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt; any model -m accepts [default: -m]."
+    ),
     endpoints_path: str = typer.Option(None, "-e", "--endpoints-path", help="endpoints.toml resolving model ids."),
-    base_url: str = typer.Option(None, "-b", "--api-base-url", help="OpenAI-compatible base URL for the models."),
-    api_key_var: str = typer.Option(None, "-k", "--api-key-var", help="Environment variable holding the API key."),
+    base_url: str = typer.Option(
+        None, "-b", "--api-base-url", help="OpenAI-compatible base URL for -m (and -M unless it is an endpoint id or litellm/...)."
+    ),
+    api_key_var: str = typer.Option(None, "-k", "--api-key-var", help="NAME of the env var holding the API key (same scope as -b)."),
+    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request, task and teacher. [default: 3]"),
+    timeout: float = typer.Option(
+        None, "--timeout", help=f"Seconds per model request attempt, task and teacher; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"
+    ),
     max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
     num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
     num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
@@ -79,6 +92,8 @@ def run(
         "endpoints_path": endpoints_path,
         "base_url": base_url,
         "api_key_var": api_key_var,
+        "max_retries": max_retries,
+        "timeout": timeout,
         "max_calls": max_calls,
         "num_train": num_train,
         "num_val": num_val,
@@ -128,7 +143,8 @@ RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed
 
 
 def _latest_run(fields: dict[str, Any]) -> str:
-    from gepa_cli.gepa_job.config import DEFAULT_MODEL, EnvSpec
+    from evalkit.clients.spec import DEFAULT_MODEL
+    from gepa_cli.gepa_job.config import EnvSpec
     from gepa_cli.gepa_job.outputs import latest_run_dir
 
     label = "+".join(EnvSpec(**spec).id.rstrip("/").split("/")[-1] for spec in fields["envs"])

@@ -7,10 +7,9 @@ import sys
 
 import typer
 
+from evalkit.clients.spec import DEFAULT_MODEL
 from evalkit.errors import UserError
 from gepa_cli.errors import user_errors
-
-DEFAULT_MODEL = "local/smollm2-135m"
 
 
 @user_errors

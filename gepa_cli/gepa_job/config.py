@@ -8,15 +8,16 @@ flags winning. Importable without torch, the library, or the model clients.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evalkit.errors import ConfigError
+from evalkit.clients.routing import is_embedded, route
+from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
+from evalkit.errors import ConfigError, UserError
 from evalkit.tomlio import load_toml, validate
-
-DEFAULT_MODEL = "local/smollm2-135m"
 
 
 class EnvSpec(BaseModel):
@@ -68,6 +69,10 @@ class GepaToml(BaseModel):
     """An OpenAI-compatible base URL for the models."""
     api_key_var: str | None = None
     """Name of the environment variable holding the API key (never the key itself)."""
+    max_retries: int | None = Field(default=None, ge=0)
+    """Retries per model request (429/5xx/timeouts/dropped connections); default 3."""
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds per model request attempt, the whole reply included; default 600."""
     env: list[EnvSpec] = Field(min_length=1)
     """``[[env]]`` tables (a single ``[env]`` table is accepted too)."""
     gepa: GepaSection = Field(default_factory=GepaSection)
@@ -95,7 +100,13 @@ class GepaJobConfig(BaseModel):
     """Teacher model; ``None`` means the task model."""
     endpoints_path: str | None = None
     base_url: str | None = None
+    """OpenAI-compatible base URL: for the task model, and the teacher unless it names an endpoint or ``litellm/...``."""
     api_key_var: str | None = None
+    """Env var NAME holding the key: for the task model, and the teacher unless it names an endpoint or ``litellm/...``."""
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)
+    """Retries per model request, task and teacher alike."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
+    """Seconds per model request attempt, task and teacher alike."""
     max_calls: int = Field(default=500, ge=1)
     """Rollout budget (seed validation included; reflection calls are counted separately)."""
     num_train: int = Field(default=100, ge=1)
@@ -122,8 +133,30 @@ class GepaJobConfig(BaseModel):
 
     @property
     def teacher_sampling(self) -> dict[str, Any]:
-        default = 256 if self.teacher.startswith("local/") else 1024
+        default = 256 if is_embedded(self.teacher_spec()) else 1024
         return {"max_tokens": default, **(self.reflection_sampling or {})}
+
+    def task_spec(self) -> ClientSpec:
+        """The task model's client spec (rollouts)."""
+        return ClientSpec(model=self.model, base_url=self.base_url, api_key_var=self.api_key_var,
+                          endpoints_path=self.endpoints_path, max_retries=self.max_retries, timeout=self.timeout)
+
+    def teacher_spec(self) -> ClientSpec:
+        """The reflection model's spec: the task's, with the teacher's name.
+
+        A teacher that names its own target (``litellm/...``, an endpoint id) does not inherit
+        ``-b``/``-k``: they name the task model's server and key, not the teacher's.
+        """
+        spec = self.task_spec()
+        if self.teacher == self.model:
+            return spec
+        own = replace(spec, model=self.teacher, base_url=None, api_key_var=None)
+        try:
+            if route(own).backend in ("litellm", "endpoint"):
+                return own
+        except UserError:  # not routable on its own (e.g. not in the -e file): it goes to -b
+            pass
+        return replace(spec, model=self.teacher)
 
     @property
     def env_label(self) -> str:
@@ -141,7 +174,7 @@ def load_gepa_toml(path: str | Path) -> tuple[GepaToml, Path]:
 def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
     """The job fields a TOML sets (only those it sets, so CLI flags and defaults fill the rest)."""
     fields: dict[str, Any] = {"envs": [spec.model_dump() for spec in parsed.env]}
-    for key in ("model", "reflection_model", "base_url", "api_key_var"):
+    for key in ("model", "reflection_model", "base_url", "api_key_var", "max_retries", "timeout"):
         value = getattr(parsed, key)
         if value is not None:
             fields[key] = value

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from evalkit.clients.base import ModelClient
+from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.fileio import write_json_atomic
@@ -78,13 +79,14 @@ def load_envs(config: GepaJobConfig) -> list[Environment]:
 
 
 def open_clients(config: GepaJobConfig) -> tuple[ModelClient, ModelClient]:
-    """Task and teacher clients; one shared client when they are the same model."""
+    """Task and teacher clients from their specs (``--max-retries``/``--timeout`` included); one
+    shared client when they are the same model."""
     from evalkit.clients.factory import make_client
 
-    task = make_client(config.model, config.base_url, config.api_key_var, config.endpoints_path)
+    task = make_client(config.task_spec())
     if config.teacher == config.model:
         return task, task
-    return task, make_client(config.teacher, config.base_url, config.api_key_var, config.endpoints_path)
+    return task, make_client(config.teacher_spec())
 
 
 async def _preflight(client: ModelClient) -> None:
@@ -247,7 +249,7 @@ class _Job:
             attempts=config.reflection_attempts,
             on_request=self.budget.count_reflection_call,
             log=self.logger.log,
-            open_block_first=config.teacher.startswith("local/") or Path(config.teacher).expanduser().is_dir(),
+            open_block_first=is_embedded(config.teacher_spec()),
         )
         return SystemPromptAdapter(
             self.envs,

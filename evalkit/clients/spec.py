@@ -1,0 +1,75 @@
+"""What a model client is built from (:class:`ClientSpec`) and the defaults every part shares.
+
+Eval, GEPA (task and reflection models) and RL describe the model they want as a ClientSpec and
+hand it to :func:`evalkit.clients.factory.make_client`; which backend serves it is decided by one
+rule, written in :mod:`evalkit.clients.routing`. This module imports nothing heavy (no torch, no
+pydantic, no aiohttp), so configs and the CLI can use its constants freely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.errors import ConfigError
+
+DEFAULT_MODEL = "local/smollm2-135m"
+"""The embedded model used when no model and no base URL are given (the only copy of this name)."""
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where an OpenAI-compatible model goes with neither ``-b`` nor ``$OPENAI_BASE_URL``."""
+DEFAULT_KEY_VAR = "OPENAI_API_KEY"
+"""The env var read for the key when ``-k`` names none."""
+DEFAULT_TIMEOUT_S = 600.0
+"""Seconds one model request may take, the whole reply included (the ``openai`` SDK's default)."""
+DEFAULT_MAX_RETRIES = 3
+PREFLIGHT_TIMEOUT_S = 60.0
+"""The preflight request's own bound: ``min(timeout, PREFLIGHT_TIMEOUT_S)``."""
+LITELLM_PREFIX = "litellm/"
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Everything needed to build one model client; see :mod:`evalkit.clients.routing` for the backend rule.
+
+    Invalid values (a non-positive or infinite timeout, negative retries) raise ConfigError, which
+    the CLI prints as one ``error:`` line.
+    """
+
+    model: str | None = None
+    """What the user typed as ``-m``: a name, ``endpoint_id``, ``local/...``, ``hf/<org>/<name>``, a
+    model folder or ``litellm/<provider>/<model>``; ``None`` with no ``base_url`` is :data:`DEFAULT_MODEL`."""
+    base_url: str | None = None
+    """``-b``: an OpenAI-compatible base URL (``.../v1``); ``None`` reads ``$OPENAI_BASE_URL``."""
+    api_key_var: str | None = None
+    """``-k``: the NAME of the env var holding the key (never the key). Unset: ``OPENAI_API_KEY`` if present."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers on every request; values of credential-like headers are redacted everywhere."""
+    max_retries: int = DEFAULT_MAX_RETRIES
+    """Retries per request after the first attempt (429/5xx/timeouts/dropped connections/bad bodies)."""
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds per request attempt, the whole reply included; must be positive."""
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """Sampling defaults under every call's own sampling (a call's values win)."""
+    endpoints_path: str | None = None
+    """``-e``: endpoints.toml; default ``./configs/endpoints.toml`` when present."""
+    endpoint_id: str | None = None
+    """An endpoint that must exist in the endpoints file (TOML configs' ``endpoint_id``); wins over ``model``."""
+    device: str | None = None
+    """In-process engines only: ``cpu``, ``cuda``, ``cuda:1``...; ``None`` lets the engine choose."""
+    max_connections: int = 1024
+    """HTTP connection pool size per client."""
+    backoff_base_s: float = 0.5
+    """First retry waits about this long; each later one twice as long (capped at 20 s)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.timeout, (int, float)) or not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {self.timeout!r} "
+                              f"(default {DEFAULT_TIMEOUT_S:g})")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be 0 or more, got {self.max_retries}")
+
+    @property
+    def label(self) -> str:
+        """The model as paths and metadata name it."""
+        return self.endpoint_id or self.model or DEFAULT_MODEL
