@@ -7,9 +7,13 @@ stops exactly that process.
 Faults are deterministic per conversation: the server counts requests per *prompt text*, and the
 k-th request for a prompt gets ``faults[k]`` (then plain success once the list is used up), so a
 test knows how many retries each prompt needs no matter how requests interleave. A prompt that
-contains ``ALWAYS_FAIL`` always gets HTTP 500. Fault names: ``429`` (with ``Retry-After``),
+contains ``ALWAYS_FAIL`` always gets HTTP 500; with ``--always FAULT`` every request gets FAULT except
+one-token requests (preflights), so a run gets past its preflight and every rollout fails. Fault names: ``429`` (with ``Retry-After``),
 ``500``, ``503``, ``400``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
-connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices).
+connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
+``echo401``/``echo500`` (an error whose message repeats the request's headers, as some gateways
+do), ``silent`` (never answers), ``drip`` (200 and headers at once, then one body byte every
+``--drip-interval`` seconds, for about a minute: only a whole-reply timeout ends it).
 """
 
 from __future__ import annotations
@@ -26,7 +30,18 @@ from pathlib import Path
 from aiohttp import web
 
 
-def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float) -> web.Application:
+async def _drip(request: web.Request, interval_s: float) -> web.StreamResponse:
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    for _ in range(int(60 / interval_s)):
+        await response.write(b" ")
+        await asyncio.sleep(interval_s)
+    await response.write_eof()
+    return response
+
+
+def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float,
+             drip_interval_s: float = 0.1, always: str = "") -> web.Application:
     counts: dict[str, int] = defaultdict(int)
     seen_auth: list[str] = []
 
@@ -40,12 +55,22 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
         fault = faults[attempt] if attempt < len(faults) else None
         if "ALWAYS_FAIL" in prompt:
             fault = "500"
+        if always and body.get("max_tokens") != 1:
+            fault = always
         if latency_s:
             await asyncio.sleep(latency_s)
         if fault == "429":
             return web.json_response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after})
         if fault in ("500", "503", "400"):
             return web.json_response({"error": {"message": f"injected {fault}"}}, status=int(fault))
+        if fault in ("echo401", "echo500"):
+            headers = {name: value for name, value in request.headers.items()}
+            message = f"upstream rejected the request; request headers were {headers}"
+            return web.json_response({"error": {"message": message, "headers": headers}}, status=int(fault[4:]))
+        if fault == "silent":
+            await asyncio.sleep(3600)
+        if fault == "drip":
+            return await _drip(request, drip_interval_s)
         if fault == "timeout":
             await asyncio.sleep(timeout_sleep_s)
         if fault == "drop":
@@ -111,9 +136,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--retry-after", default="0")
     parser.add_argument("--timeout-sleep", type=float, default=3.0)
+    parser.add_argument("--drip-interval", type=float, default=0.1)
+    parser.add_argument("--always", default="")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
-    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep)
+    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always)
 
     async def serve() -> None:
         runner = web.AppRunner(app, access_log=None)

@@ -1,0 +1,134 @@
+"""GEPA's task and reflection clients come from client specs that carry --max-retries and --timeout.
+
+Against a real fault-injecting server on 127.0.0.1 (tests/fault_server.py): faults are counted per
+prompt, so ``--faults 500,500`` means every prompt (the preflight's included) fails twice first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fault_server import FaultServer  # noqa: E402
+
+from evalkit.errors import ModelCallError  # noqa: E402
+from evalkit.types import SamplingArgs  # noqa: E402
+from gepa_cli.app import app  # noqa: E402
+from gepa_cli.gepa_job.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields  # noqa: E402
+from gepa_cli.gepa_job.runner import open_clients  # noqa: E402
+
+
+@pytest.fixture
+def server():
+    started: list[FaultServer] = []
+
+    def start(*args: str) -> FaultServer:
+        started.append(FaultServer(*args))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def config(server: FaultServer, **fields) -> GepaJobConfig:
+    return GepaJobConfig(envs=[{"id": "arithmetic"}], model="m", base_url=server.base_url, **fields)
+
+
+def ask(client, text: str = "hello") -> str:
+    async def go():
+        try:
+            return (await client.chat([{"role": "user", "content": text}], SamplingArgs())).text
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def requests_seen(server: FaultServer) -> int:
+    return len(json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read()))
+
+
+def test_task_client_honours_max_retries(server):
+    srv = server("--faults", "500,500")
+    task, _ = open_clients(config(srv, max_retries=2))
+    assert ask(task) == "olleh" and requests_seen(srv) == 3
+    task, _ = open_clients(config(srv, max_retries=1))
+    with pytest.raises(ModelCallError, match=r"HTTP 500.*after 2 attempts"):
+        ask(task, "other")
+
+
+def test_task_client_honours_timeout(server):
+    srv = server("--faults", "timeout", "--timeout-sleep", "5")
+    task, _ = open_clients(config(srv, timeout=0.5, max_retries=0))
+    started = time.perf_counter()
+    with pytest.raises(ModelCallError, match=r"timed out after 0.5 s \(after 1 attempt\)"):
+        ask(task)
+    assert time.perf_counter() - started < 2.5
+    task, _ = open_clients(config(srv, timeout=0.5, max_retries=1))
+    assert ask(task, "again") == "niaga"  # the second attempt is answered at once
+
+
+def test_teacher_gets_the_same_limits_and_its_own_backend(server, monkeypatch, tmp_path):
+    srv = server()
+    (tmp_path / "endpoints.toml").write_text(f'[[endpoint]]\nendpoint_id = "teach"\nmodel = "big"\nurl = "{srv.base_url}"\n')
+    monkeypatch.setenv("TASK_KEY", "task-key-value-123")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base = dict(api_key_var="TASK_KEY", max_retries=4, timeout=7.0, endpoints_path=str(tmp_path / "endpoints.toml"))
+    _, teacher = open_clients(config(srv, reflection_model="teach", **base))
+    assert (teacher.model, teacher.max_retries, teacher.timeout) == ("big", 4, 7.0)
+    assert "Authorization" not in teacher._headers  # the endpoint row names no key; -k was the task's
+    plain = config(srv, reflection_model="bigger", **base)
+    assert plain.teacher_spec().base_url == srv.base_url and plain.teacher_spec().api_key_var == "TASK_KEY"
+    other = config(srv, reflection_model="litellm/anthropic/claude-test", **base).teacher_spec()
+    assert (other.base_url, other.api_key_var, other.max_retries, other.timeout) == (None, None, 4, 7.0)
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["gepa", "run", *args])
+    return result.exit_code, result.output
+
+
+def test_cli_flags_reach_the_task_client(server, tmp_path):
+    """--max-retries 1 cannot get past two 500s (the preflight fails); --max-retries 2 runs to the end."""
+    srv = server("--faults", "500,500")
+    common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "2", "--timeout", "5"]
+    code, output = invoke(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
+    assert code == 2 and "error: preflight request to model 'm' failed: HTTP 500" in output
+    assert "(after 2 attempts)" in output
+    code, output = invoke(*common, "--max-retries", "2", "-o", str(tmp_path / "b"))
+    assert code == 0, output
+    meta = json.loads((tmp_path / "b" / "metadata.json").read_text())
+    assert meta["total_metric_calls"] == 2 and meta["config"]["max_retries"] == 2 and meta["config"]["timeout"] == 5
+
+
+def test_cli_timeout_reaches_the_task_client(server, tmp_path):
+    srv = server("--faults", "silent")
+    started = time.perf_counter()
+    code, output = invoke("arithmetic", "-m", "m", "-b", srv.base_url, "--timeout", "0.5", "-o", str(tmp_path / "r"))
+    assert code == 2 and "timed out after 0.5 s" in output and time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_cli_rejects_non_positive_timeout(value):
+    code, output = invoke("arithmetic", f"--timeout={value}")
+    assert code == 2 and "error:" in output and "'timeout'" in output and "Traceback" not in output
+
+
+def test_toml_keys_max_retries_and_timeout(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text('model = "m"\nmax_retries = 5\ntimeout = 30\n\n[[env]]\nid = "arithmetic"\n')
+    parsed, base = load_gepa_toml(path)
+    job = build_job_config(toml_to_job_fields(parsed, base), str(path))
+    assert (job.task_spec().max_retries, job.task_spec().timeout) == (5, 30)
+    path.write_text('timeout = 0\n\n[[env]]\nid = "arithmetic"\n')
+    code, output = invoke(str(path))
+    assert code == 2 and "'timeout'" in output
