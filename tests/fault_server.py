@@ -44,10 +44,12 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
              drip_interval_s: float = 0.1, always: str = "") -> web.Application:
     counts: dict[str, int] = defaultdict(int)
     seen_auth: list[str] = []
+    seen_bodies: list[dict] = []
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         seen_auth.append(request.headers.get("Authorization", ""))
+        seen_bodies.append(body)
         messages = body.get("messages") or []
         prompt = json.dumps(messages[-1].get("content") if messages else "")
         attempt = counts[prompt]
@@ -96,9 +98,13 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
     async def auth_log(request: web.Request) -> web.Response:
         return web.json_response(seen_auth)
 
+    async def body_log(request: web.Request) -> web.Response:
+        return web.json_response(seen_bodies)
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/auth_log", auth_log)
+    app.router.add_get("/body_log", body_log)
     return app
 
 
@@ -126,6 +132,8 @@ class FaultServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def main() -> None:

@@ -16,9 +16,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fault_server import FaultServer  # noqa: E402
-
 from evalkit.clients import openai_client  # noqa: E402
 from evalkit.clients.factory import preflight  # noqa: E402
 from evalkit.clients.openai_client import OpenAIClient  # noqa: E402
@@ -28,19 +25,6 @@ from evalkit.types import SamplingArgs  # noqa: E402
 from gepa_cli.app import app  # noqa: E402
 
 PRIME = str(Path(sys.executable).parent / "prime")
-
-
-@pytest.fixture
-def server():
-    started: list[FaultServer] = []
-
-    def start(*args: str) -> FaultServer:
-        started.append(FaultServer(*args))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
 
 
 def chat(client: OpenAIClient) -> None:
@@ -60,21 +44,28 @@ def test_default_timeout_is_600_s_everywhere():
 
 
 @pytest.mark.parametrize("fault", ["silent", "drip"])
-def test_silent_and_slow_drip_servers_time_out(server, fault):
-    srv = server("--faults", f"{fault},{fault},{fault}")
+def test_silent_and_slow_drip_servers_time_out(fault_servers, fault):
+    srv = fault_servers("--faults", f"{fault},{fault},{fault}")
     started = time.perf_counter()
     with pytest.raises(ModelCallError, match=r"timed out after 0.5 s \(after 2 attempts\)"):
         chat(OpenAIClient("m", srv.base_url, timeout=0.5, max_retries=1, backoff_base_s=0.01))
     assert time.perf_counter() - started < 3
 
 
-def test_preflight_is_bounded_even_with_a_long_request_timeout(server, monkeypatch):
+def test_preflight_is_bounded_even_with_a_long_request_timeout(fault_servers, monkeypatch):
     monkeypatch.setattr(openai_client, "PREFLIGHT_TIMEOUT_S", 0.5)
-    srv = server("--faults", "silent")
+    srv = fault_servers("--faults", "silent")
     client = OpenAIClient("m", srv.base_url, timeout=600, max_retries=3)
+
+    async def check():
+        try:
+            await preflight(client)
+        finally:
+            await client.aclose()
+
     started = time.perf_counter()
     with pytest.raises(UserError, match=r"preflight request to model 'm' failed: .*timed out after 0.5 s \(after 1 attempt\)"):
-        asyncio.run(preflight(client))
+        asyncio.run(check())
     assert time.perf_counter() - started < 3
 
 
@@ -93,9 +84,9 @@ def test_zero_timeout_in_an_eval_toml_is_an_error_line(tmp_path):
     assert result.exit_code == 2 and "'timeout': must be a positive number of seconds" in result.output
 
 
-def test_silent_server_cannot_hang_prime_eval_run(server, tmp_path):
+def test_silent_server_cannot_hang_prime_eval_run(fault_servers, tmp_path):
     """Preflight passes (one-token requests are answered); every rollout meets a silent server."""
-    srv = server("--always", "silent")
+    srv = fault_servers("--always", "silent")
     started = time.perf_counter()
     done = subprocess.run([PRIME, "eval", "run", "reverse-text", "-m", "m", "-b", srv.base_url, "-n", "2", "-r", "1",
                            "--timeout", "0.5", "--max-retries", "0", "-o", str(tmp_path)],

@@ -127,9 +127,16 @@ def test_preflight_fails_fast_on_unreachable_url():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     client = OpenAIClient("m", f"http://127.0.0.1:{port}/v1", max_retries=3)
+
+    async def check():
+        try:
+            await preflight(client)
+        finally:
+            await client.aclose()
+
     started = time.perf_counter()
     with pytest.raises(UserError, match="cannot connect"):
-        asyncio.run(preflight(client))
+        asyncio.run(check())
     assert time.perf_counter() - started < 2
 
 
@@ -191,3 +198,41 @@ def test_model_folder_routes_to_the_embedded_engine(monkeypatch, tmp_path):
     (tmp_path / "config.json").write_text("{}")
     monkeypatch.setattr(factory, "make_local_client", lambda name, device=None: ("LOCAL", name))
     assert factory.make_client(ClientSpec(str(tmp_path))) == ("LOCAL", str(tmp_path))
+
+
+def test_serves_as_rl_vllm_client_extras_adapter_names_no_key_fresh_loops(servers):
+    """RL's needs: vLLM extras pass through, the model name may change per request (LoRA adapters),
+    no key, and each batch may run in a fresh event loop without leaking the previous loop's session."""
+    import gc
+    import json
+    import urllib.request
+    import warnings
+
+    server = servers()
+    client = OpenAIClient("base", server.base_url, None)
+    sampling = SamplingArgs(max_tokens=8, temperature=1.0, logprobs=True,
+                            extra={"return_token_ids": True, "skip_special_tokens": False})
+
+    async def one(close: bool):
+        try:
+            return await client.chat([{"role": "user", "content": "abc"}], sampling)
+        finally:
+            if close:
+                await client.aclose()
+
+    gc.collect()  # earlier tests' garbage is not this test's business
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = asyncio.run(one(close=True))  # a fresh loop per batch, closed at its end (the documented use)
+        client.model = "step_1"
+        second = asyncio.run(one(close=True))
+        gc.collect()
+    assert not [str(w.message) for w in caught if "unclosed" in str(w.message).lower()]
+    assert first.completion_token_ids == second.completion_token_ids == [5, 6] and second.logprobs == [-0.5, -0.25]
+    asyncio.run(one(close=False))  # a loop that forgot aclose() does not break the next one
+    assert asyncio.run(one(close=True)).text == "cba"
+    bodies = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/body_log").read())
+    assert [b["model"] for b in bodies] == ["base", "step_1", "step_1", "step_1"]
+    assert all(b["return_token_ids"] is True and b["skip_special_tokens"] is False and b["logprobs"] is True for b in bodies)
+    seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
+    assert seen == [""] * 4

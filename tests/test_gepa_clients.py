@@ -26,19 +26,6 @@ from gepa_cli.gepa_job.config import GepaJobConfig, build_job_config, load_gepa_
 from gepa_cli.gepa_job.runner import open_clients  # noqa: E402
 
 
-@pytest.fixture
-def server():
-    started: list[FaultServer] = []
-
-    def start(*args: str) -> FaultServer:
-        started.append(FaultServer(*args))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
-
-
 def config(server: FaultServer, **fields) -> GepaJobConfig:
     return GepaJobConfig(envs=[{"id": "arithmetic"}], model="m", base_url=server.base_url, **fields)
 
@@ -57,8 +44,8 @@ def requests_seen(server: FaultServer) -> int:
     return len(json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read()))
 
 
-def test_task_client_honours_max_retries(server):
-    srv = server("--faults", "500,500")
+def test_task_client_honours_max_retries(fault_servers):
+    srv = fault_servers("--faults", "500,500")
     task, _ = open_clients(config(srv, max_retries=2))
     assert ask(task) == "olleh" and requests_seen(srv) == 3
     task, _ = open_clients(config(srv, max_retries=1))
@@ -66,8 +53,8 @@ def test_task_client_honours_max_retries(server):
         ask(task, "other")
 
 
-def test_task_client_honours_timeout(server):
-    srv = server("--faults", "timeout", "--timeout-sleep", "5")
+def test_task_client_honours_timeout(fault_servers):
+    srv = fault_servers("--faults", "timeout", "--timeout-sleep", "5")
     task, _ = open_clients(config(srv, timeout=0.5, max_retries=0))
     started = time.perf_counter()
     with pytest.raises(ModelCallError, match=r"timed out after 0.5 s \(after 1 attempt\)"):
@@ -77,8 +64,8 @@ def test_task_client_honours_timeout(server):
     assert ask(task, "again") == "niaga"  # the second attempt is answered at once
 
 
-def test_teacher_gets_the_same_limits_and_its_own_backend(server, monkeypatch, tmp_path):
-    srv = server()
+def test_teacher_gets_the_same_limits_and_its_own_backend(fault_servers, monkeypatch, tmp_path):
+    srv = fault_servers()
     (tmp_path / "endpoints.toml").write_text(f'[[endpoint]]\nendpoint_id = "teach"\nmodel = "big"\nurl = "{srv.base_url}"\n')
     monkeypatch.setenv("TASK_KEY", "task-key-value-123")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -97,9 +84,9 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_cli_flags_reach_the_task_client(server, tmp_path):
+def test_cli_flags_reach_the_task_client(fault_servers, tmp_path):
     """--max-retries 1 cannot get past two 500s (the preflight fails); --max-retries 2 runs to the end."""
-    srv = server("--faults", "500,500")
+    srv = fault_servers("--faults", "500,500")
     common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "2", "--timeout", "5"]
     code, output = invoke(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
     assert code == 2 and "error: preflight request to model 'm' failed: HTTP 500" in output
@@ -110,8 +97,8 @@ def test_cli_flags_reach_the_task_client(server, tmp_path):
     assert meta["total_metric_calls"] == 2 and meta["config"]["max_retries"] == 2 and meta["config"]["timeout"] == 5
 
 
-def test_cli_timeout_reaches_the_task_client(server, tmp_path):
-    srv = server("--faults", "silent")
+def test_cli_timeout_reaches_the_task_client(fault_servers, tmp_path):
+    srv = fault_servers("--faults", "silent")
     started = time.perf_counter()
     code, output = invoke("arithmetic", "-m", "m", "-b", srv.base_url, "--timeout", "0.5", "-o", str(tmp_path / "r"))
     assert code == 2 and "timed out after 0.5 s" in output and time.perf_counter() - started < 10

@@ -12,15 +12,11 @@ import json
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("the litellm extra is not installed (pip install 'primekit[litellm]')", allow_module_level=True)
-
-sys.path.insert(0, str(Path(__file__).parent))
-from fault_server import FaultServer  # noqa: E402
 
 from evalkit.clients.factory import make_client  # noqa: E402
 from evalkit.clients.litellm_client import LiteLLMClient, import_litellm  # noqa: E402
@@ -124,22 +120,9 @@ def test_missing_litellm_is_a_user_error_with_the_install_line(monkeypatch):
         make_client(ClientSpec("litellm/anthropic/claude-test"))
 
 
-@pytest.fixture
-def server():
-    started: list[FaultServer] = []
-
-    def start(*args: str) -> FaultServer:
-        started.append(FaultServer(*args))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
-
-
-def test_real_server_through_litellm_openai_provider(server, monkeypatch):
+def test_real_server_through_litellm_openai_provider(fault_servers, monkeypatch):
     """Our retry policy alone (litellm's is off: exactly two requests), key sent, echoed key scrubbed."""
-    srv = server("--faults", "500")
+    srv = fault_servers("--faults", "500")
     monkeypatch.setenv("LITELLM_TEST_KEY", PROVIDER_KEY)
     c = make_client(ClientSpec("litellm/openai/m", srv.base_url, "LITELLM_TEST_KEY", max_retries=1, backoff_base_s=0.01))
     completion = chat(c, SamplingArgs(max_tokens=5), text="hello")
@@ -147,18 +130,18 @@ def test_real_server_through_litellm_openai_provider(server, monkeypatch):
     seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/auth_log").read())
     assert seen == [f"Bearer {PROVIDER_KEY}"] * 2
 
-    echo = server("--faults", "echo401")
+    echo = fault_servers("--faults", "echo401")
     c = make_client(ClientSpec("litellm/openai/m", echo.base_url, "LITELLM_TEST_KEY", max_retries=2))
     with pytest.raises(ModelCallError) as info:
         chat(c, SamplingArgs())
     assert "request headers were" in str(info.value) and PROVIDER_KEY not in str(info.value)
 
 
-def test_eval_through_litellm_counts_usage_like_the_http_client(server, tmp_path, monkeypatch):
+def test_eval_through_litellm_counts_usage_like_the_http_client(fault_servers, tmp_path, monkeypatch):
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
 
-    srv = server()
+    srv = fault_servers()
     monkeypatch.setenv("LITELLM_TEST_KEY", PROVIDER_KEY)
     results = {}
     for model in ("litellm/openai/m", "m"):

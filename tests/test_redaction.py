@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fault_server import FaultServer  # noqa: E402
-
 from evalkit.clients.factory import make_client  # noqa: E402
 from evalkit.clients.redact import REDACTED, RedactingFilter, redact, register_secret  # noqa: E402
 from evalkit.clients.spec import ClientSpec  # noqa: E402
@@ -28,19 +25,6 @@ from evalkit.types import SamplingArgs  # noqa: E402
 KEY = "zq7-PRIVATE-key-value-4242"  # not shaped like any known key: only the registered value can catch it
 HEADER_SECRET = "hdr-PRIVATE-token-9898"
 PRIME = [str(Path(sys.executable).parent / "prime")]
-
-
-@pytest.fixture
-def server():
-    started: list[FaultServer] = []
-
-    def start(*args: str) -> FaultServer:
-        started.append(FaultServer(*args))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
 
 
 def test_patterns_scrub_header_values_tokens_and_url_credentials():
@@ -66,8 +50,8 @@ def test_log_filter_scrubs_arguments_and_tracebacks():
 
 
 @pytest.mark.parametrize("fault", ["echo401", "echo500"])
-def test_client_errors_and_retry_logs_do_not_carry_the_key(server, monkeypatch, caplog, fault):
-    srv = server("--faults", ",".join([fault] * 4))
+def test_client_errors_and_retry_logs_do_not_carry_the_key(fault_servers, monkeypatch, caplog, fault):
+    srv = fault_servers("--faults", ",".join([fault] * 4))
     monkeypatch.setenv("REDACT_TEST_KEY", KEY)
     client = make_client(ClientSpec("m", srv.base_url, "REDACT_TEST_KEY", max_retries=1, backoff_base_s=0.01,
                                     headers={"X-Api-Key": HEADER_SECRET}))
@@ -91,8 +75,8 @@ def run_prime(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Complete
     return subprocess.run([*PRIME, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
-def test_key_never_reaches_terminal_results_metadata_or_view(server, tmp_path):
-    srv = server("--always", "echo500")
+def test_key_never_reaches_terminal_results_metadata_or_view(fault_servers, tmp_path):
+    srv = fault_servers("--always", "echo500")
     env = {**os.environ, "REDACT_TEST_KEY": KEY, "HF_HUB_OFFLINE": "1"}
     base = ["reverse-text", "-m", "m", "-b", srv.base_url, "-k", "REDACT_TEST_KEY", "-n", "2", "-r", "1",
             "--max-retries", "1", "-o", str(tmp_path / "out")]
@@ -114,8 +98,8 @@ def test_key_never_reaches_terminal_results_metadata_or_view(server, tmp_path):
     assert not leaked, leaked
 
 
-def test_failed_preflight_error_line_does_not_carry_the_key(server, tmp_path):
-    srv = server("--faults", "echo401")
+def test_failed_preflight_error_line_does_not_carry_the_key(fault_servers, tmp_path):
+    srv = fault_servers("--faults", "echo401")
     env = {**os.environ, "REDACT_TEST_KEY": KEY, "HF_HUB_OFFLINE": "1"}
     done = run_prime("eval", "run", "reverse-text", "-m", "m", "-b", srv.base_url, "-k", "REDACT_TEST_KEY",
                      "-n", "1", "-r", "1", "-o", str(tmp_path / "out"), env=env, cwd=tmp_path)

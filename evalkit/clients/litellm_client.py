@@ -20,7 +20,7 @@ import asyncio
 import os
 from typing import Any
 
-from evalkit.clients.openai_client import parse_completion
+from evalkit.clients.openai_client import PREFLIGHT_MESSAGES, parse_completion, sampling_fields
 from evalkit.clients.redact import redact, register_env_secrets, register_secret, register_secret_headers
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S, LITELLM_PREFIX, PREFLIGHT_TIMEOUT_S
@@ -75,15 +75,7 @@ class LiteLLMClient:
                        tools: list[dict[str, Any]] | None, timeout: float) -> dict[str, Any]:
         """``acompletion`` keyword arguments: set sampling keys, ``sampling.extra`` passed through."""
         kwargs: dict[str, Any] = {"model": self.provider_model, "messages": messages, "timeout": timeout,
-                                  "num_retries": 0, "max_retries": 0}
-        for key in ("max_tokens", "temperature", "top_p", "top_k", "seed"):
-            value = getattr(sampling, key)
-            if value is not None:
-                kwargs[key] = value
-        if sampling.stop:
-            kwargs["stop"] = sampling.stop
-        if sampling.logprobs:
-            kwargs["logprobs"] = True
+                                  "num_retries": 0, "max_retries": 0, **sampling_fields(sampling)}
         if tools:
             kwargs["tools"] = tools
         if self.base_url:
@@ -103,7 +95,7 @@ class LiteLLMClient:
     async def preflight(self) -> None:
         """One tiny request, bounded by ``min(timeout, 60 s)``: a missing or rejected key fails now."""
         bound = min(self.timeout, PREFLIGHT_TIMEOUT_S)
-        kwargs = self.request_kwargs([{"role": "user", "content": "Say OK."}], SamplingArgs(max_tokens=1), None, bound)
+        kwargs = self.request_kwargs(PREFLIGHT_MESSAGES, SamplingArgs(max_tokens=1), None, bound)
         await with_retries(lambda: self._attempt(kwargs, bound), self.policy, preflight=True)
 
     async def _attempt(self, kwargs: dict[str, Any], limit_s: float) -> Completion:

@@ -32,6 +32,9 @@ from evalkit.clients.spec import DEFAULT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
 from evalkit.errors import ModelCallError
 from evalkit.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
+PREFLIGHT_MESSAGES: list[Message] = [{"role": "user", "content": "Say OK."}]
+"""The preflight's one-token request (every remote client sends the same)."""
+
 
 class OpenAIClient:
     """Chat completions over HTTP with retries; safe to share between many asyncio tasks.
@@ -105,25 +108,10 @@ class OpenAIClient:
         self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         """The JSON body: standard keys when set, ``sampling.extra`` passed through (vLLM extras)."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if sampling.max_tokens is not None:
-            body["max_tokens"] = sampling.max_tokens
-        if sampling.temperature is not None:
-            body["temperature"] = sampling.temperature
-        if sampling.top_p is not None:
-            body["top_p"] = sampling.top_p
-        if sampling.top_k is not None:
-            body["top_k"] = sampling.top_k
-        if sampling.stop:
-            body["stop"] = sampling.stop
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.logprobs:
-            body["logprobs"] = True
+        body: dict[str, Any] = {"model": self.model, "messages": messages, **sampling_fields(sampling)}
         if tools:
             body["tools"] = tools
-        if sampling.extra:
-            body.update(sampling.extra)
+        body.update(sampling.extra)
         return body
 
     async def chat(
@@ -138,7 +126,7 @@ class OpenAIClient:
 
     async def preflight(self) -> None:
         """One tiny request bounded by ``min(timeout, 60 s)``; unreachable or silent servers fail at once."""
-        body = self.build_body([{"role": "user", "content": "Say OK."}], SamplingArgs(max_tokens=1))
+        body = self.build_body(PREFLIGHT_MESSAGES, SamplingArgs(max_tokens=1))
         session = self._get_session()
         bound = min(self.timeout, PREFLIGHT_TIMEOUT_S)
         await with_retries(lambda: self._post_once(session, body, bound, self._preflight_timeout), self.policy,
@@ -177,6 +165,20 @@ class OpenAIClient:
             raise Retryable(f"cannot connect to {self.base_url}: {exc.os_error or exc}", connect=True) from None
         except (aiohttp.ClientError, ConnectionError) as exc:
             raise Retryable(f"connection to {self.base_url} failed: {type(exc).__name__}: {exc}") from None
+
+
+def sampling_fields(sampling: SamplingArgs) -> dict[str, Any]:
+    """The chat-completions keys of ``sampling`` that are set (``extra`` not included)."""
+    fields: dict[str, Any] = {}
+    for key in ("max_tokens", "temperature", "top_p", "top_k", "seed"):
+        value = getattr(sampling, key)
+        if value is not None:
+            fields[key] = value
+    if sampling.stop:
+        fields["stop"] = sampling.stop
+    if sampling.logprobs:
+        fields["logprobs"] = True
+    return fields
 
 
 def _drop_stale(session: aiohttp.ClientSession | None) -> None:

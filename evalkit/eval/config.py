@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
+from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
 from evalkit.errors import ConfigError
 from evalkit.tomlio import load_toml, validate
 
