@@ -33,10 +33,13 @@ from aiohttp import web
 async def _drip(request: web.Request, interval_s: float) -> web.StreamResponse:
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     await response.prepare(request)
-    for _ in range(int(60 / interval_s)):
-        await response.write(b" ")
-        await asyncio.sleep(interval_s)
-    await response.write_eof()
+    try:
+        for _ in range(int(60 / interval_s)):
+            await response.write(b" ")
+            await asyncio.sleep(interval_s)
+        await response.write_eof()
+    except ConnectionResetError:  # the client gave up, as it should
+        pass
     return response
 
 
