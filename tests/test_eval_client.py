@@ -127,16 +127,9 @@ def test_preflight_fails_fast_on_unreachable_url():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     client = OpenAIClient("m", f"http://127.0.0.1:{port}/v1", max_retries=3)
-
-    async def check():
-        try:
-            await preflight(client)
-        finally:
-            await client.aclose()
-
     started = time.perf_counter()
     with pytest.raises(UserError, match="cannot connect"):
-        asyncio.run(check())
+        asyncio.run(preflight(client))
     assert time.perf_counter() - started < 2
 
 
