@@ -1,9 +1,17 @@
-"""One asyncio event loop on a background thread, for a synchronous caller (the gepa engine).
+"""One asyncio event loop on a background thread, for synchronous code that drives async rollouts.
 
-The engine calls ``adapter.evaluate`` and the reflection LM synchronously. Running each call with
+GEPA's engine calls ``adapter.evaluate`` and the reflection LM synchronously; the RL trainer collects
+a batch, runs its baseline and its periodic evals from plain threads. Running each call with
 ``asyncio.run`` would create and destroy a loop per call, and model clients (aiohttp sessions, the
 embedded engine's batching queue) are bound to the loop they were first used on. So every coroutine
-of a job goes to this one long-lived loop, and the engine's thread waits for the result.
+of a job goes to this one loop, which lives as long as the job, and the calling thread waits for
+the result. Any number of threads may call :meth:`LoopThread.run` at once; their coroutines share
+the loop (and so share batches in the embedded engine).
+
+Contract: ``run(coro)`` returns what the coroutine returns or raises what it raises; a
+``KeyboardInterrupt`` in the caller cancels the coroutine before propagating. ``close()`` cancels
+whatever is still scheduled, stops the loop and joins its thread; call it once the job is done
+(or use the object as a context manager). Never call ``run`` from a coroutine on the same loop.
 """
 
 from __future__ import annotations
@@ -20,9 +28,9 @@ T = TypeVar("T")
 class LoopThread:
     """A started event loop on a daemon thread; ``run(coro)`` blocks until the coroutine finishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "evalkit-asyncio") -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="gepa-asyncio", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
