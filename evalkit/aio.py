@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -28,13 +28,18 @@ T = TypeVar("T")
 class LoopThread:
     """A started event loop on a daemon thread; ``run(coro)`` blocks until the coroutine finishes."""
 
-    def __init__(self, name: str = "evalkit-asyncio") -> None:
+    def __init__(self, name: str = "evalkit-asyncio", initializer: Callable[[], None] | None = None) -> None:
+        """``initializer`` runs first on the loop's thread (e.g. per-thread torch settings for code
+        that decodes on the loop)."""
         self._loop = asyncio.new_event_loop()
+        self._initializer = initializer
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
+        if self._initializer is not None:  # as the loop's first callback: an error is logged, the loop still runs
+            self._loop.call_soon(self._initializer)
         self._loop.run_forever()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -129,7 +129,8 @@ def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
     try:
         assert launched[0][1] == "True"
         source.sync(FakePolicy(), 0)
-        completion = asyncio.run(source.client.chat([{"role": "user", "content": "6*7?"}], SamplingArgs(max_tokens=4, temperature=1.0)))
+        sampling = source.sampling.merged(SamplingArgs(max_tokens=4, temperature=1.0))  # what the trainer sends
+        completion = asyncio.run(source.client.chat([{"role": "user", "content": "6*7?"}], sampling))
         assert completion.text == "42" and completion.completion_token_ids == [52, 50, 2]
         assert completion.logprobs == [-0.5, -0.25, -0.1] and completion.prompt_token_ids == [1, 2, 3]
         sent = server.calls[-1][1]
@@ -140,7 +141,7 @@ def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
         paths = [(path, body.get("lora_name")) for path, body in server.calls if "lora" in path]
         assert paths == [("/v1/load_lora_adapter", "step_1"), ("/v1/load_lora_adapter", "step_2"), ("/v1/unload_lora_adapter", "step_1")]
         assert not (tmp_path / "adapters" / "step_1").exists() and (tmp_path / "adapters" / "step_2").is_dir()
-        asyncio.run(source.client.chat([{"role": "user", "content": "x"}], SamplingArgs(max_tokens=4)))
+        asyncio.run(source.client.chat([{"role": "user", "content": "x"}], source.sampling.merged(SamplingArgs(max_tokens=4))))
         assert server.calls[-1][1]["model"] == "step_2"
     finally:
         source.close()
