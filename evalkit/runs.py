@@ -17,8 +17,9 @@ names the keys that differ and :func:`require_same` turns them into one ``UserEr
 The lock: a run dir belongs to one process at a time. :class:`RunLock` holds an exclusive
 ``flock`` on ``<run>/.lock`` (which records the holder's pid) for the life of the run; a second
 process gets ``error: run dir ... is in use by pid N``. The kernel drops the lock when the holder
-exits, ``kill -9`` included, so a lock is never stale. On systems without ``fcntl`` (Windows) there
-is no lock.
+exits, ``kill -9`` included, so a lock is never stale (a killed holder leaves the file, which the next
+run simply locks again); a run that ends normally removes the file. On systems without ``fcntl``
+(Windows) there is no lock.
 """
 
 from __future__ import annotations
@@ -157,26 +158,33 @@ class RunLock:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if fcntl is None:  # pragma: no cover - Windows: no lock
             return self
-        fd = os.open(self.run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise UserError(
-                f"run dir {self.run_dir} is in use by pid {holder}; wait for that run to end (or stop it), "
-                "or start a new run"
-            ) from None
+        path = self.run_dir / LOCK_FILE
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise UserError(
+                    f"run dir {self.run_dir} is in use by pid {holder}; wait for that run to end (or stop it), "
+                    "or start a new run"
+                ) from None
+            if _same_file(fd, path):
+                break
+            os.close(fd)  # the holder removed this file as we opened it; lock the one at the path now
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
         return self
 
     def release(self, *, remove_if_unused: bool = False) -> None:
+        """Give the run dir up: the lock file goes (first, while still locked), then the lock."""
         fd, self._fd = self._fd, None
-        if remove_if_unused and self._created and _only_lock_inside(self.run_dir):
+        if fd is not None:
             (self.run_dir / LOCK_FILE).unlink(missing_ok=True)
-            for path in self._created:  # innermost first
+        if remove_if_unused:
+            for path in self._created:  # innermost first; a folder something was written to stays
                 try:
                     path.rmdir()
                 except OSError:
@@ -192,8 +200,9 @@ class RunLock:
         self.release(remove_if_unused=True)
 
 
-def _only_lock_inside(run_dir: Path) -> bool:
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (a releasing holder unlinks it before unlocking)."""
     try:
-        return [p.name for p in run_dir.iterdir()] in ([], [LOCK_FILE])
-    except OSError:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
         return False

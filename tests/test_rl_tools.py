@@ -140,15 +140,22 @@ min_diverse_groups = 0.0
     return config
 
 
-@pytest.mark.slow
-def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch):
-    import rl_backend.collect as collect
+def _scripted_rollouts(tiny_model: Path, monkeypatch) -> ScriptedToolModel:
+    """The trainer's rollout source becomes the script (the seam: ``rl_backend.sources.make_source``)."""
     import rl_backend.sources as sources
 
     env = load_environment("fact-search", ENV_ARGS)
     answers = {row["question"]: row["answer"] for row in env.get_dataset(-1) + env.get_eval_dataset(-1)}
     script = ScriptedToolModel(tiny_model, answers)
     monkeypatch.setattr(sources, "make_source", lambda backend, config, policy, run_dir: ScriptedSource(policy, script))
+    return script
+
+
+@pytest.mark.slow
+def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch):
+    import rl_backend.collect as collect
+
+    script = _scripted_rollouts(tiny_model, monkeypatch)
     trained: list[list] = []
     real_to_samples = collect.to_samples
 
@@ -193,12 +200,7 @@ def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch
 @pytest.mark.slow
 def test_baseline_and_evals_are_eval_run_dirs(tmp_path, tiny_model, monkeypatch):
     """The baseline and periodic evals go through the eval runner: same files and summary as `prime eval run`."""
-    import rl_backend.sources as sources
-
-    env = load_environment("fact-search", ENV_ARGS)
-    answers = {row["question"]: row["answer"] for row in env.get_dataset(-1) + env.get_eval_dataset(-1)}
-    script = ScriptedToolModel(tiny_model, answers)
-    monkeypatch.setattr(sources, "make_source", lambda backend, config, policy, run_dir: ScriptedSource(policy, script))
+    _scripted_rollouts(tiny_model, monkeypatch)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["rl", "run", str(_config(tmp_path, tiny_model)), "-o", str(out), "--max-steps", "1"])
     assert result.exit_code == 0, result.output
@@ -212,3 +214,40 @@ def test_baseline_and_evals_are_eval_run_dirs(tmp_path, tiny_model, monkeypatch)
     assert eval_meta["status"] == "complete" and eval_meta["split"] == "eval" and eval_meta["num_rollouts"] == 2
     eval_lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "eval_reward" in line]
     assert eval_lines == [{"step": 1, "eval_reward": eval_meta["avg_reward"]}]
+
+
+class _FakeEngine:
+    """Stands in for the batching engine: records each request's seed, replies with a tool call."""
+
+    def __init__(self):
+        self.seeds: list[int | None] = []
+
+    def encode_chat(self, messages, tools=None):
+        return [1, 2, 3] if tools else [1, 2]
+
+    async def generate(self, prompt_ids, sampling):
+        self.seeds.append(sampling.seed)
+        text = _call("search", {"query": "x"})
+        return GenerationResult(text, "stop", list(prompt_ids), [7, 8, 9], [-0.1, -0.2, -0.3])
+
+
+def test_engine_source_client_returns_tool_calls_ids_logprobs_and_seeds_per_request():
+    """The RL engine path is the embedded model's own client: tool calls parsed, ids and logprobs kept."""
+    import asyncio
+
+    from evalkit.clients.local import LocalClient
+
+    engine = _FakeEngine()
+    client = LocalClient("tiny", engine=engine, seed=5)  # what EngineSource builds over the trainer's engine
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
+
+    async def two():
+        return [await client.chat([{"role": "user", "content": "q"}], SamplingArgs(logprobs=True), tools) for _ in range(2)]
+
+    first = asyncio.run(two())
+    assert [c.tool_calls[0].name for c in first] == ["search", "search"] and first[0].finish_reason == "tool_calls"
+    assert first[0].prompt_token_ids == [1, 2, 3] and first[0].completion_token_ids == [7, 8, 9]
+    assert first[0].logprobs == [-0.1, -0.2, -0.3]
+    client.reseed(5)
+    asyncio.run(two())
+    assert engine.seeds[:2] == engine.seeds[2:] and engine.seeds[0] != engine.seeds[1]  # reproducible, yet distinct

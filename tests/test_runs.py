@@ -65,7 +65,7 @@ def test_lock_is_exclusive_records_the_pid_and_cleans_an_unused_dir(tmp_path):
         (run_dir / "results.jsonl").write_text("")
     with runs.RunLock(run_dir):  # released on exit, so it can be taken again
         pass
-    assert (run_dir / "results.jsonl").exists()
+    assert (run_dir / "results.jsonl").exists() and not (run_dir / ".lock").exists()  # a finished run leaves no lock file
 
 
 def test_resume_option_takes_a_value_only_when_it_is_one(tmp_path):
