@@ -29,7 +29,8 @@ Examples:
 
 Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`, `--sampling.max_tokens 64`).
 Outputs go to OUTPUT_DIR/rl/RUN_NAME/: config.resolved.toml, baseline.json, metrics.jsonl, rollouts/,
-checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`).
+checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`); the baseline checks and
+periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval view` reads them).
 """
 
 

@@ -153,7 +153,7 @@ class TorchClient:
         self.base_url: str | None = None
         self._pending: list[_Request] = []
         self._flushing: asyncio.Task | None = None
-        """The batching task of the current event loop (each generation runs in a fresh loop)."""
+        """The batching task of the event loop the requests come from (the run's one loop)."""
 
     async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
         prompt_ids = self.sampler.encode_chat(messages, tools)
