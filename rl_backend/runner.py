@@ -87,14 +87,29 @@ def run_dir_for(config: RLConfig, output_dir: Path, resume: Resume = None) -> Pa
     return found
 
 
-def resume_step(run_dir: Path, resume: Resume, max_steps: int) -> int | None:
+RESUME_FIXED = ("model", "env")
+"""What a resumed RL run must keep (its checkpoints are of that model, trained on that environment)."""
+
+
+def _check_same_run(run_dir: Path, config: RLConfig) -> None:
+    from evalkit.tomlio import load_toml
+
+    saved_file = run_dir / "config.resolved.toml"
+    if saved_file.is_file():
+        runs.require_same(run_dir, load_toml(saved_file), config.model_dump(mode="json"), RESUME_FIXED,
+                          hint="resume with the same model and [[env]], or start a new run (another run_name)")
+
+
+def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
     """The checkpoint step to continue from (None for a new run); refuses what cannot be resumed."""
+    max_steps = config.max_steps
     from rl_backend.checkpoints import steps_in
 
     if resume is None or resume is False:
         if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
             raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
         return None
+    _check_same_run(run_dir, config)
     available = steps_in(run_dir / "checkpoints")
     if not available:
         raise UserError(f"--resume: no checkpoints in {run_dir / 'checkpoints'}")
@@ -437,7 +452,7 @@ def run(
     if isinstance(resume, Path) and not (resume / "checkpoints").is_dir():
         raise UserError(f"--resume: {resume} is not an RL run dir with checkpoints")
     with runs.RunLock(run_dir):
-        step = resume_step(run_dir, resume, config.max_steps)
+        step = resume_step(run_dir, resume, config)
         write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
         for line in plan_lines(config, run_dir, backend):
             console.print(line, markup=False, highlight=False)

@@ -165,3 +165,18 @@ def test_gepa_and_rl_run_dirs_are_locked(tmp_path):
     finally:
         for holder in holders:
             _stop(holder)
+
+
+def test_rl_resume_refuses_another_model_or_environment(tmp_path):
+    from rl_backend.config import load_rl_config, to_toml
+
+    rl_dir = tmp_path / "out" / "rl" / "t"
+    (rl_dir / "checkpoints" / "step_1").mkdir(parents=True)
+    config = tmp_path / "rl.toml"
+    config.write_text('run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n')
+    (rl_dir / "config.resolved.toml").write_text(to_toml(load_rl_config(config)))
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace('"arithmetic"', '"reverse-text"'))
+    result = CliRunner().invoke(app, ["rl", "run", str(other), "-o", str(tmp_path / "out"), "--resume"])
+    assert result.exit_code == 2 and f"error: cannot resume {rl_dir}: it was run with different settings (env=" in result.output
+    assert not (rl_dir / ".lock").exists() and "reverse-text" not in (rl_dir / "config.resolved.toml").read_text()

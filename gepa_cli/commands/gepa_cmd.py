@@ -169,7 +169,7 @@ def _check_resume_unchanged(fields: dict[str, Any], source: str) -> None:
     from gepa_cli.gepa_job.runner import saved_config
 
     saved = saved_config(Path(source).parent)
-    changed = [key for key in RESUME_FIXED if key in fields and key in saved and fields[key] != saved[key]]
+    changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
     if changed:
         raise UserError(
             f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
