@@ -21,6 +21,7 @@ from gepa_cli.errors import user_errors
 from gepa_cli.resume_option import LATEST, resume_command
 
 RESUME_FLAGS = ("--resume",)
+ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
@@ -45,10 +46,7 @@ EXAMPLES = """
 @app.command("run", epilog=EXAMPLES + MODELS_EPILOG, cls=resume_command(RESUME_FLAGS))
 @user_errors
 def run(
-    env_or_config: str = typer.Argument(
-        None, show_default=False,
-        help="Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume.",
-    ),
+    env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
     model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts. " + MODEL_HELP),
     reflection_model: str = typer.Option(
