@@ -67,7 +67,8 @@ class SamplingArgs:
 
     def to_dict(self) -> dict[str, Any]:
         """Only the keys that are set, ``extra`` flattened in (what metadata.json records)."""
-        out = {k: v for k, v in asdict(self).items() if k != "extra" and v not in (None, False)}
+        # ``is`` rather than ``in (None, False)``: 0 == False, and temperature 0 / seed 0 are settings
+        out = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None and v is not False}
         out.update(self.extra)
         return out
 

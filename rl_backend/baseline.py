@@ -4,7 +4,8 @@ GRPO-style training learns only from groups whose rollouts score differently. A 
 succeeds (reward ~0), always succeeds (reward near the maximum), or answers every example the same
 way gives zero advantages and burns compute for nothing. The checks run the starting model on
 training examples through the same rollout machinery as training and refuse, with the numbers,
-when the run cannot teach. ``--skip-baseline`` overrides.
+when the run cannot teach. ``--skip-baseline`` overrides. The rollouts are an eval run of the
+eval runner (``<rl run>/baseline/``, see ``rl_backend.runner.Trainer.baseline``); this module judges them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.envs.base import Environment
 from evalkit.errors import UserError
-from evalkit.rollouts import run_groups
-from evalkit.types import RolloutState, SamplingArgs
+from evalkit.types import RolloutState
 from rl_backend.config import BaselineConfig
 from rl_backend.filtering import is_uniform
 
@@ -99,28 +98,12 @@ def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
     return problems
 
 
-async def run_baseline(
-    env: Environment,
-    client: Any,
-    rows: list[dict[str, Any]],
-    *,
-    rollouts_per_example: int,
-    sampling: SamplingArgs,
-    max_concurrent: int,
-    system_prompt: str | None,
-    config: BaselineConfig,
-) -> BaselineReport:
-    groups = await run_groups(
-        env,
-        client,
-        rows,
-        example_ids=list(range(len(rows))),
-        rollouts_per_example=rollouts_per_example,
-        sampling=sampling,
-        max_concurrent=max_concurrent,
-        system_prompt=system_prompt,
-    )
-    return summarize(groups, config)
+def groups_of(states: Sequence[RolloutState]) -> list[list[RolloutState]]:
+    """Rollouts grouped by example, in example order (the eval runner returns them as groups finish)."""
+    groups: dict[int, list[RolloutState]] = {}
+    for state in states:
+        groups.setdefault(state.example_id, []).append(state)
+    return [sorted(groups[eid], key=lambda s: s.rollout_idx) for eid in sorted(groups)]
 
 
 def refusal(report: BaselineReport) -> UserError:

@@ -8,16 +8,16 @@ Sampling is reseeded per (step, round) for the same reason.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.aio import LoopThread
 from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.rollouts import run_groups
-from evalkit.types import RolloutState, SamplingArgs
+from evalkit.types import Completion, RolloutState, SamplingArgs
 from rl_backend.advantages import make_advantage_rule
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
@@ -58,18 +58,27 @@ class StepBatch:
 
 
 class BatchCollector:
-    def __init__(self, config: RLConfig, env: Environment, rows: list[dict[str, Any]], source: Any):
+    """Rolls out training batches with the source's client on the run's event loop (``loop``).
+
+    ``collect`` is called from a worker thread (generation overlaps training); its rollouts run on
+    ``loop`` like every other coroutine of the run.
+    """
+
+    def __init__(self, config: RLConfig, env: Environment, rows: list[dict[str, Any]], source: Any, loop: LoopThread):
         self.config = config
         self.env = env
         self.rows = rows
         self.source = source
+        self.loop = loop
         self.order = DataOrder(len(rows), config.seed)
-        self.sampling = SamplingArgs(
+        own = SamplingArgs(
             max_tokens=config.sampling.max_tokens,
             temperature=config.sampling.temperature,
             top_p=config.sampling.top_p,
             logprobs=True,
         )
+        self.sampling = source.sampling.merged(own)
+        """The source's required settings (token ids, logprobs) with the config's sampling over them."""
         self.rule = make_advantage_rule(config.trainer.advantage.type, config.trainer.advantage.std_normalize)
 
     def collect(self, step: int, cursor: int, weights_step: int) -> StepBatch:
@@ -84,7 +93,7 @@ class BatchCollector:
             ids = list(range(cursor, cursor + take))
             cursor += take
             self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
-            groups = asyncio.run(
+            groups = self.loop.run(
                 run_groups(
                     self.env,
                     self.source.client,
@@ -118,23 +127,40 @@ class BatchCollector:
 
 
 def to_samples(batch: StepBatch) -> list[Sample]:
-    """One sample per model turn of every kept rollout; the turn inherits its rollout's advantage."""
+    """One sample per model turn of every kept rollout; each turn inherits its rollout's advantage.
+
+    A tool or multi-turn rollout has several assistant turns, each a :class:`Completion` with the
+    exact prompt ids the sampler conditioned on (the conversation so far, environment and tool
+    messages included) and the ids and logprobs it drew. Training each turn as its own sample keeps
+    the importance ratio exact: every completion token is scored under the very prefix it was
+    sampled after. Concatenating the turns into one sequence (tool tokens masked) would be cheaper,
+    but is only correct when each turn's prompt extends the previous turn's prompt + completion
+    token for token, which re-rendering a chat (parsed tool calls, templates) does not guarantee.
+    Environment and tool tokens are never trained on: they are in the prompts only.
+    """
     samples = []
     for group in batch.kept:
         for state in group:
             advantage = batch.advantages[(state.example_id, state.rollout_idx)]
             for response in state.responses:
-                if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
-                    raise UserError(
-                        "the rollout backend returned completions without token ids/logprobs; "
-                        "RL needs an engine that reports them (inference.backend = 'torch' or 'vllm')"
-                    )
-                samples.append(
-                    Sample(
-                        prompt_ids=list(response.prompt_token_ids),
-                        completion_ids=list(response.completion_token_ids),
-                        sampler_logprobs=list(response.logprobs),
-                        advantage=advantage,
-                    )
-                )
+                samples.append(_sample(response, advantage))
     return samples
+
+
+def _sample(response: Completion, advantage: float) -> Sample:
+    if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
+        raise UserError(
+            "the rollout backend returned completions without token ids/logprobs; "
+            "RL needs an engine that reports them (inference.backend = 'torch' or 'vllm')"
+        )
+    if len(response.logprobs) != len(response.completion_token_ids):
+        raise UserError(
+            f"the rollout backend returned {len(response.completion_token_ids)} completion tokens but "
+            f"{len(response.logprobs)} logprobs; RL needs one logprob per sampled token"
+        )
+    return Sample(
+        prompt_ids=list(response.prompt_token_ids),
+        completion_ids=list(response.completion_token_ids),
+        sampler_logprobs=list(response.logprobs),
+        advantage=advantage,
+    )

@@ -126,6 +126,8 @@ class InferenceConfig(_Strict):
     """vLLM: local port for the server."""
     server_args: list[str] = Field(default_factory=list)
     """vLLM: extra command-line arguments for the server."""
+    tool_call_parser: str | None = None
+    """vLLM: the server's tool-call parser (e.g. ``hermes`` for ``<tool_call>`` JSON blocks, as Qwen models write them); needed for environments with tools, which the server otherwise refuses."""
     startup_timeout_s: float = Field(900.0, gt=0)
     """vLLM: how long to wait for the server to become healthy."""
     max_batch_size: int = Field(64, gt=0)

@@ -8,23 +8,24 @@ under an in-flight request. ``trainer.on_policy = true`` runs the two strictly o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
-import re
+import shutil
 import statistics
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from evalkit import runs
+from evalkit.aio import LoopThread
 from evalkit.errors import ConfigError, UserError
 from evalkit.fileio import write_text_atomic
+from evalkit.types import SamplingArgs
 from rl_backend.config import RLConfig, to_toml
 
 
@@ -61,17 +62,61 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def run_dir_for(config: RLConfig, output_dir: Path, resume: bool) -> Path:
-    root = output_dir / "rl"
+Resume = bool | int | Path | None
+"""What ``--resume`` asked for: ``True`` the newest checkpoint of the config's run, an ``int`` that
+checkpoint step, a ``Path`` that run dir (its newest checkpoint), ``None``/``False`` a new run."""
+
+
+def run_dir_for(config: RLConfig, output_dir: Path, resume: Resume = None) -> Path:
+    """``<output>/rl/<run_name>``, else ``<output>/rl/<env>-<UTC timestamp>`` (see :mod:`evalkit.runs`).
+
+    Without a ``run_name`` a resume continues the newest run of this environment that has
+    checkpoints; a run dir passed to ``--resume`` is used as it is.
+    """
+    if isinstance(resume, Path):
+        return resume
+    root = Path(output_dir) / "rl"
     if config.run_name:
         return root / config.run_name
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env[0].id.split("/")[-1]).strip("-") or "run"
-    if resume:
-        candidates = sorted(p for p in root.glob(f"{slug}-*") if (p / "checkpoints").is_dir()) if root.is_dir() else []
-        if not candidates:
-            raise UserError(f"--resume found no earlier run of '{slug}' under {root}; set run_name in the config")
-        return candidates[-1]
-    return root / f"{slug}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    slug = runs.env_slug(config.env[0].id)
+    if resume is None or resume is False:
+        return root / f"{slug}-{runs.timestamp()}"
+    found = runs.newest_run(root.glob(f"{slug}-*"), lambda p: (p / "checkpoints").is_dir()) if root.is_dir() else None
+    if found is None:
+        raise UserError(f"--resume found no earlier run of '{slug}' under {root}; set run_name in the config or pass --resume RUN_DIR")
+    return found
+
+
+RESUME_FIXED = ("model", "env")
+"""What a resumed RL run must keep (its checkpoints are of that model, trained on that environment)."""
+
+
+def _check_same_run(run_dir: Path, config: RLConfig) -> None:
+    from evalkit.tomlio import load_toml
+
+    saved_file = run_dir / "config.resolved.toml"
+    if saved_file.is_file():
+        runs.require_same(run_dir, load_toml(saved_file), config.model_dump(mode="json"), RESUME_FIXED,
+                          hint="resume with the same model and [[env]], or start a new run (another run_name)")
+
+
+def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
+    """The checkpoint step to continue from (None for a new run); refuses what cannot be resumed."""
+    max_steps = config.max_steps
+    from rl_backend.checkpoints import steps_in
+
+    if resume is None or resume is False:
+        if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
+            raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
+        return None
+    _check_same_run(run_dir, config)
+    available = steps_in(run_dir / "checkpoints")
+    if not available:
+        raise UserError(f"--resume: no checkpoints in {run_dir / 'checkpoints'}")
+    step = int(resume) if isinstance(resume, int) and resume is not True else available[-1]
+    if step >= max_steps:
+        raise UserError(f"--resume: checkpoint step {step} is already at max_steps ({max_steps}); raise max_steps")
+    return step
 
 
 def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
@@ -109,7 +154,12 @@ def _rows_jsonl(groups: list[list[Any]], batch: Any) -> str:
 
 
 class Trainer:
-    """Holds one run's pieces; ``run()`` goes from config to trained weights."""
+    """Holds one run's pieces; ``run()`` goes from config to trained weights.
+
+    Every coroutine of the run (training batches, the baseline, periodic evals) goes to one event
+    loop that lives as long as the trainer (:class:`evalkit.aio.LoopThread`), so the source's client
+    (an aiohttp session, the engine's batching queue) stays on one loop.
+    """
 
     def __init__(self, config: RLConfig, run_dir: Path, console: Console | None = None):
         self.config = config
@@ -118,6 +168,7 @@ class Trainer:
         self.eval_rewards: dict[int, float] = {}
         self._exported: set[int] = set()
         self._wandb: Any = None
+        self.loop: LoopThread | None = None
 
     # ----- setup ---------------------------------------------------------------------------------
     def setup(self, backend: str) -> None:
@@ -130,37 +181,52 @@ class Trainer:
 
         spec = self.config.env[0]
         self.env = load_environment(spec.id, spec.args)
+        if backend == "vllm" and getattr(self.env, "tool_schemas", None) and not self.config.inference.tool_call_parser:
+            raise ConfigError(
+                f"environment '{spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
+                "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
+            )
         self.train_rows = self.env.get_dataset(-1)
-        self.eval_rows = self.env.get_eval_dataset(self.config.eval.num_examples, seed=self.config.seed, shuffle=True)
         torch.manual_seed(self.config.seed)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.policy = Policy(self.config, device=device)
+        self.loop = LoopThread("rl-asyncio", initializer=_worker_threads if not self.config.trainer.on_policy else None)
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
-        self.collector = BatchCollector(self.config, self.env, self.train_rows, self.source)
+        self.collector = BatchCollector(self.config, self.env, self.train_rows, self.source, self.loop)
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
 
-    # ----- baseline ------------------------------------------------------------------------------
+    # ----- baseline and evals: eval run dirs inside the run -----------------------------------------
+    def run_eval(self, name: str, sampling: SamplingArgs, **settings: Any) -> Any:
+        """An eval of the current weights into ``<run>/<name>/`` (results.jsonl, metadata.json, the
+        summary), through the eval runner with the source's client on the run's loop. What an earlier
+        attempt left there (a run resumed from an older checkpoint) is replaced."""
+        from evalkit.eval.config import EvalConfig
+        from evalkit.eval.runner import arun_eval
+
+        if self.loop is None:
+            raise RuntimeError("Trainer.setup() must run first")
+        spec = self.config.env[0]
+        eval_dir = self.run_dir / name
+        shutil.rmtree(eval_dir, ignore_errors=True)
+        config = EvalConfig(
+            env_id=spec.id, env_args=spec.args, model=self.config.model, max_concurrent=self.config.max_concurrent,
+            system_prompt=self.config.system_prompt, sampling=sampling.to_dict(), shuffle=True,
+            output_dir=str(self.run_dir), run_dir=str(eval_dir), preflight=False, **settings,
+        )
+        return self.loop.run(arun_eval(config, client=self.source.client, env=self.env))
+
     def baseline(self) -> dict[str, Any]:
-        from rl_backend.baseline import refusal, run_baseline
+        """The baseline checks on training examples (``<run>/baseline/`` and ``baseline.json``)."""
+        from rl_backend.baseline import groups_of, refusal, summarize
 
         cfg = self.config.baseline
-        rows = self.env.get_dataset(cfg.num_examples, seed=self.config.seed + 1, shuffle=True)
         rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
         started = time.perf_counter()
-        with self.console.status(f"baseline: {len(rows)} examples x {rpe} rollouts ..."):
-            report = asyncio.run(
-                run_baseline(
-                    self.env,
-                    self.source.client,
-                    rows,
-                    rollouts_per_example=rpe,
-                    sampling=self.collector.sampling,
-                    max_concurrent=self.config.max_concurrent,
-                    system_prompt=self.config.system_prompt,
-                    config=cfg,
-                )
-            )
+        with self.console.status(f"baseline: {cfg.num_examples} examples x {rpe} rollouts ..."):
+            result = self.run_eval("baseline", self.collector.sampling, split="train", num_examples=cfg.num_examples,
+                                   rollouts_per_example=rpe, seed=self.config.seed + 1)
+        report = summarize(groups_of(result.states), cfg)
         data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
         write_text_atomic(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
         verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
@@ -174,28 +240,17 @@ class Trainer:
 
     # ----- evaluation / export at sync points ----------------------------------------------------
     def evaluate(self, step: int) -> float:
-        from evalkit.rollouts import run_groups
-
+        """Held-out eval of step ``step``'s weights into ``<run>/evals/step_N/``; returns the mean reward."""
         cfg = self.config.eval
         sampling = self.collector.sampling
         if cfg.temperature is not None:
             sampling = sampling.merged({"temperature": cfg.temperature})
-            sampling.temperature = cfg.temperature
         self.source.reseed(self.config.seed * 31 + 17)
-        groups = asyncio.run(
-            run_groups(
-                self.env,
-                self.source.client,
-                self.eval_rows,
-                rollouts_per_example=cfg.rollouts_per_example,
-                sampling=sampling,
-                max_concurrent=self.config.max_concurrent,
-                system_prompt=self.config.system_prompt,
-            )
-        )
-        rewards = [s.reward for g in groups for s in g]
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        result = self.run_eval(f"evals/step_{step}", sampling, num_examples=cfg.num_examples,
+                               rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
+        mean = float(result.summary["avg_reward"] or 0.0)
         self.eval_rewards[step] = mean
+        self.eval_examples = int(result.metadata["num_examples"])
         return mean
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
@@ -206,7 +261,7 @@ class Trainer:
         periodic = bool(cfg.eval.interval) and step > start_step and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             reward = self.evaluate(step)
-            self.console.print(f"eval step {step}: mean reward {reward:.3f} on {len(self.eval_rows)} held-out examples")
+            self.console.print(f"eval step {step}: mean reward {reward:.3f} on {self.eval_examples} held-out examples")
             self._append_metrics({"step": step, "eval_reward": reward})
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
         if step > start_step and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
@@ -316,11 +371,20 @@ class Trainer:
             handle.flush()
 
     def close(self) -> None:
+        """Close the client on its loop, then the source, the loop and W&B (each even if another fails)."""
         source = getattr(self, "source", None)
-        if source is not None:
-            source.close()
-        if self._wandb is not None:
-            self._wandb.finish()
+        try:
+            if source is not None and self.loop is not None:
+                self.loop.run(source.client.aclose())
+        finally:
+            try:
+                if source is not None:
+                    source.close()
+            finally:
+                if self.loop is not None:
+                    self.loop.close()
+                if self._wandb is not None:
+                    self._wandb.finish()
 
 
 def _split_threads(off_policy: bool) -> None:
@@ -371,50 +435,49 @@ def run(
     config: RLConfig,
     *,
     output_dir: Path,
-    resume: int | bool | None = None,
+    resume: Resume = None,
     skip_baseline: bool = False,
     dry_run: bool = False,
     console: Console | None = None,
 ) -> RunSummary | None:
-    """Plan, check, train. Returns ``None`` for a dry run."""
-    from rl_backend.checkpoints import load_checkpoint, steps_in
-
+    """Plan, check, train. Returns ``None`` for a dry run. The run dir is locked for the whole run."""
     console = console or Console(stderr=True)
-    run_dir = run_dir_for(config, output_dir, resume is not None and resume is not False)
+    run_dir = run_dir_for(config, output_dir, resume)
     backend = resolve_backend(config)
     if dry_run:
         out = Console()
         out.print(to_toml(config), markup=False, highlight=False)
         out.print("\n".join(["# plan", *plan_lines(config, run_dir, backend)]), markup=False, highlight=False)
         return None
-    start_step, cursor = 0, 0
-    resume_step: int | None = None
-    if resume is not None and resume is not False:
-        available = steps_in(run_dir / "checkpoints")
-        if not available:
-            raise UserError(f"--resume: no checkpoints in {run_dir / 'checkpoints'}")
-        resume_step = available[-1] if resume is True else int(resume)
-        if resume_step >= config.max_steps:
-            raise UserError(f"--resume: checkpoint step {resume_step} is already at max_steps ({config.max_steps}); raise max_steps")
-    elif (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
-        raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
-    for line in plan_lines(config, run_dir, backend):
-        console.print(line, markup=False, highlight=False)
-    trainer = Trainer(config, run_dir, console)
-    try:
-        trainer.setup(backend)
-        if resume_step is not None:
-            state = load_checkpoint(run_dir, resume_step, trainer.policy)
-            start_step, cursor = resume_step, int(state["cursor"])
-            trainer.eval_rewards = {int(k): v for k, v in state.get("eval_rewards", {}).items()}
-            _truncate_metrics(run_dir / "metrics.jsonl", resume_step)
-            console.print(f"resumed from checkpoint step {resume_step}")
-        elif config.baseline.enabled and not skip_baseline:
-            trainer.source.sync(trainer.policy, 0)
-            trainer.baseline()
-        last = trainer.train(start_step, cursor)
-    finally:
-        trainer.close()
+    if isinstance(resume, Path) and not (resume / "checkpoints").is_dir():
+        raise UserError(f"--resume: {resume} is not an RL run dir with checkpoints")
+    with runs.RunLock(run_dir):
+        step = resume_step(run_dir, resume, config)
+        write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
+        for line in plan_lines(config, run_dir, backend):
+            console.print(line, markup=False, highlight=False)
+        trainer = Trainer(config, run_dir, console)
+        try:
+            trainer.setup(backend)
+            last = _start_and_train(trainer, step, skip_baseline)
+        finally:
+            trainer.close()
     return RunSummary(run_dir=run_dir, steps_done=config.max_steps, last_metrics=last, eval_rewards=trainer.eval_rewards)
+
+
+def _start_and_train(trainer: Trainer, resume_from: int | None, skip_baseline: bool) -> dict[str, Any]:
+    """Restore a checkpoint (resume) or run the baseline checks (new run), then train."""
+    from rl_backend.checkpoints import load_checkpoint
+
+    config, run_dir = trainer.config, trainer.run_dir
+    start_step, cursor = 0, 0
+    if resume_from is not None:
+        state = load_checkpoint(run_dir, resume_from, trainer.policy)
+        start_step, cursor = resume_from, int(state["cursor"])
+        trainer.eval_rewards = {int(k): v for k, v in state.get("eval_rewards", {}).items()}
+        _truncate_metrics(run_dir / "metrics.jsonl", resume_from)
+        trainer.console.print(f"resumed from checkpoint step {resume_from}")
+    elif config.baseline.enabled and not skip_baseline:
+        trainer.source.sync(trainer.policy, 0)
+        trainer.baseline()
+    return trainer.train(start_step, cursor)

@@ -200,3 +200,17 @@ def test_shipped_eval_configs_load():
     for file in files:
         for cfg in load_eval_file(file):
             assert cfg.env_id and cfg.rollouts_per_example >= 1
+
+
+def test_zero_valued_sampling_settings_are_recorded_and_kept(tmp_path):
+    """Greedy (temperature 0) and seed 0 are settings: recorded, matched on resume, and passed on
+    (the RL trainer's greedy evals hand their sampling to the eval runner as a dict)."""
+    from evalkit.types import SamplingArgs
+
+    greedy = SamplingArgs(temperature=0.0, seed=0, logprobs=False)
+    assert greedy.to_dict() == {"temperature": 0.0, "seed": 0}
+    assert SamplingArgs.from_dict(greedy.to_dict()).temperature == 0.0
+    client = ScriptedClient(["a0"])
+    first = run_eval(config(tmp_path, sampling={"temperature": 0}), client=client, env=make_env())
+    assert first.metadata["sampling_args"] == {"temperature": 0}
+    assert client.requests[0]["sampling"].temperature == 0

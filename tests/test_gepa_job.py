@@ -236,7 +236,7 @@ def test_reflective_dataset_has_what_the_teacher_needs():
     from evalkit.types import RolloutState
     from gepa_cli.gepa_job.adapter import SystemPromptAdapter
 
-    adapter = SystemPromptAdapter([], None, None, None, None, state_columns=["guesses", "missing"])  # type: ignore[arg-type]
+    adapter = SystemPromptAdapter([], None, None, None, state_columns=["guesses", "missing"])  # type: ignore[arg-type]
     state = RolloutState(
         example_id=0,
         rollout_idx=0,

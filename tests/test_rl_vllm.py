@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.clients.openai_client import OpenAIClient
 from evalkit.errors import UserError
 from evalkit.types import SamplingArgs
 from rl_backend.config import RLConfig
@@ -114,6 +115,11 @@ def test_server_command_enables_lora_and_processed_logprobs(tmp_path):
     assert command[command.index("--logprobs-mode") + 1] == "processed_logprobs"
     assert command[command.index("--gpu-memory-utilization") + 1] == "0.4"
     assert command[command.index("--max-model-len") + 1] == "1024"
+    assert "--enable-auto-tool-choice" not in command
+    config = _config(8000)
+    config.inference.tool_call_parser = "hermes"
+    command = server_command(config, tmp_path)
+    assert "--enable-auto-tool-choice" in command and command[command.index("--tool-call-parser") + 1] == "hermes"
 
 
 def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
@@ -127,9 +133,11 @@ def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
     source = VLLMSource(_config(port), FakePolicy(), tmp_path, launch=launch, model_dir=tmp_path)
     process = source.server.process
     try:
+        assert isinstance(source.client, OpenAIClient)  # the project's HTTP client; only the server is vLLM-specific
         assert launched[0][1] == "True"
         source.sync(FakePolicy(), 0)
-        completion = asyncio.run(source.client.chat([{"role": "user", "content": "6*7?"}], SamplingArgs(max_tokens=4, temperature=1.0)))
+        sampling = source.sampling.merged(SamplingArgs(max_tokens=4, temperature=1.0))  # what the trainer sends
+        completion = asyncio.run(source.client.chat([{"role": "user", "content": "6*7?"}], sampling))
         assert completion.text == "42" and completion.completion_token_ids == [52, 50, 2]
         assert completion.logprobs == [-0.5, -0.25, -0.1] and completion.prompt_token_ids == [1, 2, 3]
         sent = server.calls[-1][1]
@@ -140,8 +148,12 @@ def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
         paths = [(path, body.get("lora_name")) for path, body in server.calls if "lora" in path]
         assert paths == [("/v1/load_lora_adapter", "step_1"), ("/v1/load_lora_adapter", "step_2"), ("/v1/unload_lora_adapter", "step_1")]
         assert not (tmp_path / "adapters" / "step_1").exists() and (tmp_path / "adapters" / "step_2").is_dir()
-        asyncio.run(source.client.chat([{"role": "user", "content": "x"}], SamplingArgs(max_tokens=4)))
-        assert server.calls[-1][1]["model"] == "step_2"
+        tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+        extra = SamplingArgs(max_tokens=4, stop=["</answer>"], seed=3, top_k=5, extra={"min_p": 0.1})
+        asyncio.run(source.client.chat([{"role": "user", "content": "x"}], source.sampling.merged(extra), tools))
+        sent = server.calls[-1][1]
+        assert sent["model"] == "step_2" and sent["tools"] == tools  # what the old vLLM-only client dropped now arrives
+        assert (sent["stop"], sent["seed"], sent["top_k"], sent["min_p"]) == (["</answer>"], 3, 5, 0.1)
     finally:
         source.close()
     assert process.poll() is not None  # the process we started was ended (by its PID)
@@ -189,3 +201,13 @@ def test_vllm_two_steps_on_gpu(tmp_path):
     summary = run(config, output_dir=tmp_path, skip_baseline=True)
     assert summary is not None and summary.last_metrics["step"] == 2
     assert (tmp_path / "rl" / "gpu" / "checkpoints" / "step_2" / "trainable" / "adapter_model.safetensors").is_file()
+
+
+def test_tool_environment_on_vllm_needs_a_tool_call_parser(tmp_path):
+    from evalkit.errors import ConfigError
+    from rl_backend.runner import Trainer
+
+    config = _config(_free_port())
+    config.env[0].id = "fact-search"
+    with pytest.raises(ConfigError, match="set inference.tool_call_parser"):
+        Trainer(config, tmp_path).setup("vllm")  # refused before any model or server starts

@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 class LocalClient:
     """In-process client over the batching engine."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None, engine: "Engine | None" = None):
+    def __init__(self, model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None,
+                 engine: "Engine | None" = None, seed: int | None = None):
         self.model = model
         self.base_url: str | None = None
         self._dtype = dtype
         self._max_batch = max_batch
         self._engine = engine
+        self._seed, self._count = seed, 0
         if engine is None:
             source = resolve_model(model)
             base = source if isinstance(source, GgufModel) else source.base if source.path is None else None
@@ -49,6 +51,12 @@ class LocalClient:
             self._engine = get_engine(self.model, dtype=self._dtype, max_batch=self._max_batch)
         return self._engine
 
+    def reseed(self, seed: int) -> None:
+        """Seed the requests that follow: the n-th one without a seed of its own gets one derived from
+        ``seed`` and ``n``, so a batch of rollouts is reproducible (RL resume) yet every request draws
+        differently. Without ``seed``/``reseed`` unseeded requests draw fresh randomness."""
+        self._seed, self._count = seed, 0
+
     async def load(self) -> None:
         """Load the engine now, off the event loop (otherwise the first ``chat`` does it)."""
         if self._engine is None:
@@ -61,6 +69,9 @@ class LocalClient:
         if self._engine is None:
             await self.load()
         engine = self.engine
+        if self._seed is not None and sampling.seed is None:
+            sampling = sampling.merged({"seed": self._seed * 100_003 + self._count})
+            self._count += 1
         try:
             prompt_ids = engine.encode_chat(messages, tools)
             result = await engine.generate(prompt_ids, sampling)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -73,6 +73,12 @@ class EvalConfig(BaseModel):
     """Run dirs go under ``<output_dir>/evals/``."""
     resume: str | None = None
     """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
+    run_dir: str | None = None
+    """Write into this folder instead of a new one under ``output_dir`` (the RL trainer's baseline and
+    periodic evals do); a run already there with the same settings is continued, others are refused."""
+    split: Literal["eval", "train"] = "eval"
+    """Which split to draw examples from: the eval split (falls back to train), or the training split
+    (the RL baseline checks the rows it will train on)."""
     max_retries: int = DEFAULT_MAX_RETRIES
     """Retries per model request (429/5xx/timeouts/bad bodies)."""
     timeout: float = DEFAULT_TIMEOUT_S

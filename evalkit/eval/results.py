@@ -1,6 +1,6 @@
-"""Run dirs, ``results.jsonl`` and ``metadata.json``: written so that a killed run can be resumed.
+"""An eval run dir's ``results.jsonl`` and ``metadata.json``: written so that a killed run can be resumed.
 
-Layout: ``<output_dir>/evals/<env-id>--<model, '/' -> '--'>/<run-id>/``.
+Where run dirs are, how they are named and locked: :mod:`evalkit.runs`.
 
 - ``results.jsonl`` is append-only; each finished group is written with a single ``write`` and a
   flush, so ``kill -9`` loses at most the groups in flight. A kill can still cut the last line in
@@ -13,47 +13,15 @@ Layout: ``<output_dir>/evals/<env-id>--<model, '/' -> '--'>/<run-id>/``.
 from __future__ import annotations
 
 import json
-import secrets
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from evalkit import runs
+from evalkit.runs import METADATA, read_metadata
+
+__all__ = ["METADATA", "RESULTS", "ResultsWriter", "newest_run_dir", "read_metadata", "read_rows"]
+
 RESULTS = "results.jsonl"
-METADATA = "metadata.json"
-# Keys that must agree for a run dir to be resumed with a given config.
-MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
-              "system_prompt_sha256", "seed", "shuffle")
-
-
-def model_slug(model: str) -> str:
-    return model.strip("/").replace("/", "--")
-
-
-def env_slug(env_id: str) -> str:
-    return Path(env_id).name if env_id.startswith((".", "/", "~")) else env_id.split("/")[-1]
-
-
-def runs_parent(output_dir: str | Path, env_id: str, model: str) -> Path:
-    return Path(output_dir) / "evals" / f"{env_slug(env_id)}--{model_slug(model)}"
-
-
-def new_run_dir(output_dir: str | Path, env_id: str, model: str, *, create: bool = True) -> Path:
-    """A fresh run dir named by UTC time plus a short random suffix (sortable, never colliding).
-
-    ``create=False`` only names it, so a run that fails before its first request leaves nothing.
-    """
-    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-    path = runs_parent(output_dir, env_id, model) / run_id
-    if create:
-        path.mkdir(parents=True, exist_ok=False)
-    return path
-
-
-def read_metadata(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((run_dir / METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def read_rows(run_dir: Path, *, repair: bool = False) -> list[dict[str, Any]]:
@@ -99,31 +67,6 @@ class ResultsWriter:
         self._handle.close()
 
 
-def find_resumable(output_dir: str | Path, env_id: str, model: str, identity: dict[str, Any]) -> Path | None:
-    """The newest incomplete run dir whose metadata matches ``identity`` on :data:`MATCH_KEYS`."""
-    parent = runs_parent(output_dir, env_id, model)
-    if not parent.is_dir():
-        return None
-    for run_dir in sorted((p for p in parent.iterdir() if p.is_dir()), reverse=True):
-        meta = read_metadata(run_dir)
-        if meta and meta.get("status") != "complete" and mismatches(meta, identity) == []:
-            return run_dir
-    return None
-
-
-def mismatches(meta: dict[str, Any], identity: dict[str, Any]) -> list[str]:
-    """Keys where a run dir's metadata disagrees with the config trying to resume it."""
-    return [key for key in MATCH_KEYS if _normal(meta.get(key)) != _normal(identity.get(key))]
-
-
-def _normal(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 def newest_run_dir(output_dir: str | Path = "outputs") -> Path | None:
-    """The most recently modified run dir holding a metadata.json (for `prime eval view`)."""
-    root = Path(output_dir) / "evals"
-    if not root.is_dir():
-        return None
-    candidates = [meta.parent for meta in root.glob(f"*/*/{METADATA}")]
-    return max(candidates, key=lambda p: (p / METADATA).stat().st_mtime, default=None)
+    """The newest eval run dir (by run id, i.e. start time) holding a metadata.json (for `prime eval view`)."""
+    return runs.newest_run(Path(output_dir).joinpath("evals").glob("*/*"), runs.has_metadata)

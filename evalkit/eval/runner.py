@@ -1,19 +1,23 @@
 """The eval engine: one :class:`EvalConfig` in, a run dir and an :class:`EvalResult` out.
 
-Library entry point for other parts (GEPA, RL baseline checks, scripts)::
+Every job that scores rollouts into a run dir goes through here: ``prime eval run``, the RL
+trainer's baseline checks and periodic evals (into ``<rl run>/baseline/`` and
+``<rl run>/evals/step_N/``), and any script::
 
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
     result = run_eval(EvalConfig(env_id="reverse-text", model="local/smollm2-135m", num_examples=10))
     result.summary["avg_reward"], result.run_dir, result.states
 
-Pass ``client=`` to reuse a client you already hold (it is then not closed here) and ``env=`` to
-reuse a loaded environment. Progress and output go to ``console`` only when one is given.
+Pass ``client=`` to reuse a client you already hold (it is then neither preflighted nor closed
+here) and ``env=`` to reuse a loaded environment. Progress goes to ``console`` only when one is given.
 
-Resumability: metadata.json (status ``incomplete``) is written before the first rollout, rows are
-appended per finished group, and a resumed run computes which ``(example_id, rollout_idx)`` pairs
-are missing and runs only those. The dataset selection is deterministic (``num_examples``,
-``seed``, ``shuffle``), so example ids mean the same thing across resumes.
+Three steps: :func:`evalkit.eval.plan.plan_eval` (examples, run dir, what is missing; no model, no
+writes), :func:`execute` (the missing rollouts through :func:`evalkit.rollouts.run_groups`, rows
+appended per finished group, a progress bar) and :class:`MetadataWriter` (metadata.json with the
+summary: ``incomplete`` before the first rollout, ``complete`` at the end). The run dir is locked
+(:class:`evalkit.runs.RunLock`) from the first write to the last and what is missing is re-read
+under the lock, so two resumes of one run never both run the same rollouts.
 """
 
 from __future__ import annotations
@@ -30,22 +34,18 @@ from rich.console import Console
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
 from evalkit.eval.config import EvalConfig
+from evalkit.eval.plan import EvalPlan, plan_eval
 from evalkit.eval.progress import EvalProgress
-from evalkit.eval.results import (
-    ResultsWriter,
-    find_resumable,
-    mismatches,
-    new_run_dir,
-    read_metadata,
-    read_rows,
-    METADATA,
-)
-from evalkit.fileio import write_json_atomic
+from evalkit.eval.results import METADATA, ResultsWriter
 from evalkit.eval.summary import summarize
+from evalkit.fileio import write_json_atomic
 from evalkit.rollouts import run_groups
-from evalkit.types import RolloutState, SamplingArgs
+from evalkit.runs import RunLock
+from evalkit.types import RolloutState
+
+SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_errors", "usage",
+                "reward_diversity")
 
 
 @dataclass
@@ -86,105 +86,116 @@ async def arun_eval(
     env: Environment | None = None,
     console: Console | None = None,
 ) -> EvalResult:
-    if env is None:
-        from evalkit.registry import load_environment
-
-        env = load_environment(config.env_id, config.env_args)
-    examples = env.get_eval_dataset(n=config.num_examples, seed=config.seed, shuffle=config.shuffle)
-    if not examples:
-        raise UserError(f"environment '{config.env_id}' has no examples to evaluate")
-    sampling = SamplingArgs.from_dict(config.sampling)
-    identity = _identity(config, sampling)
-    notes: list[str] = []
-    run_dir = _pick_run_dir(config, identity, notes)
-
-    existing = read_rows(run_dir, repair=True)
-    done: dict[int, set[int]] = {}
-    for row in existing:
-        done.setdefault(int(row["example_id"]), set()).add(int(row["rollout_idx"]))
-    missing = {
-        eid: [idx for idx in range(config.rollouts_per_example) if idx not in done.get(eid, set())]
-        for eid in range(len(examples))
-    }
-    missing = {eid: idxs for eid, idxs in missing.items() if idxs}
-    total = len(examples) * config.rollouts_per_example
-    previous = read_metadata(run_dir) or {}
-    prior_duration = float(previous.get("duration_s") or 0.0)
-
+    """Plan, then (when anything is missing) run it and write the run dir; see the module docstring."""
+    plan = plan_eval(config, env)
+    if not plan.missing:
+        with RunLock(plan.run_dir):
+            meta = MetadataWriter(plan, None).write("complete", [])
+        return _result(plan, [], [], meta)
     own_client = client is None
-    states: list[RolloutState] = []
-    new_rows: list[dict[str, Any]] = []
-    started = time.perf_counter()
-    meta_base = _metadata_base(config, env, sampling, identity, len(examples))
-    if previous.get("date"):  # a resumed run keeps the date it started
-        meta_base["date"] = previous["date"]
-
-    def finish(status: str, client_obj: ModelClient | None) -> dict[str, Any]:
-        rows = existing + new_rows
-        summary = summarize(rows, config.rollouts_per_example, config.pass_threshold)
-        meta = {
-            **meta_base,
-            "base_url": getattr(client_obj, "base_url", None) if client_obj is not None else previous.get("base_url"),
-            "client_model": getattr(client_obj, "model", None) if client_obj is not None else previous.get("client_model"),
-            **{k: summary[k] for k in ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold",
-                                        "num_errors", "usage", "reward_diversity")},
-            "num_rollouts": summary["num_rollouts"],
-            "duration_s": round(prior_duration + time.perf_counter() - started, 3),
-            "status": status,
-        }
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_dir / METADATA, meta)
-        return meta
-
-    if not missing:
-        meta = finish("complete", None)
-        return _result(config, run_dir, states, existing, meta, len(existing), notes)
-
     if client is None:
         client = build_client(config)
-    started = time.perf_counter()  # the run's time, not the client library's import
     try:
         if own_client and config.preflight:
             from evalkit.clients.factory import preflight
 
             await preflight(client)
-        finish("incomplete", client)
-        writer = ResultsWriter(run_dir)
-        progress = EvalProgress(total, total - sum(len(v) for v in missing.values()), description=env_label(config),
-                                console=console, enabled=console is not None)
-
-        def on_group(group: list[RolloutState]) -> None:
-            rows = [state.to_row(config.state_columns) for state in group]
-            writer.write_group(rows)
-            new_rows.extend(rows)
-            states.extend(group)
-            progress.add_group(group)
-
-        try:
-            with progress:
-                ids = sorted(missing)
-                await run_groups(
-                    env,
-                    client,
-                    [examples[eid] for eid in ids],
-                    example_ids=ids,
-                    rollouts_per_example=config.rollouts_per_example,
-                    sampling=sampling,
-                    max_concurrent=config.max_concurrent,
-                    system_prompt=config.system_prompt,
-                    rollout_indices=missing,
-                    on_group=on_group,
-                )
-        except BaseException:
-            writer.close()
-            finish("incomplete", client)
-            raise
-        writer.close()
-        meta = finish("complete", client)
+        with RunLock(plan.run_dir):
+            plan.refresh()  # what is missing now that no other process can write here
+            states, new_rows, meta = await execute(plan, client, console)
     finally:
         if own_client:
             await client.aclose()
-    return _result(config, run_dir, states, existing + new_rows, meta, len(existing), notes)
+    return _result(plan, states, new_rows, meta)
+
+
+async def execute(
+    plan: EvalPlan, client: ModelClient, console: Console | None = None
+) -> tuple[list[RolloutState], list[dict[str, Any]], dict[str, Any]]:
+    """Run the plan's missing rollouts into its run dir (the caller holds the lock).
+
+    Returns this invocation's states, their rows, and the final metadata. A failure or a
+    cancellation leaves metadata ``incomplete`` with every finished group's rows on disk.
+    """
+    config = plan.config
+    metadata = MetadataWriter(plan, client)
+    states: list[RolloutState] = []
+    new_rows: list[dict[str, Any]] = []
+    metadata.write("incomplete", new_rows)
+    writer = ResultsWriter(plan.run_dir)
+    progress = EvalProgress(plan.total, plan.total - plan.todo, description=env_label(config),
+                            console=console, enabled=console is not None)
+
+    def on_group(group: list[RolloutState]) -> None:
+        rows = [state.to_row(config.state_columns) for state in group]
+        writer.write_group(rows)
+        new_rows.extend(rows)
+        states.extend(group)
+        progress.add_group(group)
+
+    ids = sorted(plan.missing)
+    try:
+        with progress:
+            await run_groups(
+                plan.env, client, [plan.examples[eid] for eid in ids], example_ids=ids,
+                rollouts_per_example=config.rollouts_per_example, sampling=plan.sampling,
+                max_concurrent=config.max_concurrent, system_prompt=config.system_prompt,
+                rollout_indices=plan.missing, on_group=on_group,
+            )
+    except BaseException:
+        writer.close()
+        metadata.write("incomplete", new_rows)
+        raise
+    writer.close()
+    return states, new_rows, metadata.write("complete", new_rows)
+
+
+class MetadataWriter:
+    """Writes a plan's metadata.json: identity, settings, the summary of all rows, time spent, status.
+
+    Time counts from construction (after the client is built: the run's time, not a client
+    library's import) plus what earlier invocations of a resumed run recorded.
+    """
+
+    def __init__(self, plan: EvalPlan, client: ModelClient | None):
+        self.plan = plan
+        self.client = client
+        self.started = time.perf_counter()
+        self.base = {
+            **plan.identity,
+            "num_examples": len(plan.examples),
+            "effective_sampling_args": plan.env.sampling_args.merged(plan.sampling).to_dict(),
+            "state_columns": plan.config.state_columns,
+            "version": _version(),
+            # a resumed run keeps the date it started
+            "date": plan.previous.get("date") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+
+    def write(self, status: str, new_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        plan, client = self.plan, self.client
+        summary = summarize(plan.existing + new_rows, plan.config.rollouts_per_example, plan.config.pass_threshold)
+        prior = float(plan.previous.get("duration_s") or 0.0)
+        meta = {
+            **self.base,
+            "base_url": getattr(client, "base_url", None) if client is not None else plan.previous.get("base_url"),
+            "client_model": getattr(client, "model", None) if client is not None else plan.previous.get("client_model"),
+            **{key: summary[key] for key in SUMMARY_KEYS},
+            "num_rollouts": summary["num_rollouts"],
+            "duration_s": round(prior + time.perf_counter() - self.started, 3),
+            "status": status,
+        }
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(plan.run_dir / METADATA, meta)
+        return meta
+
+
+def _result(plan: EvalPlan, states: list[RolloutState], new_rows: list[dict[str, Any]],
+            meta: dict[str, Any]) -> EvalResult:
+    config = plan.config
+    rows = sorted(plan.existing + new_rows, key=lambda r: (r["example_id"], r["rollout_idx"]))
+    summary = summarize(rows, config.rollouts_per_example, config.pass_threshold)
+    return EvalResult(plan.run_dir, config, states, rows, summary, meta, meta["duration_s"], len(plan.existing),
+                      plan.notes)
 
 
 def build_client(config: EvalConfig) -> ModelClient:
@@ -196,63 +207,6 @@ def build_client(config: EvalConfig) -> ModelClient:
 
 def env_label(config: EvalConfig) -> str:
     return f"{Path(config.env_id).name if config.env_id.startswith(('.', '/')) else config.env_id} · {config.model_label}"
-
-
-def _result(config: EvalConfig, run_dir: Path, states: list[RolloutState], rows: list[dict[str, Any]],
-            meta: dict[str, Any], resumed: int, notes: list[str]) -> EvalResult:
-    rows = sorted(rows, key=lambda r: (r["example_id"], r["rollout_idx"]))
-    summary = summarize(rows, config.rollouts_per_example, config.pass_threshold)
-    return EvalResult(run_dir, config, states, rows, summary, meta, meta["duration_s"], resumed, notes)
-
-
-def _identity(config: EvalConfig, sampling: SamplingArgs) -> dict[str, Any]:
-    """What must match for a run dir to be resumed by this config."""
-    return {
-        "env_id": config.env_id,
-        "env_args": config.env_args,
-        "model": config.model_label,
-        "num_examples_requested": config.num_examples,
-        "rollouts_per_example": config.rollouts_per_example,
-        "sampling_args": sampling.to_dict(),
-        "system_prompt_sha256": config.system_prompt_sha256(),
-        "seed": config.seed,
-        "shuffle": config.shuffle,
-    }
-
-
-def _pick_run_dir(config: EvalConfig, identity: dict[str, Any], notes: list[str]) -> Path:
-    if config.resume is None:
-        return new_run_dir(config.output_dir, config.env_id, config.model_label, create=False)
-    if config.resume == "latest":
-        found = find_resumable(config.output_dir, config.env_id, config.model_label, identity)
-        if found is None:
-            notes.append("no incomplete run with these settings to resume; started a new one")
-            return new_run_dir(config.output_dir, config.env_id, config.model_label, create=False)
-        notes.append(f"resuming {found}")
-        return found
-    run_dir = Path(config.resume)
-    meta = read_metadata(run_dir)
-    if meta is None:
-        raise UserError(f"cannot resume {run_dir}: no readable metadata.json there (is it a run dir?)")
-    differ = mismatches(meta, identity)
-    if differ:
-        detail = ", ".join(f"{k}={meta.get(k)!r}" for k in differ)
-        raise UserError(f"cannot resume {run_dir}: it was run with different settings ({detail}); "
-                        "pass the same flags, or drop --resume to start a new run")
-    notes.append(f"resuming {run_dir}")
-    return run_dir
-
-
-def _metadata_base(config: EvalConfig, env: Environment, sampling: SamplingArgs, identity: dict[str, Any],
-                   num_examples: int) -> dict[str, Any]:
-    return {
-        **identity,
-        "num_examples": num_examples,
-        "effective_sampling_args": env.sampling_args.merged(sampling).to_dict(),
-        "state_columns": config.state_columns,
-        "version": _version(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
 
 
 def _version() -> str:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
-from typer.core import TyperCommand
 
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
+from gepa_cli.resume_option import LATEST, resume_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -35,29 +34,10 @@ Examples:
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
 """ + MODELS_EPILOG
 
-LATEST = "latest"
 RESUME_FLAGS = ("-R", "--resume")
 
 
-class _ResumeOptionalValue(TyperCommand):
-    """Lets ``-R/--resume`` take an optional RUN_DIR (click options need a value otherwise).
-
-    The token after ``-R`` is its value only when it is an existing folder; anything else (nothing,
-    another option, the env id) means "the newest incomplete matching run".
-    """
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for i, arg in enumerate(args):
-            fixed.append(arg)
-            if arg in RESUME_FLAGS:
-                following = args[i + 1] if i + 1 < len(args) else None
-                if following is None or not Path(following).is_dir():
-                    fixed.append(LATEST)
-        return super().parse_args(ctx, fixed)
-
-
-@app.command("run", epilog=RUN_EPILOG, cls=_ResumeOptionalValue)
+@app.command("run", epilog=RUN_EPILOG, cls=resume_command(RESUME_FLAGS))
 @user_errors
 def run(
     env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),

@@ -12,11 +12,16 @@ from typing import Any
 
 import typer
 
+from evalkit import runs
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.registry import parse_env_args, parse_json_object
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
+from gepa_cli.resume_option import LATEST, resume_command
+
+RESUME_FLAGS = ("--resume",)
+ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
@@ -38,13 +43,11 @@ EXAMPLES = """
 """
 
 
-@app.command("run", epilog=EXAMPLES + MODELS_EPILOG)
+@app.command("run", epilog=EXAMPLES + MODELS_EPILOG, cls=resume_command(RESUME_FLAGS))
 @user_errors
 def run(
-    env_or_config: str = typer.Argument(
-        ..., help="Environment id, a GEPA TOML config (configs/gepa/*.toml), or with --resume a run directory."
-    ),
-    resume_dir: str = typer.Argument(None, metavar="[RUN_DIR]", help="With --resume: the run directory to continue."),
+    env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
+    stray: str = typer.Argument(None, hidden=True),
     model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts. " + MODEL_HELP),
     reflection_model: str = typer.Option(
         None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt; any model -m accepts [default: -m]."
@@ -69,8 +72,9 @@ def run(
     env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
     seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
     run_dir: str = typer.Option(None, "-o", "--run-dir", help="Run directory [default: outputs/gepa/ENV--MODEL/RUN_ID/]."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue a killed run: RUN_DIR if given, else the newest of this env+model."
+    resume: str = typer.Option(
+        None, "--resume", metavar="[RUN_DIR]", show_default=False,
+        help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
 ) -> None:
@@ -105,7 +109,7 @@ def run(
         "seed": seed,
         "run_dir": run_dir,
     }
-    target = _resume_target(env_or_config, resume_dir, resume)
+    target = _resume_target(env_or_config, stray, resume)
     fields, source = _base_fields(env_or_config, env_args, None if target is True else target)
     fields.update({key: value for key, value in flags.items() if value is not None})
     if target is True:
@@ -120,7 +124,7 @@ def run(
     _print_summary(outcome, config)
 
 
-def _base_fields(env_or_config: str, env_args: str | None, resume: str | bool | None) -> tuple[dict[str, Any], str]:
+def _base_fields(env_or_config: str | None, env_args: str | None, resume: str | bool | None) -> tuple[dict[str, Any], str]:
     """Fields from a resumed run's saved config, the TOML, or the env id; flags are laid over them."""
     from gepa_cli.gepa_job.config import load_gepa_toml, toml_to_job_fields
     from gepa_cli.gepa_job.runner import saved_config
@@ -129,6 +133,8 @@ def _base_fields(env_or_config: str, env_args: str | None, resume: str | bool | 
         if not (Path(resume) / "metadata.json").is_file():
             raise UserError(f"--resume: {resume} is not a GEPA run directory (no metadata.json)")
         return saved_config(Path(resume)), f"{resume}/metadata.json"
+    if env_or_config is None:
+        raise UserError("give an environment id or a GEPA TOML config (or --resume RUN_DIR to continue a run)")
     if env_or_config.endswith(".toml"):
         parsed, base_dir = load_gepa_toml(env_or_config)
         fields = toml_to_job_fields(parsed, base_dir)
@@ -145,12 +151,13 @@ RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed
 def _latest_run(fields: dict[str, Any]) -> str:
     from evalkit.clients.spec import DEFAULT_MODEL
     from gepa_cli.gepa_job.config import EnvSpec
-    from gepa_cli.gepa_job.outputs import latest_run_dir
+    from gepa_cli.gepa_job.runner import latest_run_dir
 
-    label = "+".join(EnvSpec(**spec).id.rstrip("/").split("/")[-1] for spec in fields["envs"])
+    env_ids = [EnvSpec(**spec).id for spec in fields["envs"]]
+    label = "+".join(runs.env_slug(env_id) for env_id in env_ids)
     model = fields.get("model") or DEFAULT_MODEL
     output_root = fields.get("output_root") or "outputs"
-    found = latest_run_dir(output_root, label, model)
+    found = latest_run_dir(output_root, env_ids, model)
     if found is None:
         raise UserError(f"--resume: no earlier run of {label} with {model} under {output_root}/gepa/; pass the run directory")
     return str(found)
@@ -160,7 +167,7 @@ def _check_resume_unchanged(fields: dict[str, Any], source: str) -> None:
     from gepa_cli.gepa_job.runner import saved_config
 
     saved = saved_config(Path(source).parent)
-    changed = [key for key in RESUME_FIXED if key in fields and key in saved and fields[key] != saved[key]]
+    changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
     if changed:
         raise UserError(
             f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
@@ -168,15 +175,22 @@ def _check_resume_unchanged(fields: dict[str, Any], source: str) -> None:
         )
 
 
-def _resume_target(env_or_config: str, resume_dir: str | None, resume: bool) -> str | bool | None:
-    """``--resume RUN_DIR`` (the dir may take the first positional's place), or ``True`` for the newest run."""
-    if resume_dir is not None and not resume:
-        raise UserError(f"unexpected extra argument '{resume_dir}'; to continue a run use --resume {resume_dir}")
-    if not resume:
+def _resume_target(env_or_config: str | None, stray: str | None, resume: str | None) -> str | bool | None:
+    """The run dir to continue, ``True`` for the newest run of this env+model, or None for a new run.
+
+    ``--resume RUN_DIR`` gets the folder as its value (see :mod:`gepa_cli.resume_option`); a path
+    that is not a folder lands after the positional instead and is still taken as the run to resume
+    (so the error names it). Without ``--resume`` a second positional is a mistake.
+    """
+    if resume is None:
+        if stray is not None:
+            raise UserError(f"unexpected extra argument '{stray}'; to continue a run use --resume {stray}")
         return None
-    if resume_dir is not None:
-        return resume_dir
-    if (Path(env_or_config) / "metadata.json").is_file():
+    if resume != LATEST:
+        return resume
+    if stray is not None:
+        return stray
+    if env_or_config is not None and (Path(env_or_config) / "metadata.json").is_file():
         return env_or_config
     return True
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from gepa_cli.errors import user_errors
+from gepa_cli.resume_option import LATEST, is_step_or_folder, resume_command
 
 app = typer.Typer(help="Baseline checks, then RL fine-tuning.", no_args_is_help=True)
 
@@ -22,15 +23,21 @@ Examples:
 
     prime rl run configs/rl/arithmetic.toml --run-name try1 --resume
 
+    prime rl run configs/rl/arithmetic.toml --resume 20            # from checkpoint step 20
+
+    prime rl run configs/rl/arithmetic.toml --resume outputs/rl/arithmetic-20260101-120000
+
 Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`, `--sampling.max_tokens 64`).
 Outputs go to OUTPUT_DIR/rl/RUN_NAME/: config.resolved.toml, baseline.json, metrics.jsonl, rollouts/,
-checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`).
+checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`); the baseline checks and
+periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval view` reads them).
 """
 
 
 @app.command(
     "run",
     help=RUN_HELP,
+    cls=resume_command(("--resume",), is_step_or_folder),
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 @user_errors
@@ -38,9 +45,10 @@ def run(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and the plan, then exit."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue from the newest checkpoint; `--resume STEP` (right after the config) from that step.",
-        show_default=False,
+    resume: str = typer.Option(
+        None, "--resume", metavar="[STEP|RUN_DIR]", show_default=False,
+        help="Continue a run: no value for the newest checkpoint of the config's run, STEP for that checkpoint, "
+        "or RUN_DIR (its newest checkpoint).",
     ),
     skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
@@ -48,10 +56,8 @@ def run(
     from rl_backend.config import load_rl_config
     from rl_backend.runner import run as run_rl
 
-    extra = list(ctx.args)
-    resume_arg = _resume_value(resume, extra)
-    cfg = load_rl_config(config, extra)
-    summary = run_rl(cfg, output_dir=output_dir, resume=resume_arg, skip_baseline=skip_baseline, dry_run=dry_run)
+    cfg = load_rl_config(config, list(ctx.args))
+    summary = run_rl(cfg, output_dir=output_dir, resume=_resume_value(resume), skip_baseline=skip_baseline, dry_run=dry_run)
     if summary is None:
         return
     from rich.console import Console
@@ -68,25 +74,12 @@ def run(
         console.print(f"  weights: {weights[-1]}  (prime eval run ENV -m {weights[-1]})")
 
 
-def _resume_value(resume: bool, extra: list[str]) -> int | bool | None:
-    """``--resume`` alone means the newest checkpoint; ``--resume 12`` that step.
-
-    Click has no optional-value options, so ``--resume`` is a flag and a bare number among the
-    extra arguments (where click leaves surplus positionals) is its STEP.
-    """
-    from evalkit.errors import UserError
-
-    steps = [arg for arg in extra if arg.isdigit() and not _is_override_value(extra, arg)]
-    if not resume:
-        if steps:
-            raise UserError(f"unexpected argument '{steps[0]}'; overrides look like --trainer.lr 5e-6")
+def _resume_value(resume: str | None) -> bool | int | Path | None:
+    """``--resume`` alone: the newest checkpoint (True); ``--resume 12``: step 12; ``--resume DIR``: that run."""
+    if resume is None:
         return None
-    if not steps:
+    if resume == LATEST:
         return True
-    extra.remove(steps[0])
-    return int(steps[0])
-
-
-def _is_override_value(extra: list[str], arg: str) -> bool:
-    index = extra.index(arg)
-    return index > 0 and extra[index - 1].startswith("--") and "=" not in extra[index - 1]
+    if resume.isdigit():
+        return int(resume)
+    return Path(resume).expanduser()

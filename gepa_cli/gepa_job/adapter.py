@@ -8,12 +8,12 @@ Contract with the library (``gepa.core.adapter.GEPAAdapter``):
   an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing.
 * ``make_reflective_dataset`` gives the teacher, per example: query, completion, expected answer,
   reward, error and the chosen ``state_columns``.
-* ``propose_new_texts`` asks the :class:`ReflectionLM` (gepa's instruction-proposal prompt, our
-  client, our retry and format rules). Its failure is recorded in ``fatal`` and re-raised, because
-  the library would swallow it; the runner's ``FatalStopper`` ends the loop and the run fails.
+* Proposals do not come from here: the adapter's ``propose_new_texts`` is ``None`` and the runner
+  hands :class:`~gepa_cli.gepa_job.reflection.Proposer` to ``gepa.optimize`` as its
+  ``custom_candidate_proposer`` (the library's extension point for custom proposals).
 * On ``--resume`` the library re-evaluates the seed on the validation set before it loads its saved
-  state, then throws that result away. ``replay_seed`` answers that one call from the saved scores
-  without a rollout, so resuming costs nothing and the budget stays honest.
+  state, then throws that result away. ``replay_seed`` (the saved seed candidate and its validation
+  scores) answers that one call without a rollout, so resuming costs nothing and the budget stays honest.
 """
 
 from __future__ import annotations
@@ -23,22 +23,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
-from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
+from evalkit.aio import LoopThread
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.rollouts import run_groups
 from evalkit.types import RolloutState, SamplingArgs
 from gepa_cli.gepa_job.budget import RolloutBudget
 from gepa_cli.gepa_job.data import Example
-from gepa_cli.gepa_job.loop import LoopThread
-from gepa_cli.gepa_job.reflection import ReflectionLM
 
 COMPONENT = "system_prompt"
 
 
 class SystemPromptAdapter:
-    """Scores system prompts on environment rollouts; proposes new ones through the teacher."""
+    """Scores system prompts on environment rollouts and tells the teacher what happened."""
+
+    propose_new_texts = None
+    """gepa's protocol attribute; ``None`` because proposals come through ``custom_candidate_proposer``."""
 
     def __init__(
         self,
@@ -46,24 +47,22 @@ class SystemPromptAdapter:
         client: ModelClient,
         loop: LoopThread,
         budget: RolloutBudget,
-        reflection: ReflectionLM,
         *,
         sampling: SamplingArgs | None = None,
         max_concurrent: int = 32,
         state_columns: Sequence[str] = (),
         on_rollouts: Callable[[int, float], None] | None = None,
+        replay_seed: tuple[dict[str, str], dict[int, float]] | None = None,
     ):
         self.envs = envs
         self.client = client
         self.loop = loop
         self.budget = budget
-        self.reflection = reflection
         self.sampling = sampling
         self.max_concurrent = max_concurrent
         self.state_columns = list(state_columns)
         self.on_rollouts = on_rollouts
-        self.fatal: BaseException | None = None
-        self.replay_seed: tuple[dict[str, str], dict[int, float]] | None = None
+        self._replay_seed = replay_seed
         self.discovered_at_calls: dict[int, int] = {}
         """Candidate index -> rollouts spent when its validation pass finished (persisted in gepa's state)."""
 
@@ -74,29 +73,6 @@ class SystemPromptAdapter:
     def set_adapter_state(self, saved: dict[str, Any] | None) -> None:
         found = (saved or {}).get("discovered_at_calls", {})
         self.discovered_at_calls.update({int(k): int(v) for k, v in found.items()})
-
-    # gepa looks this attribute up to decide who proposes; a bound method means "the adapter does".
-    def propose_new_texts(
-        self,
-        candidate: dict[str, str],
-        reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
-        components_to_update: list[str],
-    ) -> dict[str, str]:
-        if self.fatal is not None:  # the library retries a failed proposal once more; don't ask again
-            raise self.fatal
-        new_texts: dict[str, str] = {}
-        for name in components_to_update:
-            prompt = InstructionProposalSignature.prompt_renderer(
-                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name])}
-            )
-            if not isinstance(prompt, str):  # only image records render to a message list; ours are text
-                raise TypeError("reflection prompt rendered to a message list; records must be text")
-            try:
-                new_texts[name], _raw = self.reflection.propose(prompt)
-            except Exception as exc:
-                self.fatal = exc
-                raise
-        return new_texts
 
     def evaluate(
         self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
@@ -146,12 +122,12 @@ class SystemPromptAdapter:
         return [s for s in states if s is not None]
 
     def _replay(self, batch: list[Example], candidate: dict[str, str]) -> EvaluationBatch | None:
-        if self.replay_seed is None:
+        if self._replay_seed is None:
             return None
-        seed, scores = self.replay_seed
+        seed, scores = self._replay_seed
         if candidate != seed or any(ex.split != "val" or ex.uid not in scores for ex in batch):
             return None
-        self.replay_seed = None
+        self._replay_seed = None  # answered once: the library asks this only at the start
         return EvaluationBatch(
             outputs=[{"example_id": ex.uid, "replayed": True} for ex in batch],
             scores=[float(scores[ex.uid]) for ex in batch],

@@ -86,7 +86,7 @@ class PerfectScoreStopper:
 
 
 class FatalStopper:
-    """Stop when the adapter recorded an error the library would otherwise swallow (e.g. reflection)."""
+    """Stop when the holder (the proposer) recorded an error the library would otherwise swallow."""
 
     def __init__(self, holder: Any):
         self.holder = holder

@@ -160,7 +160,9 @@ class GepaJobConfig(BaseModel):
 
     @property
     def env_label(self) -> str:
-        return "+".join(spec.id.rstrip("/").split("/")[-1] for spec in self.envs)
+        from evalkit.runs import env_slug
+
+        return "+".join(env_slug(spec.id) for spec in self.envs)
 
 
 def load_gepa_toml(path: str | Path) -> tuple[GepaToml, Path]:

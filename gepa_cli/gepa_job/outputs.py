@@ -1,4 +1,6 @@
-"""The run directory: where it is, and the files a person (or ``prime eval``) reads afterwards.
+"""The files of a GEPA run dir that a person (or ``prime eval``) reads afterwards.
+
+Where run dirs are and how they are named and locked: :mod:`evalkit.runs`.
 
 Everything here is derived from the library's state plus our own counters, and every file is
 written atomically (temp + rename), so a run killed at any moment leaves either the previous or the
@@ -11,38 +13,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
-import time
 from pathlib import Path
 from typing import Any
 
-from evalkit.eval.results import model_slug
 from evalkit.fileio import write_text_atomic
 from gepa_cli.gepa_job.adapter import COMPONENT
 
 STATE_SUBDIR = "state"
 """The library's own run dir (``gepa_state.bin``, its logs) inside ours, kept apart from our files."""
-
-
-def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-") or "x"
-
-
-def new_run_dir(output_root: str | Path, env_label: str, model: str) -> Path:
-    """``<output>/gepa/<env>--<model>/<run-id>/`` with a sortable, collision-free run id."""
-    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model_slug(model))}"
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    for suffix in ["", *(f"-{i}" for i in range(2, 100))]:
-        candidate = parent / f"{stamp}{suffix}"
-        if not candidate.exists():
-            return candidate
-    raise RuntimeError(f"cannot find a free run directory under {parent}")
-
-
-def latest_run_dir(output_root: str | Path, env_label: str, model: str) -> Path | None:
-    parent = Path(output_root) / "gepa" / f"{safe_name(env_label)}--{safe_name(model_slug(model))}"
-    runs = sorted(p for p in parent.glob("*") if (p / "metadata.json").is_file()) if parent.is_dir() else []
-    return runs[-1] if runs else None
 
 
 def mean(values: list[float]) -> float:

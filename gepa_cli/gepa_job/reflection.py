@@ -17,12 +17,15 @@ proposal, scored on a minibatch and the validation set before it can replace any
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+from evalkit.aio import LoopThread
 from evalkit.clients.base import ModelClient
 from evalkit.errors import ModelCallError
 from evalkit.types import SamplingArgs
-from gepa_cli.gepa_job.loop import LoopThread
 
 _CLOSED_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_BLOCK = re.compile(r"```[^\n`]*\n(.*)\Z", re.DOTALL)
@@ -112,3 +115,40 @@ class ReflectionLM:
             f"reflection model '{self.client.model}' gave no usable proposal in {self.attempts} attempts "
             f"(last: {problem}); check that it is reachable and follows instructions, or pick a stronger -M"
         )
+
+
+class Proposer:
+    """gepa's ``custom_candidate_proposer``: new component texts from the teacher.
+
+    The prompt is gepa's own instruction-proposal prompt (current text plus the reflective dataset);
+    the request, retries and format rules are :class:`ReflectionLM`'s. The library catches a failing
+    proposal, logs it and goes on, so a failure is kept in ``fatal`` and re-raised: the runner's
+    ``FatalStopper`` reads ``fatal`` and ends the loop, and the run fails with that error. Once
+    failed, later calls (the library retries a proposal) re-raise at once without asking again.
+    """
+
+    def __init__(self, reflection: ReflectionLM):
+        self.reflection = reflection
+        self.fatal: BaseException | None = None
+
+    def __call__(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Mapping[str, Sequence[Mapping[str, Any]]],
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        if self.fatal is not None:
+            raise self.fatal
+        new_texts: dict[str, str] = {}
+        for name in components_to_update:
+            prompt = InstructionProposalSignature.prompt_renderer(
+                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name])}
+            )
+            if not isinstance(prompt, str):  # only image records render to a message list; ours are text
+                raise TypeError("reflection prompt rendered to a message list; records must be text")
+            try:
+                new_texts[name], _raw = self.reflection.propose(prompt)
+            except Exception as exc:
+                self.fatal = exc
+                raise
+        return new_texts

@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
+from evalkit import runs
 from evalkit.clients.base import ModelClient
 from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
@@ -29,9 +30,9 @@ from gepa_cli.gepa_job.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.gepa_job.budget import BudgetExceeded, BudgetStopper, FatalStopper, PerfectScoreStopper, RolloutBudget
 from gepa_cli.gepa_job.config import GepaJobConfig
 from gepa_cli.gepa_job.data import build_examples
-from gepa_cli.gepa_job.loop import LoopThread
+from evalkit.aio import LoopThread
 from gepa_cli.gepa_job.progress import FileLogger, ProgressReporter
-from gepa_cli.gepa_job.reflection import ReflectionError, ReflectionLM
+from gepa_cli.gepa_job.reflection import Proposer, ReflectionError, ReflectionLM
 
 
 @dataclass
@@ -95,15 +96,22 @@ async def _preflight(client: ModelClient) -> None:
     await preflight(client)
 
 
+def runs_parent(output_root: str | Path, env_ids: list[str], model: str) -> Path:
+    """``<output_root>/gepa/<env>--<model>``: where this env+model's GEPA runs go."""
+    return runs.runs_parent(output_root, "gepa", env_ids, model)
+
+
+def latest_run_dir(output_root: str | Path, env_ids: list[str], model: str) -> Path | None:
+    """The newest GEPA run of these environments with this model (what a bare ``--resume`` continues)."""
+    return runs.newest_in(runs_parent(output_root, env_ids, model), runs.has_metadata)
+
+
 def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> tuple[Path, bool]:
     """The run directory and whether it resumes; ``resume=True`` means the newest run of this env+model."""
+    env_ids = [spec.id for spec in config.envs]
     if resume:
         if resume is True or resume == "latest":
-            found = (
-                Path(config.run_dir)
-                if config.run_dir
-                else outputs.latest_run_dir(config.output_root, config.env_label, config.model)
-            )
+            found = Path(config.run_dir) if config.run_dir else latest_run_dir(config.output_root, env_ids, config.model)
             if found is None:
                 raise UserError(
                     f"--resume: no earlier run of {config.env_label} with {config.model} under "
@@ -111,11 +119,11 @@ def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> 
                 )
         else:
             found = Path(str(resume))
-        if not (found / "metadata.json").is_file():
+        if not runs.has_metadata(found):
             raise UserError(f"--resume: {found} is not a GEPA run directory (no metadata.json)")
         return found, True
-    run_dir = Path(config.run_dir) if config.run_dir else outputs.new_run_dir(config.output_root, config.env_label, config.model)
-    if (run_dir / "metadata.json").exists():
+    run_dir = Path(config.run_dir) if config.run_dir else runs.new_run_dir(runs_parent(config.output_root, env_ids, config.model))
+    if runs.has_metadata(run_dir):
         # even a run killed before its first save has spent rollouts; only --resume may add to its count
         raise UserError(f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o")
     return run_dir, False
@@ -145,28 +153,29 @@ def run_gepa(
     if config.max_calls < len(val):
         raise UserError(f"--max-calls {config.max_calls} cannot pay for one validation pass; the minimum is {len(val)}")
     run_dir, resuming = resolve_run_dir(config, resume)
-    console.print(
-        f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
-        f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
-        + (f" · resuming {run_dir}" if resuming else ""),
-        highlight=False,
-    )
-    job = _Job(config, envs, run_dir, resuming, console, verbose)
-    status, error = "failed", None
-    try:
-        status = job.optimize(train, val, clients, show_progress)
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    except ReflectionError as exc:
-        error = exc
-        raise UserError(str(exc)) from None
-    except Exception as exc:
-        error = exc
-        raise
-    finally:
-        job.finish(status, error)
-    return job.outcome(status)
+    with runs.RunLock(run_dir):  # one process per run dir, for the whole run
+        console.print(
+            f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
+            f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
+            + (f" · resuming {run_dir}" if resuming else ""),
+            highlight=False,
+        )
+        job = _Job(config, envs, run_dir, resuming, console, verbose)
+        status, error = "failed", None
+        try:
+            status = job.optimize(train, val, clients, show_progress)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        except ReflectionError as exc:
+            error = exc
+            raise UserError(str(exc)) from None
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            job.finish(status, error)
+        return job.outcome(status)
 
 
 class _Job:
@@ -192,19 +201,9 @@ class _Job:
         import gepa
 
         config = self.config
-        if clients is None:
-            clients = open_clients(config)
-            self.owned_clients = list(dict.fromkeys(clients))
-        for client in dict.fromkeys(clients):
-            self.loop.run(_preflight(client))
-        adapter = self._adapter(*clients)
-        self.tracker = _StateTracker(self.run_dir, adapter)
-        seed_prompt = _seed_prompt(self.envs)
-        saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None:
-            if saved_state.program_candidates[0] != {COMPONENT: seed_prompt}:
-                raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
-            adapter.replay_seed = (saved_state.program_candidates[0], dict(saved_state.prog_candidate_val_subscores[0]))
+        task, teacher = self._open(clients)
+        saved_state = self._saved_state()
+        proposer = Proposer(self._reflection(teacher))
         perfect = PerfectScoreStopper(config.perfect_score)
         budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
         self.logger.log(
@@ -212,19 +211,21 @@ class _Job:
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
         )
         with ProgressReporter(self.console, self.budget, enabled=show_progress) as progress:
-            adapter.on_rollouts = progress.on_rollouts
+            adapter = self._adapter(task, progress.on_rollouts, saved_state)
+            self.tracker = _StateTracker(self.run_dir, adapter)
             if saved_state is not None:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate={COMPONENT: seed_prompt},
+                    seed_candidate={COMPONENT: _seed_prompt(self.envs)},
                     trainset=train,
                     valset=val,
                     adapter=adapter,
+                    custom_candidate_proposer=proposer,
                     reflection_minibatch_size=config.minibatch_size,
                     perfect_score=config.perfect_score,
                     skip_perfect_score=True,
-                    stop_callbacks=[FatalStopper(adapter), perfect, budget_stop],
+                    stop_callbacks=[FatalStopper(proposer), perfect, budget_stop],
                     logger=self.logger,
                     run_dir=str(self.state_dir),
                     callbacks=[progress, self.tracker],
@@ -234,15 +235,31 @@ class _Job:
                 )
             except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
                 self.logger.log(f"evaluation refused: {exc}")
-        if adapter.fatal is not None:
-            raise adapter.fatal
+        if proposer.fatal is not None:
+            raise proposer.fatal
         if perfect.reached:
             return "perfect_score"
         return "budget_exhausted" if budget_stop(None) else "stopped"
 
-    def _adapter(self, task: ModelClient, teacher: ModelClient) -> SystemPromptAdapter:
+    def _open(self, clients: tuple[ModelClient, ModelClient] | None) -> tuple[ModelClient, ModelClient]:
+        """The task and teacher clients (opened here unless given), each preflighted once."""
+        if clients is None:
+            clients = open_clients(self.config)
+            self.owned_clients = list(dict.fromkeys(clients))
+        for client in dict.fromkeys(clients):
+            self.loop.run(_preflight(client))
+        return clients
+
+    def _saved_state(self) -> Any:
+        """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
+        saved_state = _try_load_state(self.state_dir) if self.resuming else None
+        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs)}:
+            raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
+        return saved_state
+
+    def _reflection(self, teacher: ModelClient) -> ReflectionLM:
         config = self.config
-        reflection = ReflectionLM(
+        return ReflectionLM(
             teacher,
             self.loop,
             SamplingArgs.from_dict(config.teacher_sampling),
@@ -251,15 +268,22 @@ class _Job:
             log=self.logger.log,
             open_block_first=is_embedded(config.teacher_spec()),
         )
+
+    def _adapter(self, task: ModelClient, on_rollouts: Any, saved_state: Any) -> SystemPromptAdapter:
+        config = self.config
+        replay = None
+        if saved_state is not None:  # the library re-scores the seed on resume; answer from the saved scores
+            replay = (saved_state.program_candidates[0], dict(saved_state.prog_candidate_val_subscores[0]))
         return SystemPromptAdapter(
             self.envs,
             task,
             self.loop,
             self.budget,
-            reflection,
             sampling=SamplingArgs.from_dict(config.sampling),
             max_concurrent=config.max_concurrent,
             state_columns=config.state_columns,
+            on_rollouts=on_rollouts,
+            replay_seed=replay,
         )
 
     def finish(self, status: str, error: BaseException | None) -> None:

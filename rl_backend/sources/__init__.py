@@ -1,6 +1,7 @@
-"""Where training rollouts come from: an in-process torch engine or a vLLM server.
+"""What is specific to each rollout backend: weight sync and export (requests go through evalkit's clients).
 
-Both implement :class:`rl_backend.sources.base.RolloutSource`.
+The in-process engine (:mod:`.engine_source`), the HF-forward sampler (:mod:`.torch_source`) and a
+vLLM server (:mod:`.vllm_source`) all implement :class:`rl_backend.sources.base.RolloutSource`.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.clients.local import to_completion
 from evalkit.errors import ModelCallError
-from evalkit.types import Completion, Message, SamplingArgs, Usage
+from evalkit.model.requests import GenerationResult
+from evalkit.types import Completion, Message, SamplingArgs
 
 
 GREEDY_BELOW = 1e-4
@@ -54,7 +56,10 @@ class TorchSampler:
         self.generator.manual_seed(seed)
 
     def encode_chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+        """The engine's prompt rendering (tools described in the system prompt), so tool calls read alike."""
+        from evalkit.model.chat_format import render_messages
+
+        text = self.tokenizer.apply_chat_template(render_messages(messages, tools), tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def generate(
@@ -148,7 +153,7 @@ class TorchClient:
         self.base_url: str | None = None
         self._pending: list[_Request] = []
         self._flushing: asyncio.Task | None = None
-        """The batching task of the current event loop (each generation runs in a fresh loop)."""
+        """The batching task of the event loop the requests come from (the run's one loop)."""
 
     async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
         prompt_ids = self.sampler.encode_chat(messages, tools)
@@ -168,14 +173,8 @@ class TorchClient:
         text = self.sampler.tokenizer.decode(
             [t for t in completion_ids if t not in self.sampler.eos_ids], skip_special_tokens=True
         )
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            usage=Usage(input_tokens=len(prompt_ids), output_tokens=len(completion_ids)),
-            prompt_token_ids=prompt_ids,
-            completion_token_ids=completion_ids,
-            logprobs=logprobs,
-        )
+        result = GenerationResult(text, finish, prompt_ids, completion_ids, logprobs)
+        return to_completion(result, tools_given=bool(tools))  # the embedded client's tool-call parsing
 
     async def _flush(self) -> None:
         for _ in range(3):  # let every rollout launched in the same tick enqueue first
@@ -215,6 +214,7 @@ class TorchSource:
         base = policy.merged_copy()
         self.sampler = TorchSampler(base, policy.tokenizer, seed=seed, max_batch_size=max_batch_size)
         self.client = TorchClient(self.sampler, model_name)
+        self.sampling = SamplingArgs(logprobs=True)
         self.synced_step = 0
         self.sync_seconds = 0.0
 

@@ -1,15 +1,21 @@
 """The GPU rollout source: a vLLM OpenAI-compatible server subprocess with LoRA hot-loading.
 
+Only what is vLLM-specific lives here: the server process (:class:`VLLMServer`: start, health,
+stop by PID) and the adapters. Requests go through the project's OpenAI-compatible client
+(:class:`~evalkit.clients.openai_client.OpenAIClient`), so tool calls, ``stop``, ``seed``, ``top_k``
+and any extra sampling keys reach the server as they do in ``prime eval run``.
+
 The server is started once with ``--enable-lora``; after every trainer step the adapter is saved to
 ``<run>/adapters/step_N`` and loaded into the running server (``POST /v1/load_lora_adapter``,
-which needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), then requests name that adapter as their
-model. The previous adapter is unloaded. Full fine-tuning would need a weight broadcast into the
+which needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), then the client's model name becomes that
+adapter's. The previous adapter is unloaded. Full fine-tuning would need a weight broadcast into the
 server and is refused by the config (use LoRA, or the torch backend).
 
 The server must report the *processed* (temperature-scaled) log-probability of each sampled token
-(``--logprobs-mode processed_logprobs``) and the token ids (``return_token_ids``), since the
-trainer's importance ratio compares against exactly those. vllm is imported by the subprocess only;
-this module never imports it.
+(``--logprobs-mode processed_logprobs``) and the token ids (``return_token_ids``, in the source's
+``sampling``), since the trainer's importance ratio compares against exactly those. Tool calls are
+parsed by the server when ``inference.tool_call_parser`` is set. vllm is imported by the subprocess
+only; this module never imports it.
 """
 
 from __future__ import annotations
@@ -26,10 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evalkit.clients.openai_client import OpenAIClient
 from evalkit.errors import ModelCallError, UserError
-from evalkit.types import Completion, Message, SamplingArgs, Usage
+from evalkit.types import SamplingArgs
 
 BASE_NAME = "base"
+REQUEST_TIMEOUT_S = 600.0
+SAMPLING = SamplingArgs(logprobs=True, extra={"return_token_ids": True, "skip_special_tokens": False})
+"""What every request to the server carries: sampled-token logprobs and token ids (prompt and completion)."""
 
 
 def base_model_dir(model: str) -> Path:
@@ -63,6 +73,8 @@ def server_command(config: Any, model_dir: Path) -> list[str]:
     ]  # fmt: skip
     if inference.max_model_len:
         command += ["--max-model-len", str(inference.max_model_len)]
+    if inference.tool_call_parser:
+        command += ["--enable-auto-tool-choice", "--tool-call-parser", inference.tool_call_parser]
     return command + list(inference.server_args)
 
 
@@ -125,85 +137,6 @@ class VLLMServer:
             process.wait(timeout=10)
 
 
-class VLLMClient:
-    """ModelClient over the server's chat endpoint, returning token ids and sampled-token logprobs."""
-
-    def __init__(self, base_url: str, tokenizer: Any):
-        self.base_url = base_url
-        self.model = BASE_NAME
-        self.tokenizer = tokenizer
-        self._sessions: dict[int, Any] = {}
-
-    async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
-        import aiohttp
-
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature if sampling.temperature is not None else 1.0,
-            "top_p": sampling.top_p if sampling.top_p is not None else 1.0,
-            "logprobs": True,
-            "return_token_ids": True,
-            "skip_special_tokens": False,
-        }
-        if tools:
-            body["tools"] = tools
-        session = await self._session_for_loop()
-        try:
-            async with session.post(f"{self.base_url}/v1/chat/completions", json=body) as reply:
-                payload = await reply.json(content_type=None)
-                if reply.status != 200:
-                    raise ModelCallError(f"vLLM returned HTTP {reply.status}: {str(payload)[:300]}", status=reply.status, retryable=reply.status >= 500)
-        except aiohttp.ClientError as exc:
-            raise ModelCallError(f"vLLM request failed: {exc}", retryable=True) from exc
-        return self._completion(payload, messages, tools)
-
-    def _completion(self, payload: dict[str, Any], messages: list[Message], tools: Any) -> Completion:
-        choice = payload["choices"][0]
-        content = (choice.get("logprobs") or {}).get("content") or []
-        logprobs = [float(item["logprob"]) for item in content]
-        token_ids = choice.get("token_ids")
-        if token_ids is None:
-            raise ModelCallError("vLLM did not return token ids (needs vLLM >= 0.10.2 with return_token_ids)")
-        prompt_ids = payload.get("prompt_token_ids")
-        if prompt_ids is None:
-            text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
-            prompt_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(logprobs) != len(token_ids):
-            raise ModelCallError(f"vLLM returned {len(token_ids)} tokens but {len(logprobs)} logprobs")
-        usage = payload.get("usage") or {}
-        return Completion(
-            text=choice["message"].get("content") or "",
-            finish_reason=choice.get("finish_reason") or "stop",
-            usage=Usage(input_tokens=int(usage.get("prompt_tokens", len(prompt_ids))), output_tokens=int(usage.get("completion_tokens", len(token_ids)))),
-            prompt_token_ids=list(prompt_ids),
-            completion_token_ids=list(token_ids),
-            logprobs=logprobs,
-        )
-
-    async def _session_for_loop(self) -> Any:
-        """One aiohttp session per event loop (the trainer runs each generation in a fresh loop)."""
-        import asyncio
-
-        import aiohttp
-
-        key = id(asyncio.get_running_loop())
-        session = self._sessions.get(key)
-        if session is None or session.closed:
-            self._sessions = {k: s for k, s in self._sessions.items() if not s.closed}
-            session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
-            self._sessions[key] = session
-        return session
-
-    async def aclose(self) -> None:
-        import asyncio
-
-        session = self._sessions.pop(id(asyncio.get_running_loop()), None)
-        if session is not None:
-            await session.close()
-
-
 class VLLMSource:
     name = "vllm"
 
@@ -214,7 +147,8 @@ class VLLMSource:
         command = server_command(config, model_dir or base_model_dir(config.model))
         self.server = VLLMServer(command, base_url, launch=launch, log_path=run_dir / "vllm_server.log")
         self.server.start(config.inference.startup_timeout_s)
-        self.client = VLLMClient(base_url, policy.tokenizer)
+        self.client = OpenAIClient(BASE_NAME, f"{base_url}/v1", timeout=REQUEST_TIMEOUT_S)
+        self.sampling = SAMPLING.merged(None)
         self.loaded: str | None = None
 
     def sync(self, policy: Any, step: int) -> None:

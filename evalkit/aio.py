@@ -1,9 +1,17 @@
-"""One asyncio event loop on a background thread, for a synchronous caller (the gepa engine).
+"""One asyncio event loop on a background thread, for synchronous code that drives async rollouts.
 
-The engine calls ``adapter.evaluate`` and the reflection LM synchronously. Running each call with
+GEPA's engine calls ``adapter.evaluate`` and the reflection LM synchronously; the RL trainer collects
+a batch, runs its baseline and its periodic evals from plain threads. Running each call with
 ``asyncio.run`` would create and destroy a loop per call, and model clients (aiohttp sessions, the
 embedded engine's batching queue) are bound to the loop they were first used on. So every coroutine
-of a job goes to this one long-lived loop, and the engine's thread waits for the result.
+of a job goes to this one loop, which lives as long as the job, and the calling thread waits for
+the result. Any number of threads may call :meth:`LoopThread.run` at once; their coroutines share
+the loop (and so share batches in the embedded engine).
+
+Contract: ``run(coro)`` returns what the coroutine returns or raises what it raises; a
+``KeyboardInterrupt`` in the caller cancels the coroutine before propagating. ``close()`` cancels
+whatever is still scheduled, stops the loop and joins its thread; call it once the job is done
+(or use the object as a context manager). Never call ``run`` from a coroutine on the same loop.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,13 +28,18 @@ T = TypeVar("T")
 class LoopThread:
     """A started event loop on a daemon thread; ``run(coro)`` blocks until the coroutine finishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "evalkit-asyncio", initializer: Callable[[], None] | None = None) -> None:
+        """``initializer`` runs first on the loop's thread (e.g. per-thread torch settings for code
+        that decodes on the loop)."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="gepa-asyncio", daemon=True)
+        self._initializer = initializer
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
+        if self._initializer is not None:  # as the loop's first callback: an error is logged, the loop still runs
+            self._loop.call_soon(self._initializer)
         self._loop.run_forever()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -1,0 +1,146 @@
+"""The first step of an eval: which examples, which run dir, and which rollouts are still missing.
+
+Planning touches no model and writes nothing. The dataset selection is deterministic
+(``split``, ``num_examples``, ``seed``, ``shuffle``), so example ids mean the same thing across
+resumes; :func:`identity` is what a run dir must have been run with to be resumed by a config.
+Run dirs are named and found through :mod:`evalkit.runs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit import runs
+from evalkit.envs.base import Environment
+from evalkit.errors import UserError
+from evalkit.eval.config import EvalConfig
+from evalkit.eval.results import read_rows
+from evalkit.types import SamplingArgs
+
+MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
+              "system_prompt_sha256", "seed", "shuffle", "split")
+"""Keys that must agree for a run dir to be resumed with a given config."""
+MATCH_DEFAULTS = {"split": "eval"}
+"""Values of keys that older run dirs did not record."""
+
+
+@dataclass
+class EvalPlan:
+    """What an eval will do. ``existing``/``missing``/``previous`` describe the run dir as last read."""
+
+    config: EvalConfig
+    env: Environment
+    examples: list[dict[str, Any]]
+    sampling: SamplingArgs
+    identity: dict[str, Any]
+    run_dir: Path
+    notes: list[str] = field(default_factory=list)
+    existing: list[dict[str, Any]] = field(default_factory=list)
+    missing: dict[int, list[int]] = field(default_factory=dict)
+    previous: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.examples) * self.config.rollouts_per_example
+
+    @property
+    def todo(self) -> int:
+        return sum(len(indices) for indices in self.missing.values())
+
+    def refresh(self) -> None:
+        """Re-read the run dir: rows already written (a cut last line repaired) and what is missing."""
+        self.existing = read_rows(self.run_dir, repair=True)
+        done: dict[int, set[int]] = {}
+        for row in self.existing:
+            done.setdefault(int(row["example_id"]), set()).add(int(row["rollout_idx"]))
+        wanted = range(self.config.rollouts_per_example)
+        self.missing = {
+            eid: [idx for idx in wanted if idx not in done.get(eid, set())]
+            for eid in range(len(self.examples))
+        }
+        self.missing = {eid: idxs for eid, idxs in self.missing.items() if idxs}
+        self.previous = runs.read_metadata(self.run_dir) or {}
+
+
+def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
+    """Load the environment (unless given), select examples, pick the run dir, read what it holds."""
+    if env is None:
+        from evalkit.registry import load_environment
+
+        env = load_environment(config.env_id, config.env_args)
+    examples = select_examples(config, env)
+    if not examples:
+        raise UserError(f"environment '{config.env_id}' has no examples to evaluate")
+    sampling = SamplingArgs.from_dict(config.sampling)
+    ident = identity(config, sampling)
+    notes: list[str] = []
+    plan = EvalPlan(config, env, examples, sampling, ident, pick_run_dir(config, ident, notes), notes)
+    plan.refresh()
+    return plan
+
+
+def select_examples(config: EvalConfig, env: Environment) -> list[dict[str, Any]]:
+    """The rows this config evaluates, in example-id order."""
+    take = env.get_dataset if config.split == "train" else env.get_eval_dataset
+    return take(n=config.num_examples, seed=config.seed, shuffle=config.shuffle)
+
+
+def identity(config: EvalConfig, sampling: SamplingArgs) -> dict[str, Any]:
+    """What must match for a run dir to be resumed by this config (recorded in metadata.json)."""
+    return {
+        "env_id": config.env_id,
+        "env_args": config.env_args,
+        "model": config.model_label,
+        "num_examples_requested": config.num_examples,
+        "rollouts_per_example": config.rollouts_per_example,
+        "sampling_args": sampling.to_dict(),
+        "system_prompt_sha256": config.system_prompt_sha256(),
+        "seed": config.seed,
+        "shuffle": config.shuffle,
+        "split": config.split,
+    }
+
+
+def runs_parent(config: EvalConfig) -> Path:
+    """``<output_dir>/evals/<env>--<model>``."""
+    return runs.runs_parent(config.output_dir, "evals", config.env_id, config.model_label)
+
+
+def find_resumable(config: EvalConfig, ident: dict[str, Any]) -> Path | None:
+    """The newest incomplete run dir of this env+model whose settings match ``ident``."""
+
+    def matches(run_dir: Path) -> bool:
+        meta = runs.read_metadata(run_dir)
+        return bool(meta) and meta.get("status") != "complete" and not runs.mismatches(meta, ident, MATCH_KEYS, MATCH_DEFAULTS)
+
+    return runs.newest_in(runs_parent(config), matches)
+
+
+def pick_run_dir(config: EvalConfig, ident: dict[str, Any], notes: list[str]) -> Path:
+    """A new run dir, the newest resumable one (``resume="latest"``), or the one named (checked)."""
+    if config.resume is None:
+        if config.run_dir is not None:
+            return _checked(Path(config.run_dir), ident, required=False, notes=notes)
+        return runs.new_run_dir(runs_parent(config))
+    if config.resume == "latest":
+        found = find_resumable(config, ident)
+        if found is None:
+            notes.append("no incomplete run with these settings to resume; started a new one")
+            return runs.new_run_dir(runs_parent(config))
+        notes.append(f"resuming {found}")
+        return found
+    return _checked(Path(config.resume), ident, required=True, notes=notes)
+
+
+def _checked(run_dir: Path, ident: dict[str, Any], *, required: bool, notes: list[str]) -> Path:
+    meta = runs.read_metadata(run_dir)
+    if meta is None:
+        if required:
+            raise UserError(f"cannot resume {run_dir}: no readable metadata.json there (is it a run dir?)")
+        return run_dir
+    runs.require_same(run_dir, meta, ident, MATCH_KEYS, defaults=MATCH_DEFAULTS,
+                      hint="pass the same flags, or drop --resume to start a new run")
+    notes.append(f"resuming {run_dir}")
+    return run_dir

@@ -1,0 +1,208 @@
+"""Run directories of every job (eval, GEPA, RL): their names, the newest one, resume checks, the lock.
+
+Layout under an output root (a parameter everywhere; ``outputs`` by default)::
+
+    <root>/evals/<env>--<model>/<run-id>/      prime eval run
+    <root>/gepa/<env>--<model>/<run-id>/       prime gepa run
+    <root>/rl/<run_name | env-YYYYmmdd-HHMMSS>/  prime rl run
+
+``<env>--<model>`` comes from :func:`run_slug` only: the environment's last path part (owner prefix
+and folders dropped; several environments joined with ``+``), then the model with ``/`` written as
+``--``; characters outside ``[A-Za-z0-9._+-]`` become ``-``. A run id (:func:`new_run_id`) starts
+with the UTC start time, so sorting names sorts runs by age; :func:`newest_run` relies on that.
+
+Resume checks: a job records what must stay the same in its ``metadata.json``; :func:`mismatches`
+names the keys that differ and :func:`require_same` turns them into one ``UserError``.
+
+The lock: a run dir belongs to one process at a time. :class:`RunLock` holds an exclusive
+``flock`` on ``<run>/.lock`` (which records the holder's pid) for the life of the run; a second
+process gets ``error: run dir ... is in use by pid N``. The kernel drops the lock when the holder
+exits, ``kill -9`` included, so a lock is never stale (a killed holder leaves the file, which the next
+run simply locks again); a run that ends normally removes the file. On systems without ``fcntl``
+(Windows) there is no lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+METADATA = "metadata.json"
+LOCK_FILE = ".lock"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("-", text).strip("-") or "x"
+
+
+def env_slug(env_id: str) -> str:
+    """``primeintellect/reverse-text`` -> ``reverse-text``; ``./environments/my_env/`` -> ``my_env``."""
+    return _safe(env_id.rstrip("/").split("/")[-1])
+
+
+def model_slug(model: str) -> str:
+    """``Qwen/Qwen3-8B`` -> ``Qwen--Qwen3-8B``; ``local/smollm2-135m`` -> ``local--smollm2-135m``."""
+    return _safe(model.strip("/").replace("/", "--"))
+
+
+def run_slug(env_ids: str | Sequence[str], model: str) -> str:
+    """The ``<env>--<model>`` folder name shared by eval and GEPA runs."""
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    return "+".join(env_slug(env_id) for env_id in ids) + "--" + model_slug(model)
+
+
+def runs_parent(output_root: str | Path, kind: str, env_ids: str | Sequence[str], model: str) -> Path:
+    """``<output_root>/<kind>/<env>--<model>``, the folder holding one env+model's runs of a job."""
+    return Path(output_root) / kind / run_slug(env_ids, model)
+
+
+def timestamp() -> str:
+    """UTC ``YYYYmmdd-HHMMSS``: sorts as it reads."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def new_run_id() -> str:
+    """The start time plus a short random suffix: sortable by age, never colliding."""
+    return f"{timestamp()}-{secrets.token_hex(3)}"
+
+
+def new_run_dir(parent: str | Path) -> Path:
+    """A fresh run dir's path under ``parent`` (not created: a run that fails at once leaves nothing)."""
+    return Path(parent) / new_run_id()
+
+
+def newest_run(candidates: Iterable[Path], accept: Callable[[Path], bool] | None = None) -> Path | None:
+    """The newest (by name, i.e. start time) folder among ``candidates`` that ``accept`` takes."""
+    for path in sorted((p for p in candidates if p.is_dir()), key=lambda p: p.name, reverse=True):
+        if accept is None or accept(path):
+            return path
+    return None
+
+
+def newest_in(parent: str | Path, accept: Callable[[Path], bool] | None = None) -> Path | None:
+    """:func:`newest_run` over the folders directly under ``parent`` (None when it does not exist)."""
+    parent = Path(parent)
+    return newest_run(parent.iterdir(), accept) if parent.is_dir() else None
+
+
+def read_metadata(run_dir: str | Path) -> dict[str, Any] | None:
+    """A run dir's ``metadata.json``, or None when it is missing or unreadable."""
+    try:
+        data = json.loads((Path(run_dir) / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def has_metadata(run_dir: Path) -> bool:
+    return (run_dir / METADATA).is_file()
+
+
+def mismatches(
+    saved: Mapping[str, Any], wanted: Mapping[str, Any], keys: Iterable[str], defaults: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Keys whose values differ between what a run recorded and what a resume asks for.
+
+    A key missing on one side takes its value from ``defaults`` (a setting added after older runs
+    were written compares equal to its default).
+    """
+    defaults = defaults or {}
+    return [key for key in keys if _normal(saved.get(key, defaults.get(key))) != _normal(wanted.get(key, defaults.get(key)))]
+
+
+def require_same(
+    run_dir: Path, saved: Mapping[str, Any], wanted: Mapping[str, Any], keys: Iterable[str], *,
+    defaults: Mapping[str, Any] | None = None, hint: str = "pass the same settings, or start a new run",
+) -> None:
+    """UserError naming each differing key and its recorded value, when a resume would mix settings."""
+    differ = mismatches(saved, wanted, keys, defaults)
+    if differ:
+        detail = ", ".join(f"{key}={saved.get(key, (defaults or {}).get(key))!r}" for key in differ)
+        raise UserError(f"cannot resume {run_dir}: it was run with different settings ({detail}); {hint}")
+
+
+def _normal(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class RunLock:
+    """Exclusive ownership of one run dir for as long as it is held (see the module docstring).
+
+    ``acquire`` creates the folder when needed; ``release(remove_if_unused=True)`` removes a folder
+    this lock created and nothing else wrote to, so a run that fails before its first output leaves
+    nothing behind. Re-entrant use is not supported: a second lock on the same dir fails even in the
+    same process.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self._fd: int | None = None
+        self._created: list[Path] = []
+
+    def acquire(self) -> "RunLock":
+        self._created = [p for p in (self.run_dir, *self.run_dir.parents) if not p.exists()]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:  # pragma: no cover - Windows: no lock
+            return self
+        path = self.run_dir / LOCK_FILE
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise UserError(
+                    f"run dir {self.run_dir} is in use by pid {holder}; wait for that run to end (or stop it), "
+                    "or start a new run"
+                ) from None
+            if _same_file(fd, path):
+                break
+            os.close(fd)  # the holder removed this file as we opened it; lock the one at the path now
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self, *, remove_if_unused: bool = False) -> None:
+        """Give the run dir up: the lock file goes (first, while still locked), then the lock."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            (self.run_dir / LOCK_FILE).unlink(missing_ok=True)
+        if remove_if_unused:
+            for path in self._created:  # innermost first; a folder something was written to stays
+                try:
+                    path.rmdir()
+                except OSError:
+                    break
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire() if self._fd is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release(remove_if_unused=True)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (a releasing holder unlinks it before unlocking)."""
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,182 @@
+"""Run dirs (evalkit.runs), the one ``--resume [VALUE]`` option, the event-loop helper, and the run-dir lock
+between real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fault_server import FaultServer  # noqa: E402
+
+from evalkit import runs  # noqa: E402
+from evalkit.aio import LoopThread  # noqa: E402
+from evalkit.errors import UserError  # noqa: E402
+from gepa_cli.app import app  # noqa: E402
+from gepa_cli.resume_option import LATEST, is_step_or_folder, with_default_values  # noqa: E402
+
+HOLD_LOCK = "import sys, time\nfrom evalkit.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
+
+
+def test_slugs_are_one_form_for_every_job():
+    assert runs.run_slug("primeintellect/reverse-text", "local/smollm2-135m") == "reverse-text--local--smollm2-135m"
+    assert runs.run_slug("./environments/my_env/", "Qwen/Qwen3-8B") == "my_env--Qwen--Qwen3-8B"
+    assert runs.run_slug(["arithmetic", "owner/wordle"], "gpt-4.1-mini") == "arithmetic+wordle--gpt-4.1-mini"
+    assert runs.model_slug("/abs/weights/step_2") == "abs--weights--step_2"
+    assert runs.model_slug("qwen3:8b") == "qwen3-8b"  # no characters a file system or shell trips on
+    assert runs.runs_parent("out", "gepa", "arithmetic", "m") == Path("out/gepa/arithmetic--m")
+
+
+def test_newest_run_is_by_run_id_and_filtered(tmp_path):
+    for name in ("20260101-000000-aaaaaa", "20260102-000000-bbbbbb", "20260103-000000-cccccc"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "20260102-000000-bbbbbb" / "metadata.json").write_text("{}")
+    assert runs.newest_in(tmp_path).name == "20260103-000000-cccccc"
+    assert runs.newest_in(tmp_path, runs.has_metadata).name == "20260102-000000-bbbbbb"
+    assert runs.newest_in(tmp_path / "missing") is None
+    assert not runs.new_run_dir(tmp_path).exists()
+
+
+def test_resume_checks_name_the_differing_keys(tmp_path):
+    saved = {"model": "a", "seed": 1}
+    assert runs.mismatches(saved, {"model": "a", "seed": 1, "split": "eval"}, ["model", "seed", "split"], {"split": "eval"}) == []
+    with pytest.raises(UserError, match=r"different settings \(seed=1\)"):
+        runs.require_same(tmp_path, saved, {"model": "a", "seed": 2}, ["model", "seed"])
+
+
+def test_lock_is_exclusive_records_the_pid_and_cleans_an_unused_dir(tmp_path):
+    run_dir = tmp_path / "a" / "b" / "run"
+    with runs.RunLock(run_dir):
+        assert (run_dir / ".lock").read_text().strip() == str(os.getpid())
+        with pytest.raises(UserError, match=f"run dir {run_dir} is in use by pid {os.getpid()}"):
+            runs.RunLock(run_dir).acquire()
+    assert not (tmp_path / "a").exists()  # nothing was written: the folders it made are gone
+    with runs.RunLock(run_dir):
+        (run_dir / "results.jsonl").write_text("")
+    with runs.RunLock(run_dir):  # released on exit, so it can be taken again
+        pass
+    assert (run_dir / "results.jsonl").exists() and not (run_dir / ".lock").exists()  # a finished run leaves no lock file
+
+
+def test_resume_option_takes_a_value_only_when_it_is_one(tmp_path):
+    flags = ("-R", "--resume")
+    assert with_default_values(["env", "-R"], flags, Path.is_dir) == ["env", "-R", LATEST]
+    assert with_default_values(["-R", "env", "-n", "3"], flags, lambda t: Path(t).is_dir()) == ["-R", LATEST, "env", "-n", "3"]
+    assert with_default_values(["env", "-R", str(tmp_path)], flags, lambda t: Path(t).is_dir()) == ["env", "-R", str(tmp_path)]
+    assert with_default_values(["c.toml", "--resume", "12"], ["--resume"], is_step_or_folder) == ["c.toml", "--resume", "12"]
+    assert with_default_values(["c.toml", "--resume", "--max-steps", "3"], ["--resume"], is_step_or_folder) == [
+        "c.toml", "--resume", LATEST, "--max-steps", "3"]
+
+
+def test_loop_thread_runs_coroutines_from_many_threads_on_one_loop():
+    loops = set()
+
+    async def which(delay: float) -> int:
+        await asyncio.sleep(delay)
+        loops.add(id(asyncio.get_running_loop()))
+        return threading.get_ident()
+
+    with LoopThread() as loop:
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(loop.run(which(0.01)))) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(loops) == 1 and len(set(results)) == 1 and threading.get_ident() not in results
+        with pytest.raises(ZeroDivisionError):
+            loop.run(_fail())
+
+
+async def _fail() -> None:
+    raise ZeroDivisionError
+
+
+def _start_holder(run_dir: Path) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def test_two_eval_processes_on_one_run_dir(tmp_path):
+    """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it resumes."""
+    slow = FaultServer("--latency", "0.3")
+    args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "8", "-r", "2", "-c", "2",
+            "-o", str(tmp_path)]
+    first = subprocess.Popen([sys.executable, "-m", "gepa_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        found: list[Path] = []
+        while time.time() < deadline and not found:
+            found = [p for p in tmp_path.glob("evals/*/*/results.jsonl") if p.read_text().count("\n") >= 2]
+            time.sleep(0.05)
+        assert found, "the first run wrote no rows in time"
+        run_dir = found[0].parent
+        second = subprocess.run([sys.executable, "-m", "gepa_cli", *args, "-R", str(run_dir)],
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"error: run dir {run_dir} is in use by pid {first.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+        _stop(first)
+        resumed = subprocess.run([sys.executable, "-m", "gepa_cli", *args, "-R", str(run_dir)],
+                                 capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    finally:
+        _stop(first)
+        slow.stop()
+    keys = [(row["example_id"], row["rollout_idx"]) for row in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())]
+    assert sorted(keys) == [(e, i) for e in range(8) for i in range(2)]  # every rollout exactly once
+
+
+def test_gepa_and_rl_run_dirs_are_locked(tmp_path):
+    from gepa_cli.gepa_job.config import GepaJobConfig
+
+    gepa_dir = tmp_path / "gepa-run"
+    gepa_dir.mkdir()
+    config = GepaJobConfig(envs=[{"id": "arithmetic"}], num_train=4, num_val=2, max_calls=10)
+    (gepa_dir / "metadata.json").write_text(json.dumps({"status": "interrupted", "config": config.model_dump()}))
+    rl_dir = tmp_path / "out" / "rl" / "t"
+    (rl_dir / "checkpoints" / "step_1").mkdir(parents=True)
+    (rl_dir / "checkpoints" / "step_1" / "state.json").write_text('{"step": 1, "cursor": 0}')
+    rl_config = tmp_path / "rl.toml"
+    rl_config.write_text('run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n')
+    holders = [_start_holder(gepa_dir), _start_holder(rl_dir)]
+    try:
+        result = CliRunner().invoke(app, ["gepa", "run", "--resume", str(gepa_dir)])
+        assert result.exit_code == 2 and f"error: run dir {gepa_dir} is in use by pid {holders[0].pid}" in result.output
+        result = CliRunner().invoke(app, ["rl", "run", str(rl_config), "-o", str(tmp_path / "out"), "--resume"])
+        assert result.exit_code == 2 and f"error: run dir {rl_dir} is in use by pid {holders[1].pid}" in result.output
+    finally:
+        for holder in holders:
+            _stop(holder)
+
+
+def test_rl_resume_refuses_another_model_or_environment(tmp_path):
+    from rl_backend.config import load_rl_config, to_toml
+
+    rl_dir = tmp_path / "out" / "rl" / "t"
+    (rl_dir / "checkpoints" / "step_1").mkdir(parents=True)
+    config = tmp_path / "rl.toml"
+    config.write_text('run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n')
+    (rl_dir / "config.resolved.toml").write_text(to_toml(load_rl_config(config)))
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace('"arithmetic"', '"reverse-text"'))
+    result = CliRunner().invoke(app, ["rl", "run", str(other), "-o", str(tmp_path / "out"), "--resume"])
+    assert result.exit_code == 2 and f"error: cannot resume {rl_dir}: it was run with different settings (env=" in result.output
+    assert not (rl_dir / ".lock").exists() and "reverse-text" not in (rl_dir / "config.resolved.toml").read_text()
