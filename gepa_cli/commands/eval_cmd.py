@@ -162,20 +162,115 @@ def _run_one(config: Any, console: Any) -> None:
     console.print(f"results: [bold]{result.run_dir}[/bold]", soft_wrap=True)
 
 
-@app.command("view", epilog="Examples:\n\n  prime eval view\n\n  prime eval view outputs/evals/reverse-text--local--smollm2-135m/20260101-120000-ab12cd")
+VIEW_EPILOG = """
+Examples:
+
+  prime eval view                                      # the newest eval run, as text
+
+  prime eval view outputs/evals/reverse-text--local--smollm2-135m/20260101-120000-ab12cd --html
+
+  prime eval view RUN_A RUN_B --html compare.html      # two eval runs side by side, example by example
+
+  prime eval view outputs/gepa/arithmetic--local--smollm2-135m/20260101-120000 --html
+
+  prime eval view outputs/rl/my-run --html             # reward, loss, entropy, KL, evals, step times
+
+--html writes one self-contained HTML file (no network needed to open it) and prints its path:
+RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
+"""
+
+HTML_FLAG = "--html"
+HTML_DEFAULT = "default"
+
+
+class _HtmlOptionalValue(TyperCommand):
+    """Lets ``--html`` take an optional FILE: the next token is its value only when it ends in .html/.htm."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for i, arg in enumerate(args):
+            fixed.append(arg)
+            if arg == HTML_FLAG:
+                following = args[i + 1] if i + 1 < len(args) else ""
+                if not following.lower().endswith((".html", ".htm")):
+                    fixed.append(HTML_DEFAULT)
+        return super().parse_args(ctx, fixed)
+
+
+@app.command("view", epilog=VIEW_EPILOG, cls=_HtmlOptionalValue)
 @user_errors
 def view(
-    run_dir: str = typer.Argument(None, help="A run directory (default: the newest under --output-dir)."),
+    run_dirs: list[str] = typer.Argument(None, metavar="[RUN_DIR]...",
+                                         help="Eval, GEPA or RL run dirs (several of one kind side by side). Default: the newest eval run."),
     output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Where to look for the newest run."),
-    samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to show."),
+    samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
+    html: str = typer.Option(None, HTML_FLAG, metavar="[FILE.html]",
+                             help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path."),
 ) -> None:
-    """Show a report of an eval run: summary table and sample rollouts."""
+    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html for a web page."""
     from rich.console import Console
 
     from evalkit.eval.view import render_report, resolve_run_dir
+    from evalkit.report.kinds import require_kind, require_one_kind
 
-    render_report(resolve_run_dir(run_dir, output_dir), Console(highlight=False), samples=samples)
+    console = Console(highlight=False)
+    paths = [resolve_run_dir(None, output_dir)] if not run_dirs else [Path(p) for p in run_dirs]
+    kinds = [require_kind(path) for path in paths]
+    if html is not None:
+        require_one_kind(paths)  # refuse before printing anything
+    _print_text_reports(paths, kinds, console, samples, render_report)
+    if html is not None:
+        from evalkit.report.html import write_report
 
+        target = write_report(paths, None if html == HTML_DEFAULT else Path(html))
+        console.print(f"html report: [bold]{target}[/bold]", soft_wrap=True)
+
+
+def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, samples: int, render_eval: Any) -> None:
+    from evalkit.report import terminal
+
+    evals = []
+    for path, kind in zip(paths, kinds):
+        if kind == "gepa":
+            from evalkit.report.gepa_data import load_gepa_run
+
+            terminal.render_gepa(load_gepa_run(path), console)
+        elif kind == "rl":
+            from evalkit.report.rl_data import load_rl_run
+
+            terminal.render_rl(load_rl_run(path), console)
+        else:
+            render_eval(path, console, samples=samples)
+            evals.append(path)
+    if len(evals) > 1:
+        from evalkit.report.eval_data import load_eval_run
+
+        console.print(terminal.comparison_table([load_eval_run(path, str(path.name)) for path in evals]))
+
+
+TUI_EPILOG = """
+Keys: runs list: up/down, enter opens, r reloads, q quits. A run: enter opens a rollout, f filters by reward
+(>=0.5, <1, 0.2..0.8, =0, err), s sorts by reward, escape goes back. A rollout: n / p next / previous, escape back.
+
+Example:
+
+  prime eval tui -o outputs
+"""
+
+
+@app.command("tui", epilog=TUI_EPILOG)
+@user_errors
+def tui(
+    output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Folder whose evals/, gepa/ and rl/ runs are listed."),
+) -> None:
+    """Browse runs and rollouts in the terminal: list runs, open one, page through rollouts, filter by reward."""
+    from evalkit.errors import UserError
+
+    if not Path(output_dir).is_dir():
+        raise UserError(f"{output_dir} does not exist; run `prime eval run ENV` first or pass -o OUTPUT_DIR")
+    from evalkit.report.tui import RunsBrowser
+
+    RunsBrowser(output_dir).run()
 
 
 def _read_text(path: Path) -> str:

@@ -1,0 +1,87 @@
+"""Which kind of run a folder holds, and where the runs under an output folder are.
+
+The three jobs write different files into their run dirs; the report reads the kind from them:
+
+- RL (``<out>/rl/<run>``): ``metrics.jsonl``, ``config.resolved.toml`` or ``baseline.json``.
+- GEPA (``<out>/gepa/<env>--<model>/<run>``): ``metadata.json`` saying ``kind``/``eval_kind`` ``"gepa"``,
+  or a ``pareto_frontier.jsonl`` (both our names and verifiers' ``save_gepa_results`` layout).
+- eval (``<out>/evals/<env>--<model>/<run>``, and eval dirs inside RL runs): ``results.jsonl`` or
+  ``metadata.json`` otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from evalkit.errors import UserError
+from evalkit.report.files import read_json
+
+Kind = Literal["eval", "gepa", "rl"]
+RL_MARKERS = ("metrics.jsonl", "config.resolved.toml", "baseline.json")
+
+
+def detect_kind(path: Path) -> Kind | None:
+    """The kind of run in ``path``, or ``None`` when it holds none of the files above."""
+    if any((path / name).is_file() for name in RL_MARKERS):
+        return "rl"
+    meta = read_json(path / "metadata.json")
+    if (path / "pareto_frontier.jsonl").is_file() or "gepa" in (meta.get("kind"), meta.get("eval_kind")):
+        return "gepa"
+    if (path / "results.jsonl").is_file() or (path / "metadata.json").is_file():
+        return "eval"
+    return None
+
+
+def require_kind(path: Path) -> Kind:
+    """``detect_kind`` for a folder the user named: a clear error when it is not a run dir."""
+    if not path.is_dir():
+        raise UserError(f"{path} is not a folder; pass a run dir such as outputs/evals/<env>--<model>/<run-id>")
+    kind = detect_kind(path)
+    if kind is None:
+        raise UserError(
+            f"{path} is not a run dir (no results.jsonl, metadata.json or metrics.jsonl in it); "
+            "pass an eval, GEPA or RL run dir"
+        )
+    return kind
+
+
+def require_one_kind(paths: list[Path]) -> Kind:
+    """The kind shared by all ``paths``; one report cannot mix eval, GEPA and RL runs."""
+    kinds = [require_kind(path) for path in paths]
+    if len(set(kinds)) > 1:
+        mixed = ", ".join(f"{path} ({kind})" for path, kind in zip(paths, kinds))
+        raise UserError(f"runs of different kinds cannot share one report: {mixed}; view them one kind at a time")
+    return kinds[0]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One run found under an output folder (what the TUI lists)."""
+
+    kind: Kind
+    path: Path
+    mtime: float
+
+
+def find_runs(output_dir: str | Path) -> list[RunRef]:
+    """Every run under ``output_dir`` (evals, gepa, rl, and eval dirs inside RL runs), newest first."""
+    root = Path(output_dir)
+    candidates: list[Path] = []
+    candidates += [p for p in root.glob("evals/*/*") if p.is_dir()]
+    candidates += [p for p in root.glob("gepa/*/*") if p.is_dir()]
+    for rl_run in (p for p in root.glob("rl/*") if p.is_dir()):
+        candidates.append(rl_run)
+        candidates += [p for p in [rl_run / "baseline", *rl_run.glob("evals/*")] if p.is_dir()]
+    runs = []
+    for path in candidates:
+        kind = detect_kind(path)
+        if kind is not None:
+            runs.append(RunRef(kind, path, _mtime(path)))
+    return sorted(runs, key=lambda run: run.mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    stamps = [f.stat().st_mtime for f in path.iterdir() if f.is_file()]
+    return max(stamps, default=path.stat().st_mtime)
