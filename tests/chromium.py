@@ -143,6 +143,9 @@ class _Session:
         return result["result"].get("value")
 
     async def screenshot(self, path: Path) -> None:
+        """The page from its top (at most 7,000 px tall), 1,400 px wide."""
+        await self.evaluate("window.scrollTo(0, 0)")
+        await asyncio.sleep(0.1)
         metrics = await self.call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         clip = {"x": 0, "y": 0, "width": 1400, "height": min(float(size["height"]), 7000.0), "scale": 1}

@@ -109,7 +109,7 @@ def _num(value: Any, digits: int = 4) -> str:
     if isinstance(value, int) or (isinstance(value, float) and digits == 0):
         return f"{value:,.0f}" if not isinstance(value, int) else f"{value:,}"
     if isinstance(value, float):
-        if value != 0 and abs(value) < 10 ** -digits:
+        if digits >= 3 and value != 0 and abs(value) < 10 ** -digits:  # tiny losses/KLs; not seconds
             return f"{value:.2e}"
         return f"{value:.{digits}f}"
     return str(value)

@@ -17,7 +17,7 @@ MAX_ROLLOUT_STEPS = 8
 STEP_COLUMNS = [
     ("reward_mean", "reward", 4), ("reward_std", "± std", 3), ("groups_kept", "kept", 0), ("groups_generated", "groups", 0),
     ("loss", "loss", 5), ("entropy", "entropy", 3), ("mismatch_kl", "KL", 6), ("grad_norm", "grad norm", 4),
-    ("errors", "errors", 0), ("gen_s", "gen s", 1), ("train_s", "train s", 1), ("wait_s", "wait s", 1), ("step_s", "step s", 1),
+    ("errors", "errors", 0), ("gen_s", "gen s", 2), ("train_s", "train s", 2), ("wait_s", "wait s", 2), ("step_s", "step s", 2),
 ]
 
 
@@ -58,13 +58,21 @@ def _run_context(run: RLRun) -> dict[str, Any]:
         "steps": rows,
         "evals": [vars(point) for point in run.evals],
         "baseline": [
-            (name, baseline[key]) for key, name in (
+            (name, _plain(baseline[key])) for key, name in (
                 ("passed", "passed"), ("mean_reward", "mean reward"), ("std_reward", "std"), ("attempts", "rollouts"),
                 ("diverse_groups", "groups with varied rewards"), ("num_examples", "examples"), ("errors", "errors"),
                 ("seconds", "seconds"))
             if key in baseline
         ] + ([("problems", "; ".join(map(str, baseline["problems"])))] if baseline.get("problems") else []),
     }
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
 
 
 def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
@@ -76,7 +84,7 @@ def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
     kept = [(f"{run.label} kept", [m["step"] for m in run.steps], [m.get("groups_kept", 0) for m in run.steps]) for run in runs]
     made = [(f"{run.label} generated", [m["step"] for m in run.steps], [m.get("groups_generated", 0) for m in run.steps]) for run in runs]
     if any(xs for _, xs, _ in kept):
-        charts.append({"title": "Groups kept (reward varied) vs generated", "svg": plots.lines(kept + made, "step", "groups", integer_x=True)})
+        charts.append({"title": "Groups kept (reward varied) vs generated", "svg": plots.lines(kept + made, "step", "groups", integer_x=True, counts=True)})
     for run in runs:
         timed = [m for m in run.steps if "step_s" in m]
         if timed:

@@ -63,8 +63,8 @@ def histogram(values: Sequence[Sequence[float]], labels: Sequence[str], xlabel: 
 
 
 def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool = True, integer_x: bool = False,
-          bands: Sequence[Sequence[float] | None] | None = None, log_y: bool = False) -> str:
-    """One line per series; ``bands`` (± values per point) shade around a line."""
+          bands: Sequence[Sequence[float] | None] | None = None, log_y: bool = False, counts: bool = False) -> str:
+    """One line per series; ``bands`` (± values per point) shade around a line; ``counts``: integer y from 0."""
     fig, ax = _figure()
     for i, (label, xs, ys) in enumerate(series):
         ax.plot(list(xs), list(ys), marker="o" if markers else None, markersize=3.5, color=color(i), label=label)
@@ -76,6 +76,11 @@ def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool =
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if counts:  # whole numbers from zero up
+        from matplotlib.ticker import MaxNLocator
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(bottom=0, top=max([y for _, _, ys in series for y in ys] + [1]) * 1.15)
     if log_y and all(y > 0 for _, _, ys in series for y in ys):
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

@@ -204,8 +204,8 @@ class RunScreen(Screen):
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
-        event.input.display = bool(event.value.strip())
-        self.refresh_table()
+        event.input.display = bool(event.value.strip())  # the filter in force stays visible
+        self.refresh_table()  # and gives the keys back to the table
 
     def action_sort(self) -> None:
         self.sort_state = (self.sort_state + 1) % 3
