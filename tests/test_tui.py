@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 import report_runs  # noqa: E402
 
-from evalkit.report.tui import RolloutScreen, RunListScreen, RunScreen, RunsBrowser, parse_reward_filter  # noqa: E402
+from evalkit.report.tui import (  # noqa: E402
+    RolloutScreen,
+    RunListScreen,
+    RunsBrowser,
+    RunScreen,
+    parse_reward_filter,
+)
 from gepa_cli.app import app  # noqa: E402
 
 
