@@ -108,7 +108,7 @@ def _plots(runs: list[EvalRun], example_rows: list[dict[str, Any]]) -> list[dict
     pass_series = [(run.label, [int(k) for k in run.summary["pass_at_k"]], list(run.summary["pass_at_k"].values())) for run in runs]
     if any(xs for _, xs, _ in pass_series):
         charts.append({"title": f"pass@k (reward ≥ {runs[0].summary['pass_threshold']:g})",
-                       "svg": plots.lines(pass_series, "k (rollouts per example)", "pass@k", integer_x=True)})
+                       "svg": plots.lines(pass_series, "k (rollouts per example)", "pass@k", integer_x=True, unit_y=True)})
     metrics = list(dict.fromkeys(name for run in runs for name in run.summary["avg_metrics"]))
     if metrics:
         values = [[run.summary["avg_metrics"].get(name) for name in metrics] for run in runs]

@@ -63,8 +63,10 @@ def histogram(values: Sequence[Sequence[float]], labels: Sequence[str], xlabel: 
 
 
 def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool = True, integer_x: bool = False,
-          bands: Sequence[Sequence[float] | None] | None = None, log_y: bool = False, counts: bool = False) -> str:
-    """One line per series; ``bands`` (± values per point) shade around a line; ``counts``: integer y from 0."""
+          bands: Sequence[Sequence[float] | None] | None = None, log_y: bool = False, counts: bool = False,
+          unit_y: bool = False) -> str:
+    """One line per series; ``bands`` (± values per point) shade around a line; ``counts``: integer y from 0;
+    ``unit_y``: y spans 0..1."""
     fig, ax = _figure()
     for i, (label, xs, ys) in enumerate(series):
         ax.plot(list(xs), list(ys), marker="o" if markers else None, markersize=3.5, color=color(i), label=label)
@@ -76,6 +78,8 @@ def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool =
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if unit_y:  # a rate: show all of 0..1 so a flat line at 0.0 reads as 0, not as noise
+        ax.set_ylim(-0.03, 1.03)
     if counts:  # whole numbers from zero up
         from matplotlib.ticker import MaxNLocator
 
@@ -117,6 +121,9 @@ def dots(columns: Sequence[Sequence[float | None]], labels: Sequence[str], xlabe
         ys = [v for v in series if v is not None]
         ax.plot(xs, ys, linestyle="none", marker="o", markersize=3 if len(xs) > 200 else 4.5, alpha=0.75,
                 color=color(i), label=label)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)

@@ -200,7 +200,7 @@ class _HtmlOptionalValue(TyperCommand):
 @app.command("view", epilog=VIEW_EPILOG, cls=_HtmlOptionalValue)
 @user_errors
 def view(
-    run_dirs: list[str] = typer.Argument(None, metavar="[RUN_DIR]...",
+    run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
                                          help="Eval, GEPA or RL run dirs (several of one kind side by side). Default: the newest eval run."),
     output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Where to look for the newest run."),
     samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
