@@ -52,6 +52,7 @@ class Browser:
         self.workdir = workdir
         profile = workdir / "chromium-profile"
         profile.mkdir(parents=True, exist_ok=True)
+        (profile / "DevToolsActivePort").unlink(missing_ok=True)  # a stale one names a dead browser's port
         self.log = (workdir / "chromium.log").open("wb")
         self.process = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                         stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -28,7 +28,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from evalkit.report.eval_data import load_eval_run, text_of
+from evalkit.report.eval_data import error_kind_and_message, load_eval_run, text_of
 from evalkit.report.gepa_data import load_gepa_run
 from evalkit.report.kinds import RunRef, find_runs
 from evalkit.report.rl_data import load_rl_run, read_rollouts
@@ -84,7 +84,8 @@ def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
 
 
 class RunListScreen(Screen):
-    BINDINGS = [Binding("enter", "open", "open run", show=True), Binding("r", "reload", "reload"), Binding("q", "app.quit", "quit")]
+    # priority: the table's own enter binding is hidden from the footer; this one shows what enter does
+    BINDINGS = [Binding("enter", "open", "open run", priority=True), Binding("r", "reload", "reload"), Binding("q", "app.quit", "quit")]
 
     def __init__(self, output_dir: Path):
         super().__init__()
@@ -117,11 +118,11 @@ class RunListScreen(Screen):
             self.app.push_screen(RunScreen(self.runs[table.cursor_row]))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_open()
+        self.action_open()  # a mouse click on a row
 
 
 class RunScreen(Screen):
-    BINDINGS = [Binding("enter", "open", "open"), Binding("f", "filter", "filter by reward"), Binding("s", "sort", "sort by reward"),
+    BINDINGS = [Binding("enter", "open", "open rollout", priority=True), Binding("f", "filter", "filter by reward"), Binding("s", "sort", "sort by reward"),
                 Binding("escape", "back", "back"), Binding("q", "app.quit", "quit")]
 
     def __init__(self, ref: RunRef):
@@ -179,13 +180,17 @@ class RunScreen(Screen):
             for i, row in enumerate(shown):
                 cells = ([str(row.get("step"))] if self.ref.kind == "rl" else []) + [
                     str(row.get("example_id")), str(row.get("rollout_idx")), _fmt(row.get("reward")), str(row.get("stop_condition") or ""),
-                    "error" if row.get("error") else "", _preview(row)]
+                    error_kind_and_message(row["error"])[0] if row.get("error") else "", _preview(row)]
                 table.add_row(*cells, key=str(i))
         order = {0: "", 1: " · sorted by reward ↓", 2: " · sorted by reward ↑"}[self.sort_state]
         self.sub_title = f"{len(shown)} of {len(self.rows)} shown{order}"
         table.focus()
 
-    def action_open(self) -> None:
+    async def action_open(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_focus:  # enter in the filter box applies the filter
+            await box.action_submit()
+            return
         table = self.query_one("#rows", DataTable)
         if self.shown and table.cursor_row is not None and table.cursor_row < len(self.shown):
             self.app.push_screen(RolloutScreen(self.shown, table.cursor_row, self.ref.kind))
