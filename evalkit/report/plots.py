@@ -202,7 +202,7 @@ def stacked_bars(xs: Sequence[int], parts: dict[str, Sequence[float]], xlabel: s
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8, frameon=False)
+    fig.legend(loc="outside lower center", ncol=len(parts) + 1, fontsize=8, frameon=False)  # clear of the bars
     return _svg(fig)
 
 
