@@ -242,3 +242,25 @@ def test_rl_page_in_chromium(browser, rl_run, tmp_path):
     assert "Baseline checks" in text and "Step time split" in text and "KL" in text
     per_step = len((rl_run / "rollouts" / "step_2.jsonl").read_text().splitlines())
     assert info.startswith(f"{per_step} of ")
+
+
+def test_report_scrubs_credentials_echoed_in_errors(tmp_path):
+    """Our runner scrubs errors when it writes them; the report scrubs them again, for rows written by
+    another tool (verifiers' ``{"error", "message"}`` shape included) or an older version."""
+    from evalkit.clients.scripted import ScriptedClient
+    from evalkit.errors import ModelCallError
+    from evalkit.eval.config import EvalConfig
+    from evalkit.eval.runner import run_eval
+    from evalkit.report.eval_data import error_kind_and_message
+
+    secret = "sk-live-0123456789abcdefghij"
+    echoed = f"HTTP 401: echoed Authorization: Bearer {secret}"
+    client = ScriptedClient(lambda m, s, t: ModelCallError(echoed))
+    config = EvalConfig(env_id="toy-tools", model="leaky", output_dir=str(tmp_path), num_examples=2, rollouts_per_example=1,
+                        max_retries=0)
+    run_dir = run_eval(config, client=client, env=report_runs.tool_env()).run_dir
+    html = write_report([run_dir]).read_text()
+    assert "HTTP 401: echoed Authorization" in html and secret not in html
+    for raw in (f"model call failed: {echoed}", {"error": "AuthenticationError", "message": echoed}):
+        kind, message = error_kind_and_message(raw)
+        assert secret not in message and "echoed Authorization" in message and kind in ("model", "AuthenticationError")

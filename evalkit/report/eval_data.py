@@ -124,11 +124,17 @@ def examples(run: EvalRun) -> list[ExampleStat]:
 
 
 def error_kind_and_message(error: Any) -> tuple[str, str]:
-    """Whose fault an error is (model / environment / reward / a type name) and its message."""
+    """Whose fault an error is (model / environment / reward / a type name) and its message.
+
+    The message goes through the client layer's redaction again: errors are where servers echo
+    credentials, and a run written by another tool (or an older primekit) may not have scrubbed them.
+    """
+    from evalkit.clients.redact import redact
+
     if isinstance(error, dict):
         kind = str(error.get("error") or error.get("type") or error.get("kind") or "error")
-        return kind, str(error.get("message") or error.get("error_chain_str") or kind)
-    text = str(error)
+        return kind, redact(str(error.get("message") or error.get("error_chain_str") or kind))
+    text = redact(str(error))
     if text.startswith("model call failed"):
         return "model", text
     match = re.match(r"environment raised (\w+)", text)

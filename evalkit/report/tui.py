@@ -273,7 +273,8 @@ def rollout_view(row: Row) -> RenderableType:
     if any(extra):
         parts.append(Text(" · ".join(e for e in extra if e), style="dim"))
     if row.get("error"):
-        parts.append(Text(f"error: {row['error']}", style="bold red"))
+        kind, message = error_kind_and_message(row["error"])
+        parts.append(Text(f"error ({kind}): {message}", style="bold red"))
     for label, messages in (("prompt", row.get("prompt")), ("completion", row.get("completion"))):
         parts.append(Text(f"\n── {label} ──", style="bold cyan"))
         for message in messages or []:
