@@ -113,18 +113,24 @@ def test_gepa_loader_reads_ours_and_the_verifiers_schema(gepa_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_rl_loader_prefers_eval_dirs_inside_the_run(rl_run, evals, tmp_path):
+def test_rl_loader_reads_the_eval_dirs_inside_the_run(rl_run, evals, tmp_path):
     run = load_rl_run(rl_run)
     assert [m["step"] for m in run.steps] == [1, 2] and [p.step for p in run.evals] == [0, 1, 2]
     assert run.baseline["passed"] is True and sorted(run.rollout_files) == [1, 2]
+    logged = {m["step"]: m["eval_reward"] for m in (json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines())
+              if "eval_reward" in m}
+    for point in run.evals:  # <run>/evals/step_N/ are full eval run dirs; their numbers agree with metrics.jsonl
+        assert point.run_dir == rl_run / "evals" / f"step_{point.step}" and point.pass_at_1 is not None
+        assert point.reward == pytest.approx(meta(point.run_dir)["avg_reward"]) == pytest.approx(logged[point.step], abs=1e-6)
+    assert run.baseline_run is not None and run.baseline_run.summary["num_rollouts"] == run.baseline["attempts"]
+
     copy = tmp_path / "rl"
     shutil.copytree(rl_run, copy)
-    shutil.copytree(evals[1], copy / "evals" / "step_1")  # a full eval run dir, as RL will write them
-    shutil.copytree(evals[0], copy / "baseline")
-    run = load_rl_run(copy)
-    point = {p.step: p for p in run.evals}[1]
-    assert point.reward == pytest.approx(0.5) and point.pass_at_1 == pytest.approx(0.5) and point.run_dir == copy / "evals" / "step_1"
-    assert run.baseline_run is not None and run.baseline_run.summary["num_errors"] == 2
+    shutil.rmtree(copy / "evals" / "step_1")
+    shutil.copytree(evals[1], copy / "evals" / "step_1")  # another eval run (mean 0.5): the dir wins over metrics.jsonl
+    assert {p.step: p.reward for p in load_rl_run(copy).evals}[1] == pytest.approx(0.5)
+    shutil.rmtree(copy / "evals")  # runs from before eval dirs existed: metrics.jsonl alone
+    assert {p.step: p.reward for p in load_rl_run(copy).evals} == pytest.approx(logged)
 
 
 # ----- terminal and command line ---------------------------------------------------------------------

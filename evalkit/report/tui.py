@@ -79,8 +79,17 @@ def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
         reward = f"{last['reward_mean']:.3f}" if "reward_mean" in last else ""
         return ("rl: " + ref.path.name, f"{len(run.steps)} steps", reward, "")
     avg = meta.get("avg_reward")
-    return (ref.path.parent.name, f"{meta.get('num_rollouts', '?')} rollouts", "" if avg is None else f"{float(avg):.3f}",
+    return (_eval_what(ref.path), f"{meta.get('num_rollouts', '?')} rollouts", "" if avg is None else f"{float(avg):.3f}",
             str(meta.get("status") or ("incomplete" if not meta else "")))
+
+
+def _eval_what(path: Path) -> str:
+    """``<env>--<model>`` for eval runs; ``rl <run> baseline`` / ``rl <run> eval`` for those inside RL runs."""
+    if path.name == "baseline" and (path.parent / "metrics.jsonl").is_file():
+        return f"rl {path.parent.name} baseline"
+    if path.parent.name == "evals" and (path.parent.parent / "metrics.jsonl").is_file():
+        return f"rl {path.parent.parent.name} eval"
+    return path.parent.name
 
 
 class RunListScreen(Screen):

@@ -180,24 +180,14 @@ RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the 
 """
 
 HTML_FLAG = "--html"
-HTML_DEFAULT = "default"
 
 
-class _HtmlOptionalValue(TyperCommand):
-    """Lets ``--html`` take an optional FILE: the next token is its value only when it ends in .html/.htm."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for i, arg in enumerate(args):
-            fixed.append(arg)
-            if arg == HTML_FLAG:
-                following = args[i + 1] if i + 1 < len(args) else ""
-                if not following.lower().endswith((".html", ".htm")):
-                    fixed.append(HTML_DEFAULT)
-        return super().parse_args(ctx, fixed)
+def _is_html_file(token: str) -> bool:
+    """The token after ``--html`` is its value only when it names an .html/.htm file; else a RUN_DIR follows."""
+    return token.lower().endswith((".html", ".htm"))
 
 
-@app.command("view", epilog=VIEW_EPILOG, cls=_HtmlOptionalValue)
+@app.command("view", epilog=VIEW_EPILOG, cls=resume_command((HTML_FLAG,), accepts=_is_html_file))
 @user_errors
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
@@ -222,7 +212,7 @@ def view(
     if html is not None:
         from evalkit.report.html import write_report
 
-        target = write_report(paths, None if html == HTML_DEFAULT else Path(html))
+        target = write_report(paths, None if html == LATEST else Path(html))
         console.print(f"html report: [bold]{target}[/bold]", soft_wrap=True)
 
 
