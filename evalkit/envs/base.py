@@ -157,6 +157,17 @@ class Environment:
         return state
 
 
+    async def score_group(self, states: list[RolloutState]) -> None:
+        """Called by :func:`evalkit.rollouts.run_groups` once per group, after all its rollouts finished.
+
+        Native environments score each rollout in :meth:`rollout`, so this does nothing. Environments whose
+        rubric scores a whole group at once (wrapped verifiers environments with group-level reward
+        functions) fill ``reward``/``metrics``/``error`` of ``states`` here; it must not raise for scoring
+        failures (they become the rows' ``error``).
+        """
+        return None
+
+
 def _take(dataset: Dataset | None, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
     if dataset is None:
         return []

@@ -1,0 +1,233 @@
+"""A legacy verifiers environment (``import verifiers as vf``, verifiers 0.3.x) as a primekit Environment.
+
+What verifiers does and what primekit does:
+
+- **rows**: verifiers' own ``get_dataset()`` / ``get_eval_dataset()`` (dataset builder functions built
+  lazily, ``system_prompt`` and ``few_shot`` applied, ``example_id`` added), then primekit's ``-n``/shuffle.
+  ``system_prompt`` is the verifiers environment's, so GEPA optimizes it and a candidate replaces the
+  row's leading system message while the few-shot messages stay.
+- **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
+  ``env_response``, tools, ``@vf.stop`` conditions, ``setup_state`` and cleanup handlers, with a
+  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client.
+- **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default). A rubric without
+  group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
+  numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
+  group in :meth:`score_group`, which :func:`evalkit.rollouts.run_groups` calls. Then ``rubric.cleanup``.
+- **results**: verifiers' reward and metrics (``num_turns``, ``total_tool_calls``, ``<tool>_calls``, each
+  reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
+  :class:`~evalkit.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
+  the client reports them). ``RolloutState.extra`` is the verifiers ``State``, so ``-C key`` picks its keys.
+
+Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
+exception escaping the environment's code, a raising reward function (see
+:mod:`~evalkit.verifiers_compat.reward_errors`) or a raising rubric each become the row's ``error``. A rollout
+with an error is not scored on its own (reward 0, no metrics); in a group-scored rubric it still takes part in
+the group call, as in verifiers, and then gets reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from evalkit.clients.base import ModelClient
+from evalkit.envs.base import Environment
+from evalkit.types import Completion, RolloutState, SamplingArgs
+from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
+from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
+
+PENDING_GROUP_SCORE = "primekit_pending_group_score"
+
+
+def is_legacy_environment(obj: Any) -> bool:
+    """Whether ``obj`` is a legacy ``verifiers`` Environment (imports verifiers, which the caller has)."""
+    from verifiers.legacy.envs.environment import Environment as VfEnvironment
+
+    return isinstance(obj, VfEnvironment)
+
+
+class VerifiersEnvironment(Environment):
+    """A primekit Environment whose rows and rollouts come from a legacy verifiers environment."""
+
+    def __init__(self, vf_env: Any, *, env_id: str = "", env_args: dict[str, Any] | None = None):
+        # The base __init__ validates primekit datasets; this environment's data lives in verifiers.
+        self.vf_env = vf_env
+        self.env_id = env_id or getattr(vf_env, "env_id", "") or ""
+        if not getattr(vf_env, "env_id", None):
+            vf_env.env_id = self.env_id
+        if env_args and not getattr(vf_env, "env_args", None):
+            vf_env.env_args = dict(env_args)
+        self.system_prompt = vf_env.system_prompt
+        self.sampling_args = to_sampling_args(vf_env.sampling_args)
+        self.group_scored = bool(vf_env.requires_group_rollouts)
+        self.parser = vf_env.parser
+        self.rubric = vf_env.rubric
+        record_reward_errors(vf_env.rubric)
+
+    # ----- data -----------------------------------------------------------------------------
+    @property
+    def dataset(self) -> Any:
+        """verifiers' training dataset (built on first use; None when the environment has only an eval split)."""
+        return self.vf_env.build_dataset()
+
+    @property
+    def eval_dataset(self) -> Any:
+        return self.vf_env.build_eval_dataset()
+
+    def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
+        source = self.dataset if self.dataset is not None else self.eval_dataset
+        return _take(source, n, seed, shuffle)
+
+    def get_eval_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
+        source = self.eval_dataset if self.eval_dataset is not None else self.dataset
+        return _take(source, n, seed, shuffle)
+
+    # ----- rollouts -------------------------------------------------------------------------
+    async def rollout(
+        self,
+        client: ModelClient,
+        row: dict[str, Any],
+        *,
+        example_id: int = 0,
+        rollout_idx: int = 0,
+        sampling: SamplingArgs | None = None,
+        system_prompt: str | None = None,
+    ) -> RolloutState:
+        """verifiers runs the rollout (see the module docstring); scored here unless the rubric scores groups."""
+        state = self.new_state(row, example_id, rollout_idx, system_prompt)
+        started = time.perf_counter()
+        vf_input = {**row, "prompt": state.prompt, "example_id": example_id}
+        vf_sampling = to_vf_sampling(self.vf_env.sampling_args, sampling)
+        from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
+
+        bridge = ModelClientBridge(client)
+        vf_state = None
+        try:
+            vf_state = await self.vf_env.rollout(vf_input, bridge, client.model, vf_sampling)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # environment code is user code: a bad rollout is data
+            state.error = f"environment raised {type(exc).__name__}: {exc}"
+        generated = time.perf_counter()
+        if vf_state is not None:
+            _copy_rollout(vf_state, bridge, state)
+            state.extra = vf_state
+        if self.group_scored and vf_state is not None:
+            vf_state[PENDING_GROUP_SCORE] = True
+        else:
+            await self._score([state])
+        _set_timing(state, started, generated, time.perf_counter())
+        return state
+
+    async def score_group(self, states: list[RolloutState]) -> None:
+        """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for it)."""
+        pending = [s for s in states if _vf_state(s) is not None and s.extra.pop(PENDING_GROUP_SCORE, False)]
+        if not pending:
+            return
+        started = time.perf_counter()
+        await self._score(pending)
+        elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        for state in pending:
+            state.timing["scoring_ms"] = round(state.timing.get("scoring_ms", 0.0) + elapsed_ms, 3)
+            state.timing["total_ms"] = round(state.timing.get("total_ms", 0.0) + elapsed_ms, 3)
+
+    async def _score(self, states: list[RolloutState]) -> None:
+        """verifiers' ``score_group`` over the states that have a verifiers state, then cleanup; errors become rows."""
+        scorable = [s for s in states if _vf_state(s) is not None and (self.group_scored or s.error is None)]
+        failure = None
+        if scorable:
+            vf_states = [_vf_state(s) for s in scorable]
+            try:
+                if self.vf_env.score_rollouts:
+                    await self.vf_env.rubric.score_group(vf_states)
+                else:
+                    await self.vf_env.rubric.dummy_score_group(vf_states)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a broken rubric fails these rows, not the run
+                failure = f"rubric raised {type(exc).__name__}: {exc}"
+        for state in states:
+            await self._finish(state, failure if state in scorable else None)
+
+    async def _finish(self, state: RolloutState, failure: str | None) -> None:
+        """Reward, metrics and error of one row once scoring is over (see the module docstring's error rules)."""
+        vf_state = _vf_state(state)
+        problems: list[str] = []
+        if vf_state is not None:
+            problems.extend(reward_errors(vf_state))
+            try:
+                await self.vf_env.rubric.cleanup(vf_state)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                problems.append(f"rubric cleanup raised {type(exc).__name__}: {exc}")
+        if state.error is not None or failure is not None or vf_state is None:
+            state.error = "; ".join(p for p in [state.error, failure, *problems] if p)
+            state.reward, state.metrics = 0.0, {}
+            state.stop_condition = state.stop_condition or "error"
+            return
+        state.reward = float(vf_state.get("reward") or 0.0)
+        state.metrics = {k: float(v) for k, v in (vf_state.get("metrics") or {}).items() if isinstance(v, (int, float))}
+        if problems:  # like a native rubric: the failing function scored 0 and the row says why
+            state.error = "; ".join(problems)
+
+
+def _vf_state(state: RolloutState) -> Any:
+    """The verifiers State a rollout carries in ``extra`` (None when verifiers never returned one)."""
+    return state.extra if "trajectory" in state.extra else None
+
+
+def _copy_rollout(vf_state: Any, bridge: Any, state: RolloutState) -> None:
+    """The verifiers state's conversation, turns, stop condition and errors onto primekit's RolloutState."""
+    state.completion = to_openai_messages(vf_state.get("completion"))
+    trajectory = vf_state.get("trajectory") or []
+    state.turns = len(trajectory)
+    state.responses = [_completion(step, bridge) for step in trajectory]
+    state.stop_condition = vf_state.get("stop_condition")
+    state.is_truncated = bool(vf_state.get("is_truncated")) or any(r.finish_reason == "length" for r in state.responses)
+    for response in state.responses:
+        state.usage.add(response.usage)
+    error = vf_state.get("error")
+    if error is not None:
+        state.error = _describe(error)
+
+
+def _completion(step: Any, bridge: Any) -> Completion:
+    """The primekit Completion of one trajectory step (the bridge's own, or rebuilt from verifiers' response)."""
+    response = step.get("response")
+    known = bridge.completion_for(getattr(response, "id", "")) if response is not None else None
+    if known is not None:
+        return known
+    message = getattr(response, "message", None)
+    return Completion(text=str(getattr(message, "content", "") or ""), finish_reason=getattr(message, "finish_reason", None) or "stop")
+
+
+def _describe(error: BaseException) -> str:
+    from verifiers.legacy.errors import ModelError
+
+    cause = error.__cause__
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if cause is not None and str(cause) and str(cause) not in detail:
+        detail += f" ({type(cause).__name__}: {cause})"
+    if isinstance(error, ModelError):
+        return f"model call failed: {detail}"
+    return f"environment raised {detail}"
+
+
+def _set_timing(state: RolloutState, started: float, generated: float, finished: float) -> None:
+    state.timing = {
+        "generation_ms": round((generated - started) * 1000, 3),
+        "scoring_ms": round((finished - generated) * 1000, 3),
+        "total_ms": round((finished - started) * 1000, 3),
+    }
+
+
+def _take(dataset: Any, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
+    if dataset is None:
+        return []
+    if shuffle:
+        dataset = dataset.shuffle(seed=seed)
+    if n is not None and n >= 0:
+        dataset = dataset.select(range(min(n, len(dataset))))
+    return dataset.to_list()

@@ -1,0 +1,67 @@
+"""An offline harness for verifiers v1 tasksets: verifiers' own ``null`` chat program, run by this interpreter.
+
+Why it exists: verifiers 0.3.1 runs every harness program as a PEP 723 script through ``uv``
+(``Runtime.prepare_uv_script``): on first use it runs ``pip install --user uv`` and ``uv sync`` downloads the
+script's dependencies into a fresh environment. That needs the network and writes to the user's home
+(``~/.local/bin/uv``, ``~/.cache/uv``). The ``null`` harness's program (a plain chat loop with MCP tool support,
+``verifiers/v1/harnesses/null/program.py``) only needs ``openai``, ``mcp``, ``httpx`` and ``tenacity``, which
+verifiers itself depends on, so they are installed wherever verifiers is.
+
+:class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
+written into the rollout's working directory and started with ``sys.executable`` instead of a uv
+environment. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
+goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
+
+verifiers finds harnesses by module name, so the plugin is exposed as the top-level module
+``primekit_harness`` (harness id ``primekit-harness``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from typing import Any
+
+from verifiers.v1.harnesses.null.harness import NullHarness
+from verifiers.v1.runtimes import SubprocessConfig
+
+HARNESS_ID = "primekit-harness"
+
+
+class LocalInterpreterRuntime:
+    """A rollout's subprocess runtime, except that a PEP 723 script runs with ``sys.executable``, not uv.
+
+    Every other attribute and method is the wrapped runtime's own.
+    """
+
+    def __init__(self, runtime: Any):
+        self._runtime = runtime
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+    async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:
+        data = script.encode() if isinstance(script, str) else script
+        path = f".primekit-program-{hashlib.sha256(data).hexdigest()[:16]}.py"
+        await self._runtime.write(path, data)
+        return [sys.executable, path]
+
+
+class OfflineChatHarness(NullHarness):
+    """verifiers' ``null`` harness whose program runs offline on the subprocess runtime (see the module docstring).
+
+    Its config is the ``null`` harness's (``env``, ``forward_env``, ``tool_timeout``); nothing is installed.
+    """
+
+    async def setup(self, runtime: Any) -> None:
+        if not isinstance(runtime.config, SubprocessConfig):
+            await super().setup(runtime)
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
+                     mcp_urls: dict[str, str], data: Any) -> Any:
+        if isinstance(runtime.config, SubprocessConfig):
+            runtime = LocalInterpreterRuntime(runtime)
+        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data)
+
+
+__all__ = ["OfflineChatHarness"]
