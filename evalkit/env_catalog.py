@@ -1,8 +1,9 @@
 """Which environments a user can run from here, without importing any of them.
 
-Three origins, in the order :func:`evalkit.registry.resolve` searches them: ``local`` folders under
-``./environments/``, ``installed`` distributions that depend on primekit (what ``prime env install``
-and ``pip install`` of an environment package produce), and the ``builtin`` ones. Descriptions come
+Three origins, in the order :func:`evalkit.registry.resolve` searches them: ``installed`` distributions
+that depend on primekit or on verifiers (what ``prime env install`` and ``pip install`` of an environment
+package produce, Environments Hub packages included), ``local`` folders under ``./environments/``, and the
+``builtin`` ones. Descriptions come
 from the first line of each module's docstring, read with ``ast`` so a broken or slow module cannot
 break the listing.
 """
@@ -51,14 +52,14 @@ def local_envs(environments_dir: Path | str = "environments") -> list[EnvInfo]:
 
 
 def installed_envs() -> list[EnvInfo]:
-    """Distributions that require primekit and provide an importable module named after themselves."""
+    """Distributions that require primekit or verifiers and provide an importable module named after themselves."""
     found: dict[str, EnvInfo] = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata.get("Name") or ""
         requires = dist.requires or []
-        if not name or name.lower() == "primekit":
+        if not name or name.lower() in ("primekit", "verifiers"):
             continue
-        if not any(re.match(r"primekit\b", req.strip().lower()) for req in requires):
+        if not any(re.match(r"(primekit|verifiers)\b", req.strip().lower()) and "extra ==" not in req for req in requires):
             continue
         module = module_name_for(name.lower())
         try:
@@ -82,5 +83,5 @@ def builtin_envs() -> list[EnvInfo]:
 
 
 def list_environments(environments_dir: Path | str = "environments") -> list[EnvInfo]:
-    """Local, then installed, then built-in (resolution order: the first of an id is what runs)."""
-    return local_envs(environments_dir) + installed_envs() + builtin_envs()
+    """Installed, then local, then built-in (resolution order: the first of an id is what runs)."""
+    return installed_envs() + local_envs(environments_dir) + builtin_envs()

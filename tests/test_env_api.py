@@ -215,9 +215,10 @@ async def test_multi_turn_env_response_error_is_recorded():
     assert state.error == "environment raised RuntimeError: game bug" and state.reward == 0.0
 
 
-def test_multi_turn_rejects_zero_turns():
-    with pytest.raises(ValueError):
-        CountingEnv(dataset=ROWS, max_turns=0)
+async def test_multi_turn_minus_one_means_no_turn_cap():
+    replies = [str(i) for i in range(14)] + ["done"]
+    state = await CountingEnv(dataset=ROWS, max_turns=-1).rollout(ScriptedClient(replies), ROWS[0])
+    assert state.stop_condition == "said_done" and state.turns == 15
 
 
 # ----- ToolEnv --------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def test_env_init_warns_when_shadowing_a_builtin(workdir):
 
 
 def test_env_install_errors_are_one_line(workdir):
-    result = runner.invoke(app, ["env", "install", "nowhere"])
+    result = runner.invoke(app, ["env", "install", "./nowhere"])
     assert result.exit_code == 2 and result.stderr.startswith("error: nowhere is not a folder")
     (workdir / "empty").mkdir()
     result = runner.invoke(app, ["env", "install", "empty"])

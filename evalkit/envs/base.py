@@ -7,7 +7,11 @@ Shape follows the verifiers convention so environments port with renames only::
 
 Dataset rows hold ``prompt`` (a list of chat messages) or ``question`` (a string), optional ``answer``
 (a string) and ``info`` (a dict). ``dataset`` is for training (RL, GEPA's train split),
-``eval_dataset`` for evaluation; an environment with only one uses it for both.
+``eval_dataset`` for evaluation; an environment with only one uses it for both. Either may be a
+*dataset builder*: a function of no arguments returning the rows, called the first time that split is
+used (as in verifiers, so an eval never builds the training split). ``few_shot`` messages go between
+the system prompt and the question of ``question`` rows (rows that bring their own ``prompt`` are
+used as they are, as verifiers does).
 
 ``rollout`` is the one entry point callers use (eval runner, GEPA, RL). It never raises for
 problems *inside* a rollout: a failing model call, a raising ``env_response`` or tool, or a raising
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from datasets import Dataset
@@ -30,7 +34,7 @@ from evalkit.envs.rubric import Rubric
 from evalkit.errors import ModelCallError, UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 
-DatasetLike = Dataset | Iterable[dict[str, Any]] | None
+DatasetLike = Dataset | Iterable[dict[str, Any]] | Callable[[], Any] | None
 
 
 def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
@@ -56,12 +60,17 @@ class Environment:
         rubric: Rubric | None = None,
         sampling_args: dict[str, Any] | None = None,
         env_id: str = "",
+        few_shot: list[Message] | None = None,
     ):
-        self.dataset = to_dataset(dataset, "dataset")
-        self.eval_dataset = to_dataset(eval_dataset, "eval_dataset")
-        if self.dataset is None and self.eval_dataset is None:
+        if dataset is None and eval_dataset is None:
             raise UserError("an environment needs a dataset or an eval_dataset")
+        self._sources = {"dataset": dataset, "eval_dataset": eval_dataset}
+        self._built: dict[str, Dataset | None] = {}
+        for split, source in self._sources.items():
+            if not callable(source):
+                self._built[split] = to_dataset(source, split)
         self.system_prompt = system_prompt
+        self.few_shot = [dict(m) for m in few_shot] if few_shot else None
         self.parser = parser or (rubric.parser if rubric else Parser())
         self.rubric = rubric or Rubric(parser=self.parser)
         if rubric is not None and parser is not None:
@@ -70,6 +79,36 @@ class Environment:
         self.env_id = env_id
 
     # ----- data -----------------------------------------------------------------------------
+    @property
+    def dataset(self) -> Dataset | None:
+        """The training split (a builder function is called on first use)."""
+        return self._split("dataset")
+
+    @dataset.setter
+    def dataset(self, value: DatasetLike) -> None:
+        self._sources["dataset"] = value
+        self._built.pop("dataset", None)
+
+    @property
+    def eval_dataset(self) -> Dataset | None:
+        """The evaluation split (a builder function is called on first use)."""
+        return self._split("eval_dataset")
+
+    @eval_dataset.setter
+    def eval_dataset(self, value: DatasetLike) -> None:
+        self._sources["eval_dataset"] = value
+        self._built.pop("eval_dataset", None)
+
+    def _split(self, split: str) -> Dataset | None:
+        if split not in self._built:
+            source = self._sources.get(split)
+            try:
+                data = source() if callable(source) else source
+            except Exception as exc:  # user code, run late: still one clear line, not a traceback
+                raise UserError(f"the {split} builder of environment '{self.env_id}' raised {type(exc).__name__}: {exc}") from exc
+            self._built[split] = to_dataset(data, split)
+        return self._built[split]
+
     def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
         """Training rows (falls back to the eval split), as plain dicts, at most ``n`` (-1 = all)."""
         return _take(self.dataset if self.dataset is not None else self.eval_dataset, n, seed, shuffle)
@@ -91,6 +130,7 @@ class Environment:
                     messages.insert(0, {"role": "system", "content": system})
             return messages
         messages = [{"role": "system", "content": system}] if system else []
+        messages.extend(dict(m) for m in self.few_shot or [])
         messages.append({"role": "user", "content": str(row.get("question", ""))})
         return messages
 

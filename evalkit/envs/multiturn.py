@@ -2,9 +2,10 @@
 
 Subclasses implement ``env_response(messages, state)`` (sync or async) returning the environment's
 next message(s), and optionally ``is_completed(messages, state)`` returning ``True`` or the name of
-the stop condition. ``state`` is the rollout's own dict (``RolloutState.extra``): keep game state
-there; it starts with ``answer``, ``info`` and ``turn``. The built-in stop conditions are
-``max_turns`` and ``length`` (the model hit max_tokens, so the reply is cut).
+the stop condition, and ``setup_state(state)`` (sync or async, awaited before the first turn).
+``state`` is the rollout's own dict (``RolloutState.extra``): keep game state there; it starts with
+``answer``, ``info`` and ``turn``. The built-in stop conditions are ``max_turns`` (never with
+``max_turns=-1``) and ``length`` (the model hit max_tokens, so the reply is cut).
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from evalkit.types import Message, RolloutState, SamplingArgs
 
 class MultiTurnEnv(Environment):
     def __init__(self, *args: Any, max_turns: int = 10, **kwargs: Any):
+        """``max_turns`` caps model turns; ``-1`` (or any value below 1, as in verifiers) means no cap."""
         super().__init__(*args, **kwargs)
-        if max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
         self.max_turns = max_turns
 
-    def setup_state(self, state: dict[str, Any]) -> None:
-        """Hook to initialise per-rollout game state before the first model turn."""
+    def setup_state(self, state: dict[str, Any]) -> Any:
+        """Hook (sync or async) to initialise per-rollout game state before the first model turn."""
 
     def is_completed(self, messages: list[Message], state: dict[str, Any]) -> bool | str:
         """Checked after each model turn and after each environment response; False to go on."""
@@ -37,7 +37,7 @@ class MultiTurnEnv(Environment):
     async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
         game = state.extra
         game.update({"answer": state.answer, "info": state.info, "turn": 0})
-        self.setup_state(game)
+        await _maybe_await(self.setup_state(game))
         messages = list(state.prompt)
         while True:
             response = await client.chat(messages, sampling, self.tools_for(game))
@@ -54,7 +54,7 @@ class MultiTurnEnv(Environment):
             if done:
                 state.stop_condition = done if isinstance(done, str) else "completed"
                 return
-            if state.turns >= self.max_turns:
+            if 0 < self.max_turns <= state.turns:
                 state.stop_condition = "max_turns"
                 return
             new = await _maybe_await(self.env_response(messages, game))

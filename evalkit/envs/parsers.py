@@ -25,6 +25,10 @@ def last_assistant_text(completion: list[Message] | str) -> str:
     return ""
 
 
+def _with_role(messages: list[Message], role: str) -> list[Message]:
+    return [m for m in messages if (m.get("role") if isinstance(m, dict) else getattr(m, "role", None)) == role]
+
+
 class Parser:
     """Identity parser with an optional ``extract_fn`` applied to the answer text."""
 
@@ -33,6 +37,19 @@ class Parser:
 
     def parse(self, text: str) -> Any:
         return text.strip()
+
+    # verifiers' message helpers: the messages of one role, in order (dicts or message objects).
+    def get_assistant_messages(self, completion: list[Message]) -> list[Message]:
+        return _with_role(completion, "assistant")
+
+    def get_user_messages(self, completion: list[Message]) -> list[Message]:
+        return _with_role(completion, "user")
+
+    def get_system_messages(self, completion: list[Message]) -> list[Message]:
+        return _with_role(completion, "system")
+
+    def get_tool_messages(self, completion: list[Message]) -> list[Message]:
+        return _with_role(completion, "tool")
 
     def parse_answer(self, completion: list[Message] | str) -> str | None:
         text = self.parse(last_assistant_text(completion))

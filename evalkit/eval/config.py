@@ -17,6 +17,11 @@ A TOML eval config (``configs/eval/*.toml``)::
 Entries run one after the other, each into its own run dir. Unknown keys are rejected; relative
 paths (output_dir, endpoints_path, system_prompt_file, local model folders) resolve against the
 config file's folder.
+
+Keys as verifiers' ``vf-eval`` configs write them are accepted too: ``env_id``/``env_args`` beside
+``id``/``args`` in ``[[eval]]`` (and a top-level ``env_args`` as every entry's defaults), a
+``[sampling_args]`` table beside ``[sampling]``, and the sampling keys ``max_tokens``, ``temperature``
+and ``top_p`` at the top level or in an entry. Setting one value both ways is an error.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
 from evalkit.errors import ConfigError
@@ -136,10 +141,51 @@ class EvalConfig(BaseModel):
         return hashlib.sha256(self.system_prompt.encode("utf-8")).hexdigest()
 
 
+SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
+"""Sampling keys verifiers' configs put next to the other settings instead of in a ``[sampling]`` table."""
+
+
+def anchor_sampling_keys(data: Any) -> Any:
+    """Fold ``[sampling_args]`` and top-level ``max_tokens``/``temperature``/``top_p`` into ``sampling``."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    if "sampling_args" in data:
+        if "sampling" in data:
+            raise ValueError("set [sampling] or [sampling_args] (the same table), not both")
+        data["sampling"] = data.pop("sampling_args")
+    loose = {key: data.pop(key) for key in SAMPLING_KEYS if key in data}
+    if loose:
+        table = dict(data.get("sampling") or {})
+        twice = sorted(key for key in loose if key in table)
+        if twice:
+            raise ValueError(f"{twice[0]} is set both at this level and in [sampling]; set it once")
+        data["sampling"] = {**table, **loose}
+    return data
+
+
+def anchor_env_keys(data: Any) -> Any:
+    """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for ours, theirs in (("id", "env_id"), ("args", "env_args")):
+        if theirs in data:
+            if ours in data:
+                raise ValueError(f"set {ours} or {theirs} (the same thing), not both")
+            data[ours] = data.pop(theirs)
+    return data
+
+
 class EvalEntry(BaseModel):
-    """One ``[[eval]]`` table."""
+    """One ``[[eval]]`` table (``env_id``/``env_args`` and loose sampling keys accepted, see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anchor_keys(cls, data: Any) -> Any:
+        return anchor_sampling_keys(anchor_env_keys(data))
 
     id: str
     """Environment id or folder."""
@@ -162,6 +208,11 @@ class EvalFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _anchor_keys(cls, data: Any) -> Any:
+        return anchor_sampling_keys(data)
+
     eval: list[EvalEntry] = Field(min_length=1)
     """The evals to run, in order."""
     model: str | None = None
@@ -183,6 +234,8 @@ class EvalFile(BaseModel):
     pass_threshold: float | None = None
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Default sampling args for every entry."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Default env args for every entry (an entry's own args win)."""
 
 
 def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) -> list[EvalConfig]:
@@ -190,7 +243,7 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
     file = Path(path)
     parsed = validate(EvalFile, load_toml(file), file)
     base = file.resolve().parent
-    top = parsed.model_dump(exclude={"eval", "sampling", "system_prompt_file"}, exclude_none=True)
+    top = parsed.model_dump(exclude={"eval", "sampling", "system_prompt_file", "env_args"}, exclude_none=True)
     for key in ("output_dir", "endpoints_path"):
         if key in top:
             top[key] = _resolve(top[key], base)
@@ -209,7 +262,7 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
         if entry.system_prompt_file:
             data["system_prompt"] = _read_prompt(entry.system_prompt_file, base, file)
         data["env_id"] = _resolve_env(entry.id, base)
-        data["env_args"] = dict(entry.args)
+        data["env_args"] = {**parsed.env_args, **entry.args}
         data["sampling"] = {**parsed.sampling, **entry.sampling}
         for key, value in (overrides or {}).items():
             if key == "sampling":

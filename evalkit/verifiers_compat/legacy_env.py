@@ -33,6 +33,7 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
+from evalkit.errors import UserError
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
@@ -69,11 +70,18 @@ class VerifiersEnvironment(Environment):
     @property
     def dataset(self) -> Any:
         """verifiers' training dataset (built on first use; None when the environment has only an eval split)."""
-        return self.vf_env.build_dataset()
+        return self._build("dataset", self.vf_env.build_dataset)
 
     @property
     def eval_dataset(self) -> Any:
-        return self.vf_env.build_eval_dataset()
+        return self._build("eval_dataset", self.vf_env.build_eval_dataset)
+
+    def _build(self, split: str, build: Any) -> Any:
+        try:
+            return build()
+        except Exception as exc:  # a dataset builder is user code, run late
+            raise UserError(f"the {split} of verifiers environment '{self.env_id}' failed to build: "
+                            f"{type(exc).__name__}: {exc}") from exc
 
     def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
         source = self.dataset if self.dataset is not None else self.eval_dataset

@@ -9,8 +9,9 @@ import typer
 from gepa_cli.errors import user_errors
 
 app = typer.Typer(
-    help="List, create and install environments.\n\nIds resolve in this order: `./environments/<id>/`, "
-    "an installed module, the built-ins.",
+    help="List, create and install environments.\n\nIds resolve as verifiers resolves them: an installed "
+    "module, then `./environments/<id>/`, then primekit's built-ins. Environments written for verifiers "
+    "(`import verifiers as vf`, or v1 `import verifiers.v1 as vf`) run unchanged with the `verifiers` extra.",
     no_args_is_help=True,
     rich_markup_mode="markdown",
 )
@@ -68,22 +69,27 @@ def init(
 @app.command("install")
 @user_errors
 def install(
-    path: Path = typer.Argument(..., help="Folder of an environment package (has a pyproject.toml)."),
+    target: str = typer.Argument(..., help="A folder with a pyproject.toml, a name under ./environments/, a package name, or an Environments Hub id owner/name[@version]."),
     no_build_isolation: bool = typer.Option(
-        False, "--no-build-isolation", help="Build with the installed setuptools (needed offline)."
+        False, "--no-build-isolation", help="Build a folder with the installed setuptools (needed offline)."
     ),
+    environments_dir: Path = typer.Option(Path("environments"), "--dir", help="Folder of local environments."),
 ) -> None:
-    """Install a local environment package (editable) into this Python, so its id works anywhere.
+    """Install an environment into this Python, so its id works from any folder.
 
-    Runs `python -m pip install -e PATH` with the interpreter running prime.
+    A folder (or a name found under ./environments/) is installed editable; a package name is installed
+    with pip; a Hub id owner/name[@version] adds the Hub's package index for that owner. Runs
+    `python -m pip install ...` with the interpreter running prime (pip's PIP_* variables apply).
 
     Examples:
 
         prime env install ./environments/my_env
 
-        prime env install ./environments/my_env --no-build-isolation
+        prime env install my-env                    # ./environments/my_env if it exists, else the package
+
+        prime env install primeintellect/reverse-text@0.1.0
     """
     from evalkit.env_install import install_environment
 
-    module = install_environment(path, no_build_isolation=no_build_isolation)
-    print(f"installed {path} (module {module}); run it from any folder with `prime eval run {module.replace('_', '-')}`")
+    module = install_environment(target, no_build_isolation=no_build_isolation, environments_dir=environments_dir)
+    print(f"installed {target} (module {module}); run it from any folder with `prime eval run {module.replace('_', '-')}`")

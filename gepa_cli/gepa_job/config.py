@@ -12,18 +12,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.routing import is_embedded, route
 from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
 from evalkit.errors import ConfigError, UserError
+from evalkit.eval.config import anchor_env_keys
 from evalkit.tomlio import load_toml, validate
 
 
 class EnvSpec(BaseModel):
-    """One environment whose examples train and validate the shared system prompt."""
+    """One environment whose examples train and validate the shared system prompt.
+
+    verifiers' GEPA configs write ``env_id``/``env_args``; those names are accepted for ``id``/``args``.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anchor_keys(cls, data: Any) -> Any:
+        return anchor_env_keys(data)
 
     id: str = Field(min_length=1)
     """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
