@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from pathlib import Path
@@ -393,3 +394,66 @@ def test_unrelated_folder_named_like_an_id_does_not_hide_the_builtin(tmp_path, m
     assert resolve("arithmetic", tmp_path / "environments").origin == "builtin"
     (tmp_path / "arithmetic" / "arithmetic.py").write_text(LOCAL_ENV)
     assert resolve("arithmetic", tmp_path / "environments").origin == "local"  # a real env folder is a path
+
+
+# ----- verifiers habits the native API accepts ---------------------------------------------------
+async def test_async_setup_state_is_awaited():
+    class Seeded(CountingEnv):
+        async def setup_state(self, state):
+            await asyncio.sleep(0)
+            state["seen"] = ["seeded"]
+
+    env = Seeded(dataset=ROWS, max_turns=2, rubric=Rubric([lambda state: len(state["seen"])]))
+    state = await env.rollout(ScriptedClient(["a", "done"]), ROWS[0])
+    assert state.extra["seen"] == ["seeded", "a"] and state.reward == 2.0
+
+
+def test_dataset_builders_run_on_first_use_and_only_for_the_split_used():
+    built = []
+
+    def train():
+        built.append("train")
+        return [{"question": "t", "answer": "t"}]
+
+    def evaluation():
+        built.append("eval")
+        return [{"question": "e", "answer": "e"}, {"question": "f", "answer": "f"}]
+
+    env = SingleTurnEnv(dataset=train, eval_dataset=evaluation)
+    assert built == []
+    assert [r["question"] for r in env.get_eval_dataset()] == ["e", "f"] and built == ["eval"]
+    env.get_eval_dataset()
+    assert built == ["eval"]
+    assert [r["question"] for r in env.get_dataset()] == ["t"] and built == ["eval", "train"]
+
+
+def test_failing_dataset_builder_is_one_user_error():
+    def broken():
+        raise OSError("no network")
+
+    env = SingleTurnEnv(dataset=broken, env_id="net-env")
+    with pytest.raises(UserError, match="the dataset builder of environment 'net-env' raised OSError: no network"):
+        env.get_dataset()
+    with pytest.raises(UserError, match="dataset rows need a 'prompt'"):
+        SingleTurnEnv(dataset=lambda: [{"text": "x"}]).get_dataset()
+
+
+def test_few_shot_goes_between_system_prompt_and_question():
+    shots = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]
+    env = SingleTurnEnv(dataset=ROWS, system_prompt="Be brief.", few_shot=shots)
+    assert env.format_prompt({"question": "2+2?"}) == [
+        {"role": "system", "content": "Be brief."}, *shots, {"role": "user", "content": "2+2?"}]
+    assert env.format_prompt({"question": "2+2?"}, system_prompt="GEPA")[0] == {"role": "system", "content": "GEPA"}
+    own = [{"role": "user", "content": "own prompt"}]
+    assert env.format_prompt({"prompt": own}) == [{"role": "system", "content": "Be brief."}, *own]  # as verifiers
+
+
+def test_parser_role_helpers():
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": "a1"}, {"role": "tool", "content": "t", "tool_call_id": "1"},
+                {"role": "assistant", "content": "a2"}]
+    parser = XMLParser(["answer"])
+    assert [m["content"] for m in parser.get_assistant_messages(messages)] == ["a1", "a2"]
+    assert [m["content"] for m in parser.get_user_messages(messages)] == ["u"]
+    assert [m["content"] for m in parser.get_system_messages(messages)] == ["s"]
+    assert [m["content"] for m in parser.get_tool_messages(messages)] == ["t"]

@@ -1,0 +1,153 @@
+"""The verifiers wrapper at library level: what RL needs from a rollout (per-turn token ids through the bridge),
+errors as rows, group scoring through run_groups, and loading errors as one line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
+
+from evalkit.clients.scripted import ScriptedClient, tool_call_reply  # noqa: E402
+from evalkit.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.registry import load_environment  # noqa: E402
+from evalkit.rollouts import run_groups  # noqa: E402
+from evalkit.types import Completion, SamplingArgs, Usage  # noqa: E402
+from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment  # noqa: E402
+from evalkit.verifiers_compat.v1_env import TasksetEnvironment  # noqa: E402
+
+ENVS = Path(__file__).resolve().parent / "verifiers_envs"
+
+
+@pytest.fixture
+def environments(tmp_path: Path, monkeypatch) -> Path:
+    shutil.copytree(ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "environments"
+
+
+def with_tokens(text: str, prompt_len: int = 3) -> Completion:
+    """What the embedded engine returns: text plus token ids and logprobs."""
+    ids = list(range(100, 100 + len(text.split()) + 1))
+    return Completion(text=text, usage=Usage(prompt_len, len(ids)), prompt_token_ids=list(range(prompt_len)),
+                      completion_token_ids=ids, logprobs=[-0.5] * len(ids))
+
+
+async def test_legacy_rollout_keeps_the_clients_completion_per_turn(environments):
+    env = load_environment("vf-counter", {"num_examples": 1})
+    assert isinstance(env, VerifiersEnvironment)
+    row = env.get_eval_dataset(n=1)[0]  # target 2: two model turns
+    replies = [with_tokens("1", 5), with_tokens("2", 9)]
+    client = ScriptedClient(replies)
+    state = await env.rollout(client, row, sampling=SamplingArgs(max_tokens=8, logprobs=True))
+    assert state.error is None and state.turns == 2 and state.reward == 1.0
+    assert state.responses == replies  # the very Completion objects, token ids and logprobs included
+    assert [r["sampling"].logprobs for r in client.requests] == [True, True]
+    assert state.usage.input_tokens == 14 and state.extra["target"] == 2
+
+
+async def test_tool_env_gets_tool_schemas_and_runs_async_tools(environments):
+    env = load_environment("vf-tools", {"num_examples": 1})
+    row = env.get_eval_dataset(n=1)[0]
+    client = ScriptedClient([tool_call_reply("add", '{"a": 0, "b": 1}'), "The answer is 1."])
+    state = await env.rollout(client, row)
+    assert state.reward == 1.0 and state.metrics["add_calls"] == 1.0 and state.stop_condition == "no_tools_called"
+    schema = client.requests[0]["tools"][0]["function"]
+    assert schema["name"] == "add" and schema["parameters"]["required"] == ["a", "b"]
+    assert state.completion[1] == {"role": "tool", "content": "1", "tool_call_id": "call_0"}
+
+
+async def test_failed_model_call_is_an_error_row(environments):
+    env = load_environment("vf-single", {})
+    row = env.get_eval_dataset(n=1)[0]
+    state = await env.rollout(ScriptedClient([ModelCallError("HTTP 503 from server")]), row)
+    assert state.error.startswith("model call failed: ModelError") and "HTTP 503 from server" in state.error
+    assert state.reward == 0.0 and state.metrics == {} and state.stop_condition == "has_error"
+
+
+async def test_exception_escaping_env_code_is_an_error_row(environments):
+    env = load_environment("vf-counter", {})
+    row = env.get_eval_dataset(n=1)[0]
+    env.vf_env.env_response = _raise  # a bug in the user's env_response (not a vf.Error, so verifiers lets it escape)
+    state = await env.rollout(ScriptedClient(["7"]), row)
+    assert state.error == "environment raised RuntimeError: bug in env_response" and state.reward == 0.0
+
+
+async def _raise(*args, **kwargs):
+    raise RuntimeError("bug in env_response")
+
+
+async def test_group_rubric_is_scored_once_per_group_by_run_groups(environments):
+    env = load_environment("vf-group", {"num_examples": 2})
+    assert env.group_scored
+    rows = env.get_eval_dataset()
+    groups = await run_groups(env, ScriptedClient(lambda m, s, t: "0" if "0+0" in m[-1]["content"] else "x"), rows,
+                              rollouts_per_example=4)
+    first, second = groups
+    assert [s.reward for s in first] == [1.5] * 4 and [s.metrics["group_size"] for s in first] == [4.0] * 4
+    assert [s.reward for s in second] == [0.5] * 4  # wrong but unanimous: consensus only
+
+
+async def test_v1_rollout_keeps_token_ids_through_the_http_bridge(environments):
+    env = load_environment("vf-v1-math", {"num_tasks": 2})
+    assert isinstance(env, TasksetEnvironment) and env.system_prompt == "Reply with the number only."
+    rows = env.get_eval_dataset(n=2)
+    reply = with_tokens("3", 7)
+    client = ScriptedClient([reply])
+    state = await env.rollout(client, rows[1], sampling=SamplingArgs(max_tokens=5, logprobs=True))
+    assert state.error is None and state.reward == 1.0 and state.turns == 1
+    assert [r.completion_token_ids for r in state.responses] == [reply.completion_token_ids]
+    assert [r.logprobs for r in state.responses] == [reply.logprobs]
+    sent = client.requests[0]
+    assert sent["messages"][0] == {"role": "system", "content": "Reply with the number only."}
+    assert sent["sampling"].max_tokens == 5 and sent["sampling"].logprobs is True
+
+
+async def test_v1_system_prompt_override_and_failed_model_call(environments):
+    env = load_environment("vf-v1-math", {})
+    row = env.get_eval_dataset(n=1)[0]
+    client = ScriptedClient(["1"])
+    state = await env.rollout(client, row, system_prompt="Only digits.")
+    assert state.prompt[0] == {"role": "system", "content": "Only digits."}
+    assert client.requests[0]["messages"][0] == {"role": "system", "content": "Only digits."}
+    failed = await env.rollout(ScriptedClient([ModelCallError("HTTP 500")]), row)
+    assert failed.reward == 0.0 and failed.error is not None and "HTTP 500" in failed.error
+
+
+def test_v1_env_args_are_the_taskset_config(environments):
+    assert len(load_environment("vf-v1-math", {"num_tasks": 5}).get_eval_dataset()) == 5
+    with pytest.raises(UserError, match="env args for v1 taskset 'vf-v1-math' are invalid: .*num_taskz"):
+        load_environment("vf-v1-math", {"num_taskz": 5})
+
+
+def test_verifiers_dataset_builder_failure_is_one_line(environments):
+    folder = environments / "vf_nodata"
+    folder.mkdir()
+    (folder / "vf_nodata.py").write_text(
+        "import verifiers as vf\n\n"
+        "def load_environment():\n"
+        "    def build():\n        raise OSError('dataset server unreachable')\n"
+        "    return vf.SingleTurnEnv(dataset=build, rubric=vf.Rubric())\n"
+    )
+    env = load_environment("vf-nodata", {})
+    with pytest.raises(UserError, match="failed to build: OSError: dataset server unreachable"):
+        env.get_eval_dataset()
+
+
+@pytest.mark.slow
+async def test_embedded_model_turns_carry_token_ids_for_rl(environments):
+    pytest.importorskip("evalkit.clients.local", reason="the embedded engine has not landed in this tree")
+    from evalkit.clients.factory import make_client
+
+    client = make_client("local/smollm2-135m")
+    sampling = SamplingArgs(max_tokens=4, logprobs=True)
+    for env_id in ("vf-counter", "vf-v1-math"):
+        env = load_environment(env_id, {})
+        (group,) = await run_groups(env, client, env.get_eval_dataset(n=1), rollouts_per_example=1, sampling=sampling)
+        state = group[0]
+        assert state.error is None and state.turns >= 1 and len(state.responses) == state.turns, env_id
+        for response in state.responses:
+            assert response.prompt_token_ids and response.completion_token_ids, env_id
+            assert len(response.logprobs) == len(response.completion_token_ids), env_id
