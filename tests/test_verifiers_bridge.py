@@ -151,3 +151,14 @@ async def test_embedded_model_turns_carry_token_ids_for_rl(environments):
         for response in state.responses:
             assert response.prompt_token_ids and response.completion_token_ids, env_id
             assert len(response.logprobs) == len(response.completion_token_ids), env_id
+
+
+async def test_env_group_routes_each_row_to_its_environment(environments):
+    env = load_environment("vf-mix", {})
+    rows = env.get_eval_dataset()
+    assert [r["info"]["env_id"] for r in rows] == ["small", "large"]
+    groups = await run_groups(env, ScriptedClient(lambda m, s, t: "2" if "1+1" in m[-1]["content"] else "25"), rows)
+    # verifiers' EnvGroup rubric reports every member's functions (0 for the other environment's)
+    assert [(g[0].reward, g[0].metrics) for g in groups] == [
+        (1.0, {"exact": 1.0, "double_exact": 0.0, "num_turns": 1.0}),
+        (2.0, {"exact": 0.0, "double_exact": 2.0, "num_turns": 1.0})]
