@@ -182,7 +182,10 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
     except Exception as exc:
         if _is_verifiers_missing(exc):
             raise _import_error(env_id, source.module_name, exc) from exc  # type: ignore[arg-type]
-        raise UserError(f"load_environment() of '{env_id}' raised {type(exc).__name__}: {exc}") from exc
+        from evalkit.verifiers_compat import version_problem
+
+        hint = f" ({version_problem()})" if version_problem() else ""
+        raise UserError(f"load_environment() of '{env_id}' raised {type(exc).__name__}: {exc}{hint}") from exc
     return _as_environment(env, env_id, source, env_args)
 
 

@@ -162,3 +162,13 @@ async def test_env_group_routes_each_row_to_its_environment(environments):
     assert [(g[0].reward, g[0].metrics) for g in groups] == [
         (1.0, {"exact": 1.0, "double_exact": 0.0, "num_turns": 1.0}),
         (2.0, {"exact": 0.0, "double_exact": 2.0, "num_turns": 1.0})]
+
+
+def test_an_untested_verifiers_version_is_refused_with_the_fix(environments, monkeypatch):
+    import verifiers
+
+    monkeypatch.setattr(verifiers, "__version__", "0.4.0")
+    for env_id in ("vf-single", "vf-v1-math"):
+        with pytest.raises(UserError, match=r"verifiers 0.4.0 is installed, but primekit runs verifiers environments "
+                                             r"with 0.3.1 only; install the extra"):
+            load_environment(env_id, {})

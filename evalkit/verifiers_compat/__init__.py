@@ -33,6 +33,27 @@ def require_verifiers(env_id: str = "") -> None:
         raise UserError(f"{subject} the 'verifiers' package ({exc}); {INSTALL_HINT}") from exc
 
 
+def version_problem() -> str | None:
+    """Why the installed verifiers cannot be used (None when it is a tested version or not imported at all)."""
+    import sys
+
+    module = sys.modules.get("verifiers")
+    if module is None:
+        return None
+    version = str(getattr(module, "__version__", "unknown"))
+    if version in TESTED_VERSIONS:
+        return None
+    return (f"verifiers {version} is installed, but primekit runs verifiers environments with "
+            f"{', '.join(TESTED_VERSIONS)} only; {INSTALL_HINT}")
+
+
+def check_version() -> None:
+    """UserError when the installed verifiers is not a tested version (see :func:`version_problem`)."""
+    problem = version_problem()
+    if problem:
+        raise UserError(problem)
+
+
 def is_verifiers_object(obj: Any) -> bool:
     """Whether ``obj`` is an instance of a class defined by the ``verifiers`` package (without importing it)."""
     return any(cls.__module__.split(".")[0] == "verifiers" for cls in type(obj).__mro__)
@@ -40,6 +61,7 @@ def is_verifiers_object(obj: Any) -> bool:
 
 def wrap_legacy(vf_env: Any, env_id: str, env_args: dict[str, Any] | None = None):
     """A primekit Environment running the legacy verifiers environment ``vf_env``; UserError for other objects."""
+    check_version()
     from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment, is_legacy_environment
 
     if not is_legacy_environment(vf_env):
@@ -50,4 +72,4 @@ def wrap_legacy(vf_env: Any, env_id: str, env_args: dict[str, Any] | None = None
     return VerifiersEnvironment(vf_env, env_id=env_id, env_args=env_args)
 
 
-__all__ = ["TESTED_VERSIONS", "INSTALL_HINT", "require_verifiers", "is_verifiers_object", "wrap_legacy"]
+__all__ = ["TESTED_VERSIONS", "INSTALL_HINT", "require_verifiers", "version_problem", "check_version", "is_verifiers_object", "wrap_legacy"]

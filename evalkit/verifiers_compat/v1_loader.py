@@ -24,6 +24,9 @@ def taskset_class_of(module: ModuleType) -> type | None:
     """
     if "verifiers.v1" not in sys.modules:
         return None
+    from evalkit.verifiers_compat import check_version
+
+    check_version()
     from verifiers.v1.taskset import Taskset
 
     def is_taskset(obj: Any) -> bool:
