@@ -140,8 +140,9 @@ def test_verifiers_dataset_builder_failure_is_one_line(environments):
 async def test_embedded_model_turns_carry_token_ids_for_rl(environments):
     pytest.importorskip("evalkit.clients.local", reason="the embedded engine has not landed in this tree")
     from evalkit.clients.factory import make_client
+    from evalkit.clients.spec import ClientSpec
 
-    client = make_client("local/smollm2-135m")
+    client = make_client(ClientSpec(model="local/smollm2-135m"))
     sampling = SamplingArgs(max_tokens=4, logprobs=True)
     for env_id in ("vf-counter", "vf-v1-math"):
         env = load_environment(env_id, {})
