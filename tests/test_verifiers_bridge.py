@@ -173,3 +173,25 @@ def test_an_untested_verifiers_version_is_refused_with_the_fix(environments, mon
         with pytest.raises(UserError, match=r"verifiers 0.4.0 is installed, but primekit runs verifiers environments "
                                              r"with 0.3.1 only; install the extra"):
             load_environment(env_id, {})
+
+
+async def test_v1_bridge_serves_only_requests_with_its_token():
+    import os
+
+    import aiohttp
+
+    from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
+
+    client = ScriptedClient([with_tokens("hello")])
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0.0}
+    async with ModelBridgeServer(client) as bridge, aiohttp.ClientSession() as http:
+        url = f"{bridge.base_url}/chat/completions"
+        async with http.post(url, json=body) as refused:
+            assert refused.status == 401
+        token = os.environ[bridge_key_var()]
+        async with http.post(url, json=body, headers={"Authorization": f"Bearer {token}"}) as answered:
+            data = await answered.json()
+    assert data["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
+    assert data["choices"][0]["token_ids"] == bridge.completions[0].completion_token_ids
+    assert len(client.requests) == 1 and client.requests[0]["sampling"].max_tokens == 3
+    assert client.requests[0]["sampling"].temperature == 0.0

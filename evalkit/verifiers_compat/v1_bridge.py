@@ -9,12 +9,17 @@ ids and logprobs reach RL exactly as the client reported them.
 
 One bridge serves one rollout (start, run the episode, close), so requests never mix across rollouts and
 nothing outlives the event loop. A failed model call is answered HTTP 502 with the (already redacted) error
-text, which verifiers records on the trace as a provider error.
+text, which verifiers records on the trace as a provider error. Requests must carry the process's bridge
+token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
+use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps
+out of harness programs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 import uuid
 from typing import Any
@@ -26,6 +31,18 @@ from evalkit.errors import ModelCallError
 from evalkit.types import Completion, SamplingArgs
 
 _NOT_SAMPLING = {"model", "messages", "tools", "tool_choice", "stream", "stream_options", "n", "user"}
+BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
+_TOKEN = secrets.token_urlsafe(24)
+
+
+def bridge_key_var() -> str:
+    """The environment variable verifiers' client reads the bridge token from (set, and registered as a secret)."""
+    if os.environ.get(BRIDGE_KEY_VAR) != _TOKEN:
+        os.environ[BRIDGE_KEY_VAR] = _TOKEN
+        from evalkit.clients.redact import register_secret
+
+        register_secret(_TOKEN)
+    return BRIDGE_KEY_VAR
 
 
 class ModelBridgeServer:
@@ -60,6 +77,8 @@ class ModelBridgeServer:
         await self.close()
 
     async def _chat(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {_TOKEN}":
+            return _error(401, "this loopback endpoint serves one primekit rollout; bad or missing bridge token")
         try:
             body = await request.json()
             messages = body["messages"]

@@ -33,11 +33,8 @@ from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages
-from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer
+from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
 from evalkit.verifiers_compat.v1_harness import HARNESS_ID
-
-BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_KEY"
-"""The (unset) variable verifiers reads the bridge's API key from; the loopback bridge needs none."""
 
 
 def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any]) -> "TasksetEnvironment":
@@ -68,6 +65,9 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
             f"v1 taskset '{source.env_id}' brings its own multi-agent env ({type(vf_env).__name__}); "
             "primekit runs single-agent v1 tasksets only"
         )
+    if vf_env.taskset.toolsets(vf_env.taskset.config):
+        raise UserError(f"v1 taskset '{source.env_id}' has taskset-wide shared tool servers, which primekit does not "
+                        "run yet (per-task tool servers from Task.toolsets work)")
     return TasksetEnvironment(vf_env, env_id=source.env_id)
 
 
@@ -80,8 +80,15 @@ class TasksetEnvironment(Environment):
         self.taskset = vf_env.taskset
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
-        first = next(iter(self.taskset.head(1)), None)
+        first = next(iter(self._iterate(self.taskset.head(1))), None)
         self.system_prompt = first.data.system_prompt if first is not None else None
+
+    def _iterate(self, view: Any) -> list[Any]:
+        """The tasks of a taskset view; the taskset's ``load()`` is user code, so its failure is one line."""
+        try:
+            return list(view)
+        except Exception as exc:
+            raise UserError(f"v1 taskset '{self.env_id}' failed to load its tasks: {type(exc).__name__}: {exc}") from exc
 
     # ----- data -----------------------------------------------------------------------------
     @property
@@ -103,7 +110,7 @@ class TasksetEnvironment(Environment):
         if n is not None and n >= 0:
             view = view.head(n)
         rows = []
-        for task in view:
+        for task in self._iterate(view):
             self._tasks[task.key] = task
             rows.append(self._row(task))
         return rows
@@ -154,7 +161,7 @@ class TasksetEnvironment(Environment):
             async with ModelBridgeServer(client) as bridge:
                 ctx = vf.ModelContext(
                     model=client.model,
-                    client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=BRIDGE_KEY_VAR),
+                    client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
                     sampling=vf.SamplingConfig(**merged.to_dict()),
                 )
                 episode = await self.vf_env.run_episode(task, ctx)
