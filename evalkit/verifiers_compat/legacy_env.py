@@ -2,8 +2,9 @@
 
 What verifiers does and what primekit does:
 
-- **rows**: verifiers' own ``get_dataset()`` / ``get_eval_dataset()`` (dataset builder functions built
-  lazily, ``system_prompt`` and ``few_shot`` applied, ``example_id`` added), then primekit's ``-n``/shuffle.
+- **rows**: verifiers' own ``build_dataset()`` / ``build_eval_dataset()`` (what its ``get_dataset()`` reads:
+  dataset builder functions called lazily, ``system_prompt`` and ``few_shot`` applied, ``example_id`` added),
+  then primekit's ``-n``/shuffle (the eval split falls back to the training split, as in verifiers).
   ``system_prompt`` is the verifiers environment's, so GEPA optimizes it and a candidate replaces the
   row's leading system message while the few-shot messages stay.
 - **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
@@ -36,6 +37,7 @@ from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
+from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
 
 PENDING_GROUP_SCORE = "primekit_pending_group_score"
@@ -102,13 +104,16 @@ class VerifiersEnvironment(Environment):
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
     ) -> RolloutState:
-        """verifiers runs the rollout (see the module docstring); scored here unless the rubric scores groups."""
+        """verifiers runs the rollout (see the module docstring); never raises for in-rollout failures.
+
+        Scored here, unless the rubric has group-level functions: then ``reward``/``metrics`` are filled by
+        :meth:`score_group` once the group is done (:func:`evalkit.rollouts.run_groups` calls it; a caller
+        running single rollouts itself must call it too).
+        """
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
         started = time.perf_counter()
         vf_input = {**row, "prompt": state.prompt, "example_id": example_id}
         vf_sampling = to_vf_sampling(self.vf_env.sampling_args, sampling)
-        from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
-
         bridge = ModelClientBridge(client)
         vf_state = None
         try:
