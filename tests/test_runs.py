@@ -116,8 +116,10 @@ def _stop(process: subprocess.Popen) -> None:
 
 def test_two_eval_processes_on_one_run_dir(tmp_path):
     """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it resumes."""
+    # 40 x 2 rollouts, 2 at a time, 0.3 s each: the first run lasts ~12 s, long enough for the second
+    # process to start even on a loaded 2-core machine (with -n 8 it sometimes finished first).
     slow = FaultServer("--latency", "0.3")
-    args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "8", "-r", "2", "-c", "2",
+    args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "40", "-r", "2", "-c", "2",
             "-o", str(tmp_path)]
     first = subprocess.Popen([sys.executable, "-m", "gepa_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -141,7 +143,7 @@ def test_two_eval_processes_on_one_run_dir(tmp_path):
         _stop(first)
         slow.stop()
     keys = [(row["example_id"], row["rollout_idx"]) for row in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())]
-    assert sorted(keys) == [(e, i) for e in range(8) for i in range(2)]  # every rollout exactly once
+    assert sorted(keys) == [(e, i) for e in range(40) for i in range(2)]  # every rollout exactly once
 
 
 def test_gepa_and_rl_run_dirs_are_locked(tmp_path):
