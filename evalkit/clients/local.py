@@ -1,8 +1,8 @@
-"""The embedded model as a :class:`~evalkit.clients.base.ModelClient` (``local/smollm2-135m``).
+"""The embedded engine as a :class:`~evalkit.clients.base.ModelClient` (``local/...``, Hub ids, folders).
 
 The client is cheap: it resolves the model name at construction (so a typo is a UserError before
 any rollout) and loads the shared engine (:func:`evalkit.model.shared.get_engine`) on the first
-call. Every client of the same model and dtype in a process talks to the same engine, so
+call. Every client of the same model, dtype and device in a process talks to the same engine, so
 concurrent rollouts from eval, GEPA and RL land in the same batches.
 
 Completions always carry prompt/completion token ids and per-token logprobs. A request the engine
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import ModelCallError, UserError
 from evalkit.model.chat_format import parse_tool_calls
+from evalkit.model.devices import check_device
 from evalkit.model.registry import DEFAULT_MODEL, GgufModel, resolve_model
 from evalkit.types import Completion, Message, SamplingArgs, Usage
 
@@ -28,12 +29,21 @@ if TYPE_CHECKING:
 class LocalClient:
     """In-process client over the batching engine."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None,
-                 engine: "Engine | None" = None, seed: int | None = None):
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        dtype: str | None = None,
+        max_batch: int | None = None,
+        device: str | None = None,
+        engine: "Engine | None" = None,
+        seed: int | None = None,
+    ):
         self.model = model
         self.base_url: str | None = None
         self._dtype = dtype
         self._max_batch = max_batch
+        self._device = check_device(device)
         self._engine = engine
         self._seed, self._count = seed, 0
         if engine is None:
@@ -48,7 +58,7 @@ class LocalClient:
         if self._engine is None:
             from evalkit.model.shared import get_engine
 
-            self._engine = get_engine(self.model, dtype=self._dtype, max_batch=self._max_batch)
+            self._engine = get_engine(self.model, dtype=self._dtype, max_batch=self._max_batch, device=self._device)
         return self._engine
 
     def reseed(self, seed: int) -> None:
@@ -104,6 +114,9 @@ def to_completion(result: "GenerationResult", *, tools_given: bool) -> Completio
     )
 
 
-def get_local_client(model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None) -> LocalClient:
-    """A client of the shared engine for ``model`` (what ``make_client`` uses for ``local/...``)."""
-    return LocalClient(model, dtype=dtype, max_batch=max_batch)
+def get_local_client(
+    model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None, device: str | None = None
+) -> LocalClient:
+    """A client of the shared engine for ``model`` (``local/...``, a Hub id, a folder) on ``device``
+    (``auto``: CUDA when there is a GPU; ``cpu``, ``cuda``, ``cuda:N``)."""
+    return LocalClient(model, dtype=dtype, max_batch=max_batch, device=device)

@@ -1,10 +1,15 @@
 """The in-process batching engine: many concurrent requests, one batched forward per step.
 
 Requests are queued from any thread or event loop; one worker thread owns the model and runs
-continuous batching: at each step it admits queued requests into free slots (up to
-``max_batch``), prefills them together, then decodes one token for every live sequence in a
-single forward pass over a per-slot KV cache. Finished sequences leave between steps and their
+continuous batching (:mod:`evalkit.model.scheduler`): it admits queued requests into free slots
+(up to ``max_batch``), prefills them together, then decodes one token for every live sequence in
+a single forward pass over a per-slot KV cache. Finished sequences leave between steps and their
 slots are reused at once, so short and long requests do not wait for each other.
+
+Two forwards behind that one worker: the fused Llama-family path
+(:class:`~evalkit.model.forward.LlamaForward`) and, for every other ``AutoModelForCausalLM``, the
+Hugging Face fallback (:class:`~evalkit.model.hf_forward.HFForward`). On CPU or CUDA; on CUDA
+the fused path's decode steps replay CUDA graphs and the host synchronises once per window of steps.
 """
 
 from __future__ import annotations
@@ -21,39 +26,25 @@ from typing import Any
 
 import torch
 
+from evalkit.errors import UserError
+from evalkit.model import scheduler as batching
 from evalkit.model.chat_format import render_messages
-from evalkit.model.forward import KVCache, LlamaForward
+from evalkit.model.devices import resolve_device
 from evalkit.model.loading import dtype_name, load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, sampling_params
-from evalkit.model.sampling import sample
 from evalkit.model.threads import ThreadTuner
-from evalkit.model.weights import DecoderShape, DecoderWeights
 from evalkit.types import Message, SamplingArgs
 
-PREFILL_TOKEN_BUDGET = 4096
-"""Most padded prompt tokens prefilled in one forward; bounds the activation memory of a prefill."""
+BACKENDS = ("auto", "fused", "hf")
+CUDA_WINDOW = 16
+"""Decode steps between host synchronisations on CUDA (on CPU: 1)."""
+CUDA_KV_SHARE = 0.5
+"""Share of the GPU memory free after loading that the KV cache may plan for, by default."""
 
 
 class EngineError(RuntimeError):
     """The engine failed a request for a reason that is not the request's fault (or it was closed)."""
-
-
-@dataclass
-class _Sequence:
-    """One request in flight; its index in the worker's ``active`` list is its KV-cache slot."""
-
-    prompt_ids: list[int]
-    params: SamplingParams
-    future: concurrent.futures.Future
-    generator: torch.Generator
-    submitted: float
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    length: int = 0
-    """Positions of this sequence already in the KV cache."""
-    stop_hit: str | None = None
-    started: float = 0.0
 
 
 @dataclass
@@ -64,14 +55,42 @@ class _WeightUpdate:
     error: BaseException | None = None
 
 
-class Engine:
-    """Serves one Llama-architecture model to many concurrent callers.
+def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend: str = "auto", batch_hint: int = 32) -> Any:
+    """The forward the engine runs ``model`` with: fused when the architecture allows (``auto``) or
+    when asked (``fused``, a UserError if it cannot), else the Hugging Face fallback."""
+    from evalkit.model.weights import fused_unsupported
 
-    Construction: ``Engine(model, tokenizer, dtype="bfloat16", max_batch=32)`` from any
-    ``LlamaForCausalLM`` (peft-wrapped or holding LoRA layers is fine) and its tokenizer, or
-    :meth:`from_name` for ``local/smollm2-135m`` / a model folder. The engine keeps ``model`` as
-    the *master copy* (``engine.model``, ``engine.tokenizer``) and samples from its own snapshot
-    of the effective weights in ``dtype``, fused for speed.
+    if backend not in BACKENDS:
+        raise UserError(f"unknown engine backend '{backend}' (use {', '.join(BACKENDS)})")
+    reason = fused_unsupported(model) if backend != "hf" else "asked for"
+    if reason is None:
+        from evalkit.model.forward import LlamaForward
+
+        return LlamaForward(model, dtype, device, batch_hint)
+    if backend == "fused":
+        raise UserError(f"the fused engine path cannot run this model ({reason}); use backend 'auto' or 'hf'")
+    from evalkit.model.hf_forward import HFForward
+
+    if backend == "auto":
+        log(f"note: running {getattr(model.config, 'model_type', 'this model')} through the Hugging Face forward (fused path: {reason})")
+    return HFForward(model, dtype, device)
+
+
+class Engine:
+    """Serves one causal LM to many concurrent callers, on CPU or CUDA.
+
+    Construction: ``Engine(model, tokenizer, dtype="bfloat16", max_batch=32, device="auto")`` from
+    any ``AutoModelForCausalLM`` (peft-wrapped or holding LoRA layers is fine) and its tokenizer,
+    or :meth:`from_name` for ``local/smollm2-135m``, a Hub id or a model folder. The engine keeps
+    ``model`` as the *master copy* (``engine.model``, ``engine.tokenizer``) and samples from its
+    own snapshot of the effective weights in ``dtype`` on ``device``: fused for Llama-family models
+    (``backend="auto"`` or ``"fused"``), a plain module copy run by the Hugging Face forward for the
+    rest (``"hf"``). ``engine.backend`` says which.
+
+    Device: ``"auto"`` is CUDA when torch sees a GPU, else CPU; ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    On CUDA, ``window`` decode steps run between host synchronisations (default 16) and, on the fused
+    path, replay CUDA graphs (``graphs=False`` runs them eagerly). ``bucketed=True`` runs the graphs'
+    fixed row/length buckets without capturing (how CPU tests exercise that layout).
 
     Weight-update contract (the RL trainer's side):
 
@@ -83,20 +102,21 @@ class Engine:
     * With ``drain=True`` (default) the engine stops admitting requests, lets the sequences in
       flight finish on the old weights, swaps, and resumes: every result is generated by exactly
       one weight version, reported as ``GenerationResult.weights_version``. ``drain=False`` swaps
-      between two decode steps without waiting (sequences in flight continue on the new weights).
+      between two decode windows without waiting (sequences in flight continue on the new weights).
     * It blocks until the swap is done and returns the new version; call it from a thread other
       than an event loop serving requests (or use :meth:`aupdate_weights`), and not while your own
       optimizer step is mutating the module.
 
-    Threads: ``threads=None`` starts from torch's intra-op thread count and lets the worker switch
-    between that and 1 by measured step time (see :mod:`evalkit.model.threads`); an int fixes it.
+    Threads (CPU): ``threads=None`` lets the worker choose its intra-op thread count by measured
+    step time (see :mod:`evalkit.model.threads`); an int fixes it.
 
     Memory: the KV cache grows with the live batch; new requests wait in the queue when admitting
-    them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``).
+    them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``; default
+    4 GB on CPU, half the GPU memory left free after loading on CUDA).
 
-    Requests: :meth:`submit` (thread-safe, returns a ``concurrent.futures.Future``),
-    :meth:`generate` (async) and :meth:`generate_many` (blocking). Bad requests raise
-    :class:`~evalkit.model.requests.InvalidRequest` at submission and never reach the batch.
+    Requests: :meth:`submit` (thread-safe, returns a ``concurrent.futures.Future``; cancelling it
+    drops the sequence from the batch), :meth:`generate` (async) and :meth:`generate_many`
+    (blocking). Bad requests raise :class:`~evalkit.model.requests.InvalidRequest` at submission.
     """
 
     def __init__(
@@ -108,7 +128,12 @@ class Engine:
         max_batch: int = 32,
         name: str | None = None,
         threads: int | None = None,
-        kv_cache_gb: float = 4.0,
+        kv_cache_gb: float | None = None,
+        device: str = "auto",
+        backend: str = "auto",
+        window: int | None = None,
+        graphs: bool | None = None,
+        bucketed: bool = False,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -117,20 +142,30 @@ class Engine:
         self.name = name or str(getattr(model.config, "_name_or_path", "model"))
         self.dtype_name = dtype_name(dtype)
         self.dtype = getattr(torch, self.dtype_name)
+        self.device = torch.device(resolve_device(device))
         self.max_batch = max_batch
-        self.shape = DecoderShape.from_config(model.config)
-        self.context_length = self.shape.max_positions
         self.weights_version = 0
         with torch.no_grad():
-            self._forward = LlamaForward(self.shape, DecoderWeights.from_module(model, self.dtype, max_batch), self.dtype)
+            self._forward = build_forward(model, self.dtype, self.device, backend, max_batch)
+        self.backend: str = self._forward.name
+        self.vocab_size = self._forward.vocab_size
+        self.context_length = self._forward.cache_shape.max_positions
         self.stop_token_ids = _stop_token_ids(tokenizer, model)
+        cuda = self.device.type == "cuda"
+        self._limits = batching.Limits(
+            max_batch=max_batch,
+            kv_budget_bytes=(kv_cache_gb if kv_cache_gb is not None else _default_kv_gb(self.device)) * 2**30,
+            prefill_tokens=16384 if cuda else 4096,
+            window=max(1, window if window is not None else (CUDA_WINDOW if cuda else 1)),
+        )
+        self._graphs = cuda and self._forward.graph_safe and graphs is not False
+        self._bucketed = bucketed
+        self._threads = threads
+        self._tuner: ThreadTuner | None = None
         self._cond = threading.Condition()
-        self._pending: deque[_Sequence] = deque()
+        self._pending: deque[batching.Sequence] = deque()
         self._update: _WeightUpdate | None = None
         self._closed = False
-        self._threads = threads
-        self._kv_budget = kv_cache_gb * 2**30
-        self._kv_bytes = KVCache.bytes_per_position(self.shape, self.dtype)
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -139,11 +174,12 @@ class Engine:
         cls, name: str | ModelSource | None = None, *, dtype: str = "bfloat16", max_batch: int = 32, **options: Any
     ) -> "Engine":
         """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use;
-        ``options`` are the constructor's (``threads``, ``kv_cache_gb``)."""
+        ``options`` are the constructor's (``device``, ``backend``, ``threads``, ``kv_cache_gb``, ...)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
-        log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'})...")
+        device = resolve_device(options.pop("device", "auto"))
+        log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'}, {device})...")
         model, tokenizer = load_model(source)
-        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, **options)
+        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, device=device, **options)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -166,12 +202,11 @@ class Engine:
             sampling_params(SamplingArgs(max_tokens=params.max_tokens), len(prompt), self.context_length)
         else:
             params = sampling_params(sampling, len(prompt), self.context_length)
-        if any(t < 0 or t >= self.shape.vocab_size for t in prompt):
-            raise InvalidRequest(f"prompt token ids must be in [0, {self.shape.vocab_size})")
-        generator = torch.Generator()
-        generator.manual_seed(params.seed if params.seed is not None else secrets.randbits(63))
+        if any(t < 0 or t >= self.vocab_size for t in prompt):
+            raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
+        seed = params.seed if params.seed is not None else secrets.randbits(63)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        sequence = _Sequence(prompt, params, future, generator, submitted=time.perf_counter())
+        sequence = batching.Sequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter())
         with self._cond:
             if self._closed:
                 raise EngineError("the engine is closed")
@@ -195,7 +230,7 @@ class Engine:
     def update_weights(
         self, state_dict: Mapping[str, torch.Tensor] | None = None, *, drain: bool = True, timeout: float | None = None
     ) -> int:
-        """Swap in new weights between decode steps (see the class docstring); returns the version."""
+        """Swap in new weights between decode windows (see the class docstring); returns the version."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("update_weights cannot be called from the engine's own thread")
         update = _WeightUpdate(state_dict, drain)
@@ -224,7 +259,7 @@ class Engine:
                     if unknown:  # checked first, so a refused update leaves the module untouched
                         raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
                     self.model.load_state_dict(dict(update.state_dict), strict=False)
-                self._forward.weights = DecoderWeights.from_module(self.model, self.dtype, self.max_batch)
+                self._forward.load(self.model)
             self.weights_version += 1
         except BaseException as exc:  # reported to the caller of update_weights, never kills the worker
             update.error = exc
@@ -251,142 +286,64 @@ class Engine:
     # -- the worker --------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        if self._threads:
-            torch.set_num_threads(self._threads)
-        self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
-        active: list[_Sequence] = []
-        cache = KVCache(self.shape, self.max_batch, self.dtype)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        else:
+            if self._threads:
+                torch.set_num_threads(self._threads)
+            self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
+        finisher = batching.Finisher(self.tokenizer, self.stop_token_ids, lambda: self.weights_version)
+        scheduler = batching.Scheduler(
+            self._forward, self.dtype, self._limits, finisher, graphs=self._graphs, bucketed=self._bucketed, tuner=self._tuner
+        )
         while True:
-            with self._cond:
-                while not (self._closed or self._pending or active or self._update):
-                    self._cond.wait()
-                if self._closed:
-                    _fail(list(self._pending) + active, EngineError("the engine was closed"))
-                    self._pending.clear()
-                    if self._update is not None:
-                        self._update.error = EngineError("the engine was closed before the weight update")
-                        self._update.done.set()
-                    return
-                update = self._update
-                admitted = self._admit(active, cache) if update is None or not update.drain else []
-            if update is not None and (not update.drain or not active):
+            work = self._next_round(scheduler)
+            if work is None:
+                return
+            admitted, update = work
+            if update is not None:
                 self._apply_update(update)
                 continue
             try:
                 with torch.inference_mode():
                     if admitted:
-                        self._prefill(cache, active, admitted)
-                    if active:
-                        self._decode(cache, active)
+                        scheduler.prefill(admitted)
+                    if scheduler.active:
+                        scheduler.decode()
             except Exception as exc:  # a bug or out-of-memory: fail this batch, keep serving
-                _fail(active + admitted, EngineError(f"generation failed: {type(exc).__name__}: {exc}"))
-                active.clear()
-                cache = KVCache(self.shape, self.max_batch, self.dtype)
-            if not active and cache.slots * cache.capacity > 8 * 1024:
-                cache = KVCache(self.shape, self.max_batch, self.dtype)  # give a big idle cache back
+                scheduler.fail_all(EngineError(f"generation failed: {type(exc).__name__}: {exc}"), admitted)
+            scheduler.trim()
 
-    def _admit(self, active: list[_Sequence], cache: KVCache) -> list[_Sequence]:
-        """Queued requests that fit now: free slots, and a KV cache that would stay within
-        ``kv_cache_gb`` even if every admitted sequence ran to its ``max_tokens``. The first
-        request of an idle engine is always admitted (on a fresh cache if the old one is big)."""
-        admitted: list[_Sequence] = []
-        need = max((_worst_length(s) for s in active), default=0)
-        while self._pending and len(active) + len(admitted) < self.max_batch:
-            candidate = self._pending[0]
-            count = len(active) + len(admitted) + 1
-            longest = max(need, _worst_length(candidate))
-            slots = max(cache.slots, 1 << (count - 1).bit_length())
-            planned = min(slots, max(cache.max_slots, count)) * cache.planned_capacity(longest) * self._kv_bytes
-            if planned > self._kv_budget and count > 1:
-                break
-            admitted.append(self._pending.popleft())
-            need = longest
-        return admitted
-
-    def _prefill(self, cache: KVCache, active: list[_Sequence], admitted: list[_Sequence]) -> None:
-        admitted = [s for s in admitted if not s.future.cancelled()]
-        for chunk in _prefill_chunks(admitted):
-            first_slot = len(active)
-            now = time.perf_counter()
-            for sequence in chunk:
-                sequence.started = now
-            logits = self._forward.prefill(cache, list(range(first_slot, first_slot + len(chunk))), [s.prompt_ids for s in chunk])
-            for sequence in chunk:
-                sequence.length = len(sequence.prompt_ids)
-            active.extend(chunk)
-            self._advance(cache, active, range(first_slot, len(active)), logits)
-
-    def _decode(self, cache: KVCache, active: list[_Sequence]) -> None:
-        self._tuner.before_step()
-        started = time.perf_counter()
-        batch = len(active)
-        tokens = torch.tensor([s.token_ids[-1] for s in active], dtype=torch.long)
-        positions = torch.tensor([s.length for s in active], dtype=torch.long)
-        logits = self._forward.decode(cache, tokens, positions, int(positions.max()) + 1)
-        for sequence in active:
-            sequence.length += 1
-        self._advance(cache, active, range(batch), logits)
-        self._tuner.after_step(batch, time.perf_counter() - started)
-
-    def _advance(self, cache: KVCache, active: list[_Sequence], slots: range, logits: torch.Tensor) -> None:
-        """Sample a token for ``active[slots]`` from ``logits`` (one row each), then retire the
-        finished and cancelled sequences, moving the last live slot into each hole."""
-        rows = [active[i] for i in slots]
-        tokens, logprobs = sample(logits, [s.params for s in rows], [s.generator for s in rows])
-        done: list[int] = []
-        for slot, sequence, token, logprob in zip(slots, rows, tokens, logprobs):
-            sequence.token_ids.append(token)
-            sequence.logprobs.append(logprob)
-            reason = self._finish_reason(sequence, token)
-            if reason is not None:
-                self._resolve(sequence, reason)
-                done.append(slot)
-            elif sequence.future.cancelled():
-                done.append(slot)
-        for slot in sorted(done, reverse=True):
-            last = active.pop()
-            if slot < len(active):
-                cache.move(len(active), slot, last.length)
-                active[slot] = last
-
-    def _finish_reason(self, sequence: _Sequence, token: int) -> str | None:
-        params = sequence.params
-        if not params.ignore_eos and token in self.stop_token_ids:
-            return "stop"
-        if params.stop:
-            window = max(len(s) for s in params.stop) + 4
-            tail = self.tokenizer.decode(sequence.token_ids[-window:], skip_special_tokens=True)
-            hit = next((s for s in params.stop if s in tail), None)
-            if hit is not None:
-                sequence.stop_hit = hit
-                return "stop"
-        if len(sequence.token_ids) >= params.max_tokens:
-            return "length"
-        return None
-
-    def _resolve(self, sequence: _Sequence, reason: str) -> None:
-        ids = sequence.token_ids
-        body = ids[:-1] if ids and ids[-1] in self.stop_token_ids and not sequence.params.ignore_eos else ids
-        text = self.tokenizer.decode(body, skip_special_tokens=True)
-        if sequence.stop_hit is not None:
-            cuts = [text.find(s) for s in sequence.params.stop if s in text]
-            if cuts:
-                text = text[: min(cuts)]
-        now = time.perf_counter()
-        result = GenerationResult(
-            text=text,
-            finish_reason=reason,
-            prompt_ids=sequence.prompt_ids,
-            token_ids=list(ids),
-            logprobs=list(sequence.logprobs),
-            weights_version=self.weights_version,
-            timing={"queue_ms": (sequence.started - sequence.submitted) * 1000, "total_ms": (now - sequence.submitted) * 1000},
-        )
-        _set(sequence.future, result)
+    def _next_round(self, scheduler: batching.Scheduler) -> tuple[list[batching.Sequence], _WeightUpdate | None] | None:
+        """Wait for work; then (requests to admit, ``None``) or ([], a weight update to apply now).
+        ``None`` when the engine closed (everything still queued or running has been failed)."""
+        with self._cond:
+            while not (self._closed or self._pending or scheduler.active or self._update):
+                self._cond.wait()
+            if self._closed:
+                scheduler.fail_all(EngineError("the engine was closed"), list(self._pending))
+                self._pending.clear()
+                if self._update is not None:
+                    self._update.error = EngineError("the engine was closed before the weight update")
+                    self._update.done.set()
+                return None
+            update = self._update
+            if update is not None and (not update.drain or not scheduler.active):
+                return [], update
+            return (scheduler.admit(self._pending) if update is None else []), None
 
 
-def _worst_length(sequence: _Sequence) -> int:
-    return len(sequence.prompt_ids) + sequence.params.max_tokens
+def _default_kv_gb(device: torch.device) -> float:
+    if device.type != "cuda":
+        return 4.0
+    free, _total = torch.cuda.mem_get_info(device)
+    return CUDA_KV_SHARE * free / 2**30
+
+
+def _int64(seed: int) -> int:
+    """Any integer seed folded into int64 (so a huge JSON seed is still a valid, distinct seed)."""
+    seed %= 2**64
+    return seed - 2**64 if seed >= 2**63 else seed
 
 
 def _stop_token_ids(tokenizer: Any, model: Any) -> frozenset[int]:
@@ -402,37 +359,3 @@ def _stop_token_ids(tokenizer: Any, model: Any) -> frozenset[int]:
         if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
             ids.add(token_id)
     return frozenset(ids)
-
-
-def _prefill_chunks(sequences: list[_Sequence]) -> list[list[_Sequence]]:
-    """Consecutive groups whose padded size (count x longest prompt) stays within the budget."""
-    chunks: list[list[_Sequence]] = []
-    current: list[_Sequence] = []
-    longest = 0
-    for sequence in sequences:
-        size = len(sequence.prompt_ids)
-        if current and (len(current) + 1) * max(longest, size) > PREFILL_TOKEN_BUDGET:
-            chunks.append(current)
-            current, longest = [], 0
-        current.append(sequence)
-        longest = max(longest, size)
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _set(future: concurrent.futures.Future, result: GenerationResult) -> None:
-    try:
-        if not future.cancelled():
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:  # cancelled between the check and the set
-        pass
-
-
-def _fail(sequences: list[_Sequence], error: BaseException) -> None:
-    for sequence in sequences:
-        try:
-            if not sequence.future.done():
-                sequence.future.set_exception(error)
-        except concurrent.futures.InvalidStateError:
-            pass

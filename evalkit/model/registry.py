@@ -1,4 +1,4 @@
-"""Which weights a model name means: the embedded ``local/...`` models and local model folders.
+"""Which weights a model name means: embedded ``local/...`` models, Hub ids and local model folders.
 
 Torch-free on purpose: the CLI and the client factory resolve names (and report mistakes as
 :class:`~evalkit.errors.UserError`) before anything heavy is imported or loaded.
@@ -10,7 +10,12 @@ Accepted names:
   :func:`primekit_home`.
 * a folder with ``config.json`` + safetensors (e.g. RL's exported ``weights/step_N/``);
 * a folder with ``adapter_config.json`` (a peft LoRA adapter); its base is the adapter's
-  ``base_model_name_or_path`` resolved by these same rules.
+  ``base_model_name_or_path`` resolved by these same rules;
+* ``hf/<org>/<name>``: a Hugging Face Hub model, loaded from the local Hugging Face cache
+  (``HF_HUB_CACHE``, as ``hf download <org>/<name>`` leaves it). Never downloaded here: a model
+  that is not cached is a UserError that says how to download it;
+* a bare ``<org>/<name>`` that is not a folder: the same as ``hf/<org>/<name>``. (Whether a bare id
+  goes to the embedded engine at all or to an HTTP server is the client layer's call.)
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.clients.spec import DEFAULT_MODEL
 from evalkit.errors import UserError
+
+HUB_PREFIX = "hf/"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,8 @@ class LocalDirModel:
     """The full-weights folder, or ``None`` when the base is an embedded GGUF model (see ``base``)."""
     base: GgufModel | None = None
     adapter: Path | None = None
+    hub_id: str | None = None
+    """``org/name`` when ``path`` is a snapshot in the Hugging Face cache."""
 
 
 ModelSource = GgufModel | LocalDirModel
@@ -102,7 +113,37 @@ def primekit_home() -> Path:
 
 
 def looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name and not name.startswith("local/")
+    """A name that can only mean a folder: it starts with ``.``/``/``/``~`` or has more than one ``/``."""
+    if name.startswith((".", "/", "~")):
+        return True
+    return (os.sep in name or "/" in name) and not name.startswith(("local/", HUB_PREFIX)) and hub_model_id(name) is None
+
+
+def hub_model_id(name: str) -> str | None:
+    """``org/name`` if ``name`` is spelled as a Hub model id (``hf/org/name`` or a bare ``org/name``)."""
+    bare = name[len(HUB_PREFIX) :] if name.startswith(HUB_PREFIX) else name
+    return bare if _HUB_ID.match(bare) and ".." not in bare else None
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache (``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else the library's
+    default), read from the environment at each call rather than once at import."""
+    env = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if env:
+        return Path(env).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_snapshot(repo_id: str) -> Path | None:
+    """The cached snapshot folder of ``repo_id`` at its ``main`` ref, or ``None`` (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    config = try_to_load_from_cache(repo_id, "config.json", cache_dir=hub_cache_dir())
+    return Path(config).parent if isinstance(config, str) else None
 
 
 def resolve_model(name: str | None) -> ModelSource:
@@ -114,13 +155,36 @@ def resolve_model(name: str | None) -> ModelSource:
     if canonical.startswith("local/"):
         known = ", ".join(sorted(KNOWN_MODELS))
         raise UserError(f"unknown embedded model '{name}' (known: {known}); or pass a folder holding a model")
+    if name.startswith(HUB_PREFIX):
+        return _resolve_hub(name)
     path = Path(name).expanduser()
     if path.is_dir():
         return _resolve_dir(name, path)
+    if hub_model_id(name) is not None:
+        return _resolve_hub(name)
     if looks_like_path(name):
         raise UserError(f"model folder not found: {name}")
     known = ", ".join(sorted(KNOWN_MODELS))
-    raise UserError(f"'{name}' is not an embedded model (known: {known}) nor a model folder")
+    raise UserError(f"'{name}' is not an embedded model (known: {known}), a Hub id (org/name) nor a model folder")
+
+
+def _resolve_hub(name: str) -> LocalDirModel:
+    repo_id = hub_model_id(name)
+    if repo_id is None:
+        raise UserError(f"'{name}' is not a Hub model id; write hf/<org>/<name>, e.g. hf/Qwen/Qwen3-0.6B")
+    snapshot = hub_snapshot(repo_id)
+    if snapshot is None:
+        folder = "" if name.startswith(HUB_PREFIX) else " (nor a folder here)"
+        raise UserError(
+            f"model {repo_id} is not in the local Hugging Face cache{folder} (HF_HUB_CACHE={hub_cache_dir()}); "
+            f"download it first: `hf download {repo_id}`"
+        )
+    if not any(snapshot.glob("*.safetensors")) and not any(snapshot.glob("*.bin")):
+        raise UserError(
+            f"the cached copy of {repo_id} in {snapshot} has no weights (*.safetensors); "
+            f"finish the download: `hf download {repo_id}`"
+        )
+    return LocalDirModel(name=name, path=snapshot, hub_id=repo_id)
 
 
 def _resolve_dir(name: str, path: Path) -> LocalDirModel:

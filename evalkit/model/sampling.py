@@ -1,4 +1,9 @@
-"""Choosing the next token for every sequence of a batch at once, with per-request settings.
+"""Choosing the next token for every sequence of a batch at once, on the engine's device.
+
+Everything here is tensor arithmetic with no host synchronisation and no data-dependent shapes,
+so one decode step (forward + sampling) can be captured in a CUDA graph. Per-request settings
+arrive as per-row tensors; which kinds of rows are present (greedy, sampled, filtered) is a
+:class:`SamplingMode` the host knows, so a batch pays only for the work its rows need.
 
 Logprob policy (what :attr:`GenerationResult.logprobs` means):
 
@@ -9,71 +14,125 @@ Logprob policy (what :attr:`GenerationResult.logprobs` means):
 * greedy rows (``temperature == 0``): ``log_softmax(logits)`` at temperature 1, the model's own
   probability of its argmax (the distribution of a point mass would say 0 and help nobody).
 
-Randomness: each request owns a ``torch.Generator`` and draws exactly one uniform per sampled
-token; the token is found by inverting that row's CDF. So a seeded request's stream does not
-depend on its batch-mates (the logits themselves can still differ in the last bits between batch
-sizes, which may rarely change a token that sits on a boundary).
+Randomness: counter-based. The uniform for a request's ``i``-th token is a hash of
+``(seed, i)`` (splitmix64), computed on the device; the token is found by inverting that row's
+CDF. So a seeded request's draws do not depend on its batch-mates, on the device, or on how many
+steps run between host synchronisations (the logits themselves can still differ in the last bits
+between batch sizes, which may rarely change a token that sits on a boundary).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import torch
 
 from evalkit.model.requests import SamplingParams
 
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed 64-bit integer
+_MIX1 = -4658895280553007687  # 0xBF58476D1CE4E5B9
+_MIX2 = -7723592293110705685  # 0x94D049BB133111EB
+
+
+class SamplingMode(NamedTuple):
+    """Which kinds of rows a batch holds; each is a separate code path (and CUDA graph)."""
+
+    greedy: bool
+    sampled: bool
+    filtered: bool
+
+
+def sampling_mode(params: Iterable[SamplingParams]) -> SamplingMode:
+    greedy = sampled = filtered = False
+    for p in params:
+        greedy |= p.greedy
+        sampled |= not p.greedy
+        filtered |= p.filtered
+    return SamplingMode(greedy, sampled, filtered)
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix(z: torch.Tensor) -> torch.Tensor:
+    """The splitmix64 finaliser (int64 arithmetic wraps modulo 2**64 on CPU and CUDA)."""
+    z = (z ^ _shift_right(z, 30)) * _MIX1
+    z = (z ^ _shift_right(z, 27)) * _MIX2
+    return z ^ _shift_right(z, 31)
+
+
+def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
+    """float32 in ``(0, 1]``, a pure function of each row's ``(seed, counter)`` (int64 tensors)."""
+    z = _mix(_mix(seeds) + (counters + 1) * _GOLDEN)
+    return (_shift_right(z, 40) + 1).to(torch.float32) * (1.0 / (1 << 24))
+
 
 def sample(
     logits: torch.Tensor,
-    params: Sequence[SamplingParams],
-    generators: Sequence[torch.Generator],
-) -> tuple[list[int], list[float]]:
-    """Next token and its logprob for each row of float32 ``logits`` ``[B, vocab]``."""
-    batch = logits.shape[0]
-    tokens = torch.empty(batch, dtype=torch.long)
-    chosen_logprobs = torch.empty(batch, dtype=torch.float32)
-    greedy = [i for i, p in enumerate(params) if p.greedy]
-    sampled = [i for i, p in enumerate(params) if not p.greedy]
-    if greedy:
-        index = torch.tensor(greedy)
-        rows = logits if len(greedy) == batch else logits[index]  # a [32, 49k] copy costs ~1 ms
-        best_logits, best = rows.max(dim=-1)  # two passes over the vocabulary, not three
-        tokens[index] = best
-        chosen_logprobs[index] = best_logits - torch.logsumexp(rows, dim=-1)
-    if sampled:
-        index = torch.tensor(sampled)
-        row_params = [params[i] for i in sampled]
-        temperature = torch.tensor([p.temperature for p in row_params], dtype=torch.float32)
-        rows = logits if len(sampled) == batch else logits[index]
-        logprobs = torch.log_softmax(rows / temperature[:, None], dim=-1)
-        if any(p.filtered for p in row_params):
-            logprobs = _filter(logprobs, row_params)
-        uniforms = torch.stack([1.0 - torch.rand((), generator=generators[i]) for i in sampled])  # (0, 1]
-        cdf = logprobs.exp().cumsum(dim=-1)
-        drawn = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None]).squeeze(-1)
-        drawn = drawn.clamp_(max=logits.shape[-1] - 1)
-        tokens[index] = drawn
-        chosen_logprobs[index] = _gather(logprobs, drawn)
-    return tokens.tolist(), chosen_logprobs.tolist()
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    seeds: torch.Tensor,
+    counters: torch.Tensor,
+    mode: SamplingMode,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next token (int64) and its logprob (float32) for each row of float32 ``logits`` ``[B, vocab]``.
+
+    Per row: ``temperature`` (0 = greedy), ``top_k`` (0 = off), ``top_p`` (1 = off), ``seeds``
+    and ``counters`` (tokens this request has drawn so far). ``mode`` must cover every row.
+    """
+    if not mode.sampled:
+        return _greedy(logits)
+    tokens, logprobs = _draw(logits, temperature, top_k, top_p, uniforms(seeds, counters), mode.filtered)
+    if mode.greedy:
+        best, best_logprobs = _greedy(logits)
+        is_greedy = temperature == 0
+        tokens = torch.where(is_greedy, best, tokens)
+        logprobs = torch.where(is_greedy, best_logprobs, logprobs)
+    return tokens, logprobs
 
 
-def _gather(logprobs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    return logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+def _greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    best_logits, best = logits.max(dim=-1)  # two passes over the vocabulary, not three
+    return best, best_logits - torch.logsumexp(logits, dim=-1)
 
 
-def _filter(logprobs: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:
+def _draw(
+    logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor, filtered: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
+    logprobs = torch.log_softmax(logits / scale[:, None], dim=-1)
+    if filtered:
+        logprobs = _filter(logprobs, top_k, top_p)
+    cdf = logprobs.exp().cumsum(dim=-1)
+    drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
+    drawn = drawn.clamp_(max=logits.shape[-1] - 1)
+    return drawn, logprobs.gather(-1, drawn[:, None]).squeeze(-1)
+
+
+def _filter(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Keep each row's top-k and smallest top-p nucleus (the token crossing ``top_p`` stays in),
     drop the rest, and renormalise. Rows with no filter pass through unchanged."""
     vocab = logprobs.shape[-1]
-    top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params])
-    top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32)
+    k = torch.where(top_k > 0, top_k, torch.full_like(top_k, vocab))
     sorted_logprobs, order = logprobs.sort(dim=-1, descending=True)
     probs = sorted_logprobs.exp()
     mass_before = probs.cumsum(dim=-1) - probs
-    ranks = torch.arange(vocab)[None, :]
-    keep_sorted = (ranks < top_k[:, None]) & (mass_before < top_p[:, None])
+    ranks = torch.arange(vocab, device=logprobs.device)[None, :]
+    keep_sorted = (ranks < k[:, None]) & (mass_before < top_p[:, None])
     keep_sorted[:, 0] = True
     keep = torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
     filtered = logprobs.masked_fill(~keep, float("-inf"))
     return filtered - torch.logsumexp(filtered, dim=-1, keepdim=True)
+
+
+def row_tensors(params: Iterable[SamplingParams], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(temperature, top_k, top_p) tensors of ``params``, one row each."""
+    rows = list(params)
+    temperature = torch.tensor([p.temperature for p in rows], dtype=torch.float32, device=device)
+    top_k = torch.tensor([p.top_k for p in rows], dtype=torch.long, device=device)
+    top_p = torch.tensor([p.top_p for p in rows], dtype=torch.float32, device=device)
+    return temperature, top_k, top_p

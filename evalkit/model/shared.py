@@ -1,4 +1,4 @@
-"""One engine per (model, dtype) per process, so eval, GEPA, RL and ``prime serve`` share it.
+"""One engine per (model, dtype, device) per process, so eval, GEPA, RL and ``prime serve`` share it.
 
 Loading is lazy and happens once: the first caller pays for it (and for the one-time GGUF
 conversion), everyone after gets the same :class:`~evalkit.model.engine.Engine`.
@@ -10,6 +10,7 @@ import atexit
 import threading
 from typing import TYPE_CHECKING
 
+from evalkit.model.devices import check_device, resolve_device
 from evalkit.model.loading import dtype_name
 from evalkit.model.registry import resolve_model
 
@@ -19,24 +20,27 @@ if TYPE_CHECKING:
 DEFAULT_DTYPE = "bfloat16"
 DEFAULT_MAX_BATCH = 32
 
-_engines: dict[tuple[str, str], "Engine"] = {}
+_engines: dict[tuple[str, str, str], "Engine"] = {}
 _lock = threading.Lock()
 
 
-def get_engine(model: str | None = None, *, dtype: str | None = None, max_batch: int | None = None) -> "Engine":
-    """The process-wide engine for ``model`` in ``dtype`` (default bf16), loading it on first use.
+def get_engine(
+    model: str | None = None, *, dtype: str | None = None, max_batch: int | None = None, device: str | None = None
+) -> "Engine":
+    """The process-wide engine for ``model`` in ``dtype`` (default bf16) on ``device`` (default
+    ``auto``: CUDA when there is a GPU), loading it on first use.
 
     ``max_batch`` applies when this call is the one that loads the engine. Raises UserError for an
-    unknown model or missing weights.
+    unknown model, missing weights or a device that is not there.
     """
     source = resolve_model(model)
-    key = (_cache_key(source), dtype_name(dtype or DEFAULT_DTYPE))
+    key = (_cache_key(source), dtype_name(dtype or DEFAULT_DTYPE), resolve_device(check_device(device)))
     with _lock:
         engine = _engines.get(key)
         if engine is None or engine.closed:
             from evalkit.model.engine import Engine
 
-            engine = Engine.from_name(source, dtype=key[1], max_batch=max_batch or DEFAULT_MAX_BATCH)
+            engine = Engine.from_name(source, dtype=key[1], max_batch=max_batch or DEFAULT_MAX_BATCH, device=key[2])
             _engines[key] = engine
         return engine
 

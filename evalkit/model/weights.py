@@ -1,4 +1,4 @@
-"""The engine's inference copy of a Llama-architecture model: fused, in the serving dtype.
+"""The engine's inference copy of a Llama-family model: fused, in the serving dtype and device.
 
 The engine never runs the Hugging Face module itself. It snapshots the module's *effective*
 weights (peft LoRA deltas merged in, when the module is a peft model or holds LoRA layers) into a
@@ -16,14 +16,51 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from evalkit.errors import UserError
+from evalkit.model.kvcache import CacheShape
 
-SUPPORTED_MODEL_TYPES = ("llama",)
+FUSED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+"""Architectures the fused forward computes exactly (when :func:`fused_unsupported` finds nothing
+else in the way): a pre-norm decoder with RMSNorm, RoPE, grouped-query attention with optional
+q/k/v/o biases, and a SiLU-gated MLP. Qwen2 is that with q/k/v biases."""
+
+_STATIC_ROPE = ("default", "linear", "llama3", "yarn")
+"""RoPE variants whose tables do not depend on the sequence length (dynamic NTK and LongRoPE do)."""
+
+
+def fused_unsupported(model: Any) -> str | None:
+    """Why the fused path cannot run ``model`` exactly (``None``: it can), from its config and modules."""
+    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = hf.config
+    model_type = getattr(config, "model_type", None)
+    if model_type not in FUSED_MODEL_TYPES:
+        return f"architecture '{model_type}'"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation '{config.hidden_act}'"
+    layer_types = getattr(config, "layer_types", None) or []
+    if any(kind != "full_attention" for kind in layer_types):
+        return "sliding-window attention layers"
+    window = getattr(config, "sliding_window", None)
+    if window is not None and not layer_types and window < config.max_position_embeddings:
+        return f"a {window}-token sliding window"
+    rope_type = getattr(getattr(getattr(hf, "model", None), "rotary_emb", None), "rope_type", None)
+    if rope_type not in _STATIC_ROPE:
+        return f"RoPE type '{rope_type}'"
+    body = getattr(hf, "model", None)
+    layers = getattr(body, "layers", None)
+    if not layers or not all(hasattr(body, name) for name in ("embed_tokens", "norm")):
+        return "an unfamiliar module layout"
+    attn = layers[0].self_attn
+    if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
+        return "q/k normalisation"
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if abs(float(getattr(attn, "scaling", head_dim**-0.5)) - head_dim**-0.5) > 1e-9:
+        return "a non-standard attention scale"
+    return None
 
 
 @dataclass(frozen=True)
 class DecoderShape:
-    """The few numbers of a Llama config the engine's forward needs."""
+    """The few numbers of a Llama-family config the engine's forward needs."""
 
     vocab_size: int
     hidden_size: int
@@ -33,22 +70,10 @@ class DecoderShape:
     head_dim: int
     intermediate_size: int
     rms_norm_eps: float
-    rope_theta: float
     max_positions: int
 
     @classmethod
     def from_config(cls, config: Any) -> "DecoderShape":
-        model_type = getattr(config, "model_type", None)
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise UserError(
-                f"the embedded engine runs Llama-architecture models; this one is '{model_type}' "
-                "(serve it with vLLM and pass -b URL)"
-            )
-        rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        if rope_type != "default":
-            raise UserError(f"the embedded engine supports plain RoPE only; this model uses '{rope_type}' scaling")
-        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
         heads = config.num_attention_heads
         return cls(
             vocab_size=config.vocab_size,
@@ -57,28 +82,50 @@ class DecoderShape:
             num_heads=heads,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or heads,
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
-            intermediate_size=config.intermediate_size,
-            rms_norm_eps=float(config.rms_norm_eps),
-            rope_theta=float(theta),
+            intermediate_size=getattr(config, "intermediate_size", 0),
+            rms_norm_eps=float(getattr(config, "rms_norm_eps", 1e-6)),
             max_positions=int(config.max_position_embeddings),
         )
 
+    @property
+    def cache_shape(self) -> CacheShape:
+        return CacheShape(self.num_layers, self.num_kv_heads, self.head_dim, self.max_positions)
+
+
+def rope_tables(model: Any, positions: int, dtype: torch.dtype, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) ``[positions, head_dim / 2]`` from the model's own rotary embedding (its inverse
+    frequencies and attention scaling, so every static RoPE variant transformers knows is covered);
+    computed in float32 and cast, as transformers does."""
+    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
+    rotary = hf.model.rotary_emb
+    inv_freq = rotary.inv_freq.detach().to(device="cpu", dtype=torch.float32)
+    scaling = float(getattr(rotary, "attention_scaling", 1.0))
+    angles = torch.arange(positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    return (angles.cos() * scaling).to(device=device, dtype=dtype), (angles.sin() * scaling).to(device=device, dtype=dtype)
+
 
 class Linear:
-    """``y = x @ W.T + b``, with ``W`` prepacked into oneDNN's blocked layout when this torch build
-    can (AMX/AVX-512 kernels then skip re-laying out the weight on every call: 15-35% faster per
-    matmul at decode sizes, measured). Falls back to ``F.linear`` when packing is unavailable."""
+    """``y = x @ W.T + b``. On CPU, ``W`` is prepacked into oneDNN's blocked layout when this
+    torch build can (AMX/AVX-512 kernels then skip re-laying out the weight on every call: 15-35%
+    faster per matmul at decode sizes, measured); elsewhere, and when packing is unavailable,
+    ``F.linear``. An unpacked Linear can be overwritten in place (:meth:`copy_`), which keeps
+    captured CUDA graphs valid across weight updates."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, batch_hint: int = 32):
         self.out_features = weight.shape[0]
         self.bias = bias
-        self.packed = _pack(weight, batch_hint) if _packing_works(weight.dtype) else None
+        packable = weight.device.type == "cpu" and _packing_works(weight.dtype)
+        self.packed = _pack(weight, batch_hint) if packable else None
         self.weight = weight if self.packed is None else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
+
+    def tensors(self) -> list[torch.Tensor | None]:
+        """The weight and bias an in-place update writes (the weight is ``None`` when packed)."""
+        return [self.weight, self.bias]
 
 
 def _pack(weight: torch.Tensor, batch_hint: int) -> torch.Tensor | None:
@@ -113,64 +160,78 @@ class LayerWeights:
     gate_up: Linear
     down: Linear
 
+    def tensors(self) -> list[torch.Tensor | None]:
+        return [self.attn_norm, self.mlp_norm, *(t for lin in (self.qkv, self.o, self.gate_up, self.down) for t in lin.tensors())]
+
 
 @dataclass
 class DecoderWeights:
-    """All tensors of one snapshot; replaced as a whole on a weight update (never edited in place)."""
+    """All tensors of one snapshot. A weight update builds a new snapshot and either replaces this
+    one (CPU) or copies it into this one's tensors (:meth:`copy_`, when nothing is packed)."""
 
     embed: torch.Tensor
     layers: list[LayerWeights]
     final_norm: torch.Tensor
     lm_head: Linear
 
+    def tensors(self) -> list[torch.Tensor | None]:
+        layers = [t for layer in self.layers for t in layer.tensors()]
+        return [self.embed, self.final_norm, *layers, *self.lm_head.tensors()]
+
+    def copy_(self, other: "DecoderWeights") -> bool:
+        """Overwrite this snapshot's tensors with ``other``'s; False (nothing written) when either
+        holds packed tensors or their layouts differ."""
+        if any(lin.packed is not None for lin in self._linears() + other._linears()):
+            return False
+        mine, theirs = self.tensors(), other.tensors()
+        if len(mine) != len(theirs):
+            return False
+        for a, b in zip(mine, theirs):
+            if (a is None) != (b is None) or (a is not None and (a.shape != b.shape or a.device != b.device)):
+                return False
+        for a, b in zip(mine, theirs):
+            if a is not None:
+                a.copy_(b)
+        return True
+
+    def _linears(self) -> list[Linear]:
+        return [self.lm_head, *(lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down))]
+
     @classmethod
-    def from_module(cls, model: Any, dtype: torch.dtype, batch_hint: int = 32) -> "DecoderWeights":
-        """Snapshot ``model`` (a ``LlamaForCausalLM``, possibly peft-wrapped) in ``dtype``;
-        ``batch_hint`` is the batch size the packed layouts are tuned for."""
+    def from_module(cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu") -> "DecoderWeights":
+        """Snapshot ``model`` (a Llama-family ``*ForCausalLM``, possibly peft-wrapped) in ``dtype`` on
+        ``device``; ``batch_hint`` is the batch size CPU packed layouts are tuned for."""
         hf = model.get_base_model() if hasattr(model, "get_base_model") else model
         body = hf.model
 
         def cast(*parts: torch.Tensor) -> torch.Tensor:
             """``parts`` stacked along dim 0 in ``dtype``: one allocation, cast while copying."""
-            out = torch.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), dtype=dtype)
+            out = torch.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), dtype=dtype, device=device)
             offset = 0
             for part in parts:
                 out[offset : offset + part.shape[0]].copy_(part.detach())
                 offset += part.shape[0]
             return out
 
-        def linear(weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> Linear:
+        def linear(*modules: Any) -> Linear:
+            pairs = [effective_linear(m) for m in modules]
+            biases = [b for _, b in pairs]
             bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
-            return Linear(cast(*weights), bias, batch_hint)
+            return Linear(cast(*(w for w, _ in pairs)), bias, batch_hint)
 
-        layers = []
         with torch.no_grad():
-            for layer in body.layers:
-                attn, mlp = layer.self_attn, layer.mlp
-                q, qb = effective_linear(attn.q_proj)
-                k, kb = effective_linear(attn.k_proj)
-                v, vb = effective_linear(attn.v_proj)
-                o, ob = effective_linear(attn.o_proj)
-                gate, gb = effective_linear(mlp.gate_proj)
-                up, ub = effective_linear(mlp.up_proj)
-                down, db = effective_linear(mlp.down_proj)
-                layers.append(
-                    LayerWeights(
-                        attn_norm=cast(layer.input_layernorm.weight),
-                        qkv=linear([q, k, v], [qb, kb, vb]),
-                        o=linear([o], [ob]),
-                        mlp_norm=cast(layer.post_attention_layernorm.weight),
-                        gate_up=linear([gate, up], [gb, ub]),
-                        down=linear([down], [db]),
-                    )
+            layers = [
+                LayerWeights(
+                    attn_norm=cast(layer.input_layernorm.weight),
+                    qkv=linear(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
+                    o=linear(layer.self_attn.o_proj),
+                    mlp_norm=cast(layer.post_attention_layernorm.weight),
+                    gate_up=linear(layer.mlp.gate_proj, layer.mlp.up_proj),
+                    down=linear(layer.mlp.down_proj),
                 )
-            head_weight, head_bias = effective_linear(hf.lm_head)
-            return cls(
-                embed=cast(body.embed_tokens.weight),
-                layers=layers,
-                final_norm=cast(body.norm.weight),
-                lm_head=linear([head_weight], [head_bias]),
-            )
+                for layer in body.layers
+            ]
+            return cls(embed=cast(body.embed_tokens.weight), layers=layers, final_norm=cast(body.norm.weight), lm_head=linear(hf.lm_head))
 
 
 def effective_linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:

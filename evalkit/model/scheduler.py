@@ -1,0 +1,288 @@
+"""Continuous batching: which sequences run, where their K/V live, when they finish.
+
+Owned by the engine's worker thread (nothing here is thread-safe). Each round: queued requests
+are admitted into free slots (up to ``max_batch``, within the KV-cache budget) and prefilled
+together; then every live sequence decodes a *window* of steps with no host synchronisation
+(:class:`~evalkit.model.stepper.DecodeStepper`); then the host reads the window's tokens, finds
+the sequences that finished (EOS, a stop string, ``max_tokens``, a cancelled caller), resolves
+them and compacts the batch by moving the last live slots into the holes.
+
+A window never runs past any sequence's ``max_tokens``; a sequence that hits EOS or a stop string
+inside a window decoded its remaining steps for nothing, and those tokens are dropped. On CPU the
+window is one step (a token costs far more than a host round trip); on CUDA it is several.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from evalkit.model.kvcache import KVCache
+from evalkit.model.requests import GenerationResult, SamplingParams
+from evalkit.model.sampling import sample, sampling_mode
+from evalkit.model.stepper import DecodeStepper, SlotState, attend_length
+from evalkit.model.threads import ThreadTuner
+
+
+@dataclass
+class Sequence:
+    """One request in flight; its index in :attr:`Scheduler.active` is its KV-cache slot."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: concurrent.futures.Future
+    seed: int
+    submitted: float
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    length: int = 0
+    """Positions of this sequence already in the KV cache."""
+    stop_hit: str | None = None
+    started: float = 0.0
+
+    @property
+    def worst_length(self) -> int:
+        return len(self.prompt_ids) + self.params.max_tokens
+
+
+@dataclass
+class Limits:
+    """How much the scheduler may hold at once."""
+
+    max_batch: int
+    kv_budget_bytes: float
+    prefill_tokens: int
+    """Most padded prompt tokens prefilled in one forward; bounds a prefill's activation memory."""
+    window: int
+    """Decode steps between host synchronisations."""
+
+
+class Scheduler:
+    """The batch: admit, prefill, decode a window, retire. See the module docstring."""
+
+    def __init__(
+        self, forward: Any, dtype: torch.dtype, limits: Limits, finisher: "Finisher", *, graphs: bool, bucketed: bool, tuner: ThreadTuner | None
+    ):
+        self.forward = forward
+        self.limits = limits
+        self.finisher = finisher
+        self.tuner = tuner
+        self.cache = KVCache(forward.cache_shape, limits.max_batch, dtype, forward.device)
+        self.state = SlotState(limits.max_batch, limits.window, forward.device)
+        self.stepper = DecodeStepper(forward, self.cache, self.state, graphs=graphs, max_rows=limits.max_batch, bucketed=bucketed)
+        self.active: list[Sequence] = []
+        self._kv_bytes = KVCache.bytes_per_position(forward.cache_shape, dtype)
+
+    # -- admission -------------------------------------------------------------------------------
+
+    def admit(self, pending: deque[Sequence]) -> list[Sequence]:
+        """Queued requests that fit now: free slots, and a KV cache that would stay within budget
+        even if every admitted sequence ran to its ``max_tokens``. The first request of an idle
+        engine is always admitted (on a fresh cache if the old one is big)."""
+        admitted: list[Sequence] = []
+        need = max((s.worst_length for s in self.active), default=0)
+        while pending and len(self.active) + len(admitted) < self.limits.max_batch:
+            candidate = pending[0]
+            count = len(self.active) + len(admitted) + 1
+            longest = max(need, candidate.worst_length)
+            slots = max(self.cache.slots, 1 << (count - 1).bit_length())
+            planned = min(slots, max(self.cache.max_slots, count)) * self.cache.planned_capacity(longest) * self._kv_bytes
+            if planned > self.limits.kv_budget_bytes and count > 1:
+                break
+            admitted.append(pending.popleft())
+            need = longest
+        return admitted
+
+    def prefill(self, admitted: list[Sequence]) -> None:
+        """Prefill ``admitted`` in chunks, sample each one's first token, and add them to the batch."""
+        admitted = [s for s in admitted if not s.future.cancelled()]
+        for chunk in _prefill_chunks(admitted, self.limits.prefill_tokens):
+            first = len(self.active)
+            now = time.perf_counter()
+            for sequence in chunk:
+                sequence.started = now
+                sequence.length = len(sequence.prompt_ids)
+            logits = self.forward.prefill(self.cache, list(range(first, first + len(chunk))), [s.prompt_ids for s in chunk])
+            self.state.configure(first, [s.params for s in chunk], [s.seed for s in chunk])
+            rows = slice(first, first + len(chunk))
+            st = self.state
+            tokens, logprobs = sample(
+                logits, st.temperature[rows], st.top_k[rows], st.top_p[rows], st.seeds[rows], st.counters[rows],
+                sampling_mode(s.params for s in chunk),
+            )
+            st.start(first, tokens, [s.length for s in chunk])
+            self.active.extend(chunk)
+            self._settle(first, [[t] for t in tokens.tolist()], [[lp] for lp in logprobs.tolist()])
+
+    # -- decoding --------------------------------------------------------------------------------
+
+    def decode(self) -> None:
+        """One window of decode steps for every live sequence, then settle what they produced."""
+        batch = len(self.active)
+        steps = min(self.limits.window, min(s.params.max_tokens - len(s.token_ids) for s in self.active))
+        needed = max(s.length for s in self.active) + steps
+        self.cache.ensure(self.stepper.rows(batch), needed)
+        length = attend_length(needed, self.cache.capacity, self.stepper.bucketed)
+        mode = sampling_mode(s.params for s in self.active)
+        for _ in range(steps):
+            if self.tuner is not None:
+                self.tuner.before_step()
+            started = time.perf_counter()
+            self.stepper.step(batch, length, mode)
+            if self.tuner is not None:
+                self.tuner.after_step(batch, time.perf_counter() - started)
+        tokens, logprobs = self.stepper.collect(batch, steps)
+        for sequence in self.active:
+            sequence.length += steps
+        self._settle(0, tokens, logprobs)
+
+    def _settle(self, first: int, tokens: list[list[int]], logprobs: list[list[float]]) -> None:
+        """Give slots ``first..`` their new tokens; resolve the finished, drop the cancelled, compact."""
+        done: list[int] = []
+        for offset, (new_tokens, new_logprobs) in enumerate(zip(tokens, logprobs)):
+            slot = first + offset
+            sequence = self.active[slot]
+            reason = self.finisher.extend(sequence, new_tokens, new_logprobs)
+            if reason is not None:
+                self.finisher.resolve(sequence, reason)
+                done.append(slot)
+            elif sequence.future.cancelled():
+                done.append(slot)
+        if done:
+            self._compact(done)
+
+    def _compact(self, done: list[int]) -> None:
+        moves = compaction_moves(len(self.active), done)
+        sources, targets = [src for src, _ in moves], [dst for _, dst in moves]
+        longest = max((self.active[src].length for src in sources), default=0)
+        self.cache.move(sources, targets, longest)
+        self.state.move(sources, targets)
+        for src, dst in moves:
+            self.active[dst] = self.active[src]
+        del self.active[len(self.active) - len(done) :]
+        self.state.park(len(self.active))
+
+    # -- failure and idling ------------------------------------------------------------------------
+
+    def fail_all(self, error: BaseException, extra: list[Sequence] | None = None) -> None:
+        """Fail every live sequence (and ``extra``) and start over on a fresh cache."""
+        fail(self.active + (extra or []), error)
+        self.active.clear()
+        self.cache.reset()
+        self.stepper.reset()
+
+    def trim(self) -> None:
+        """Give a big idle cache back."""
+        if not self.active and self.cache.slots * self.cache.capacity > 8 * 1024:
+            self.cache.reset()
+
+
+class Finisher:
+    """Decides when a sequence is done and builds its result (stop ids, stop strings, max_tokens)."""
+
+    def __init__(self, tokenizer: Any, stop_token_ids: frozenset[int], weights_version: Callable[[], int]):
+        self.tokenizer = tokenizer
+        self.stop_token_ids = stop_token_ids
+        self.weights_version = weights_version
+
+    def extend(self, sequence: Sequence, tokens: list[int], logprobs: list[float]) -> str | None:
+        """Append ``tokens`` until one finishes ``sequence``; the finish reason, or ``None``."""
+        params = sequence.params
+        quick = not params.stop and (params.ignore_eos or self.stop_token_ids.isdisjoint(tokens))
+        if quick and len(sequence.token_ids) + len(tokens) < params.max_tokens:
+            sequence.token_ids.extend(tokens)
+            sequence.logprobs.extend(logprobs)
+            return None
+        for token, logprob in zip(tokens, logprobs):
+            sequence.token_ids.append(token)
+            sequence.logprobs.append(logprob)
+            reason = self._reason(sequence, token)
+            if reason is not None:
+                return reason
+        return None
+
+    def _reason(self, sequence: Sequence, token: int) -> str | None:
+        params = sequence.params
+        if not params.ignore_eos and token in self.stop_token_ids:
+            return "stop"
+        if params.stop:
+            window = max(len(s) for s in params.stop) + 4
+            tail = self.tokenizer.decode(sequence.token_ids[-window:], skip_special_tokens=True)
+            hit = next((s for s in params.stop if s in tail), None)
+            if hit is not None:
+                sequence.stop_hit = hit
+                return "stop"
+        if len(sequence.token_ids) >= params.max_tokens:
+            return "length"
+        return None
+
+    def resolve(self, sequence: Sequence, reason: str) -> None:
+        ids = sequence.token_ids
+        body = ids[:-1] if ids and ids[-1] in self.stop_token_ids and not sequence.params.ignore_eos else ids
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        if sequence.stop_hit is not None:
+            cuts = [text.find(s) for s in sequence.params.stop if s in text]
+            if cuts:
+                text = text[: min(cuts)]
+        now = time.perf_counter()
+        result = GenerationResult(
+            text=text,
+            finish_reason=reason,
+            prompt_ids=sequence.prompt_ids,
+            token_ids=list(ids),
+            logprobs=list(sequence.logprobs),
+            weights_version=self.weights_version(),
+            timing={"queue_ms": (sequence.started - sequence.submitted) * 1000, "total_ms": (now - sequence.submitted) * 1000},
+        )
+        _set(sequence.future, result)
+
+
+def compaction_moves(count: int, done: list[int]) -> list[tuple[int, int]]:
+    """(source, target) slot moves that fill the holes ``done`` leaves among ``count`` slots with
+    the live slots beyond the new end, so the live ones become ``0..count-len(done)-1``."""
+    gone = set(done)
+    live = count - len(gone)
+    holes = [slot for slot in range(live) if slot in gone]
+    movers = [slot for slot in range(live, count) if slot not in gone]
+    return list(zip(movers, holes))
+
+
+def _prefill_chunks(sequences: list[Sequence], budget: int) -> list[list[Sequence]]:
+    """Consecutive groups whose padded size (count x longest prompt) stays within ``budget``."""
+    chunks: list[list[Sequence]] = []
+    current: list[Sequence] = []
+    longest = 0
+    for sequence in sequences:
+        size = len(sequence.prompt_ids)
+        if current and (len(current) + 1) * max(longest, size) > budget:
+            chunks.append(current)
+            current, longest = [], 0
+        current.append(sequence)
+        longest = max(longest, size)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _set(future: concurrent.futures.Future, result: GenerationResult) -> None:
+    try:
+        if not future.cancelled():
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:  # cancelled between the check and the set
+        pass
+
+
+def fail(sequences: list[Sequence], error: BaseException) -> None:
+    """Fail the futures of ``sequences`` that are not done yet."""
+    for sequence in sequences:
+        try:
+            if not sequence.future.done():
+                sequence.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass
