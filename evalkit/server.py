@@ -9,17 +9,26 @@ keys ``top_k`` and ``ignore_eos`` are honoured.
 A bad request (unknown model, prompt beyond the context window, ``max_tokens`` < 1, malformed
 body) is answered 400 with ``{"error": {"message", "type": "invalid_request_error"}}`` and never
 disturbs the requests being generated for others.
+
+A client that disconnects before its answer is ready has its sequences cancelled: the engine drops
+them from the batch at its next step, so abandoned requests cost nothing afterwards. With an API
+key (``build_app(..., api_key=...)``), every endpoint but ``/health`` wants
+``Authorization: Bearer <key>`` and answers 401 otherwise. :func:`serve_forever` runs the app and
+stops within seconds on the first SIGINT/SIGTERM: the engine is closed at once, so requests in
+flight end (503) instead of holding the shutdown until they finish.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import secrets
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -33,6 +42,8 @@ if TYPE_CHECKING:
     from evalkit.model.requests import GenerationResult
 
 MAX_CHOICES = 16
+SHUTDOWN_GRACE_S = 3.0
+"""How long a stopping server waits for responses still being written before cancelling them."""
 
 
 class BadRequest(Exception):
@@ -43,16 +54,62 @@ class BadRequest(Exception):
         self.param = param
 
 
-def build_app(engine: "Engine", model_name: str | None = None) -> FastAPI:
-    """A FastAPI app serving ``engine`` under ``model_name`` (default: the engine's name)."""
+class Unauthorized(Exception):
+    """Answered as HTTP 401 ``authentication_error``."""
+
+
+def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str | None = None) -> FastAPI:
+    """A FastAPI app serving ``engine`` under ``model_name`` (default: the engine's name); with
+    ``api_key``, every endpoint but ``/health`` checks ``Authorization: Bearer <api_key>``."""
     served = model_name or engine.name
     accepted = {served, engine.name} | {alias for alias, target in ALIASES.items() if target in (served, engine.name)}
-    app = FastAPI(title="primekit embedded model", docs_url=None, redoc_url=None)
+    app = FastAPI(title="primekit embedded model", docs_url=None, redoc_url=None, openapi_url=None)
     started = int(time.time())
+    authorized = [Depends(_bearer_check(api_key))] if api_key else []
+    _install_error_handlers(app)
 
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": served, **engine.load()}
+
+    @app.get("/v1/models", dependencies=authorized)
+    async def models() -> dict[str, Any]:
+        card = {"id": served, "object": "model", "created": started, "owned_by": "primekit", "max_model_len": engine.context_length}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/chat/completions", dependencies=authorized)
+    async def chat_completions(request: Request) -> JSONResponse:
+        body = await _json_body(request)
+        model = body.get("model", served)
+        if not isinstance(model, str):
+            raise BadRequest(f"model must be a string, got {type(model).__name__}", "model")
+        if model not in accepted:
+            raise BadRequest(f"model '{model}' is not served here (serving: {served})", "model")
+        if body.get("stream"):
+            raise BadRequest("streaming is not supported by prime serve; send stream=false", "stream")
+        messages, tools, n, sampling = _messages(body), _tools(body), _choices(body), _sampling(body)
+        from evalkit.model.engine import EngineError
+
+        try:
+            prompt_ids, futures = _submit(engine, messages, tools, n, sampling)
+            results = await _until_done_or_gone(request, futures)
+        except EngineError as exc:
+            return _error(503, str(exc), "server_error")
+        if results is None:  # the client left; nobody reads this
+            return _error(499, "client closed the request", "client_closed_request")
+        return JSONResponse(_response(engine, served, prompt_ids, results, tools_given=bool(tools), logprobs=bool(body.get("logprobs"))))
+
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BadRequest)
     async def _bad_request(_: Request, exc: BadRequest) -> JSONResponse:
         return _error(400, str(exc), "invalid_request_error", exc.param)
+
+    @app.exception_handler(Unauthorized)
+    async def _unauthorized(_: Request, exc: Unauthorized) -> JSONResponse:
+        return _error(401, str(exc), "authentication_error")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -63,52 +120,77 @@ def build_app(engine: "Engine", model_name: str | None = None) -> FastAPI:
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return _error(exc.status_code, str(exc.detail), kind)
 
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": served}
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [
-                {"id": served, "object": "model", "created": started, "owned_by": "primekit", "max_model_len": engine.context_length}
-            ],
-        }
+def _bearer_check(api_key: str) -> Any:
+    expected = f"Bearer {api_key}".encode()
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> JSONResponse:
-        body = await _json_body(request)
-        model = body.get("model", served)
-        if model not in accepted:
-            raise BadRequest(f"model '{model}' is not served here (serving: {served})", "model")
-        if body.get("stream"):
-            raise BadRequest("streaming is not supported by prime serve; send stream=false", "stream")
-        messages = _messages(body)
-        tools = _tools(body)
-        n = _choices(body)
-        sampling = _sampling(body)
-        from evalkit.model.engine import EngineError
-        from evalkit.model.requests import InvalidRequest
+    async def check(request: Request) -> None:
+        given = request.headers.get("authorization", "").encode()
+        if not secrets.compare_digest(given, expected):
+            raise Unauthorized("invalid or missing API key; send the header 'Authorization: Bearer <key>'")
 
-        try:
-            prompt_ids = engine.encode_chat(messages, tools)
-            futures = [
-                engine.submit(prompt_ids, _nth_seed(sampling, i)) for i in range(n)
-            ]
-        except InvalidRequest as exc:
-            raise BadRequest(str(exc)) from None
-        except EngineError as exc:
-            return _error(503, str(exc), "server_error")
-        except Exception as exc:  # the chat template rejected the messages
-            raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
-        try:
-            results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
-        except EngineError as exc:
-            return _error(500, str(exc), "server_error")
-        return JSONResponse(_response(engine, served, prompt_ids, results, tools_given=bool(tools), logprobs=bool(body.get("logprobs"))))
+    return check
 
-    return app
+
+def _submit(engine: "Engine", messages: list[dict[str, Any]], tools: Any, n: int, sampling: SamplingArgs) -> tuple[list[int], list[concurrent.futures.Future]]:
+    from evalkit.model.engine import EngineError
+    from evalkit.model.requests import InvalidRequest
+
+    try:
+        prompt_ids = engine.encode_chat(messages, tools)
+    except Exception as exc:  # the chat template rejected the messages
+        raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
+    futures: list[concurrent.futures.Future] = []
+    try:
+        for index in range(n):
+            futures.append(engine.submit(prompt_ids, _nth_seed(sampling, index)))
+    except (InvalidRequest, EngineError) as exc:
+        for future in futures:
+            future.cancel()
+        if isinstance(exc, EngineError):
+            raise
+        raise BadRequest(str(exc)) from None
+    return prompt_ids, futures
+
+
+async def _until_done_or_gone(request: Request, futures: list[concurrent.futures.Future]) -> list["GenerationResult"] | None:
+    """The results, or ``None`` (every future cancelled) if the client disconnects first."""
+    done = asyncio.ensure_future(asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not done.done():
+        done.cancel()
+        for future in futures:
+            future.cancel()  # the engine drops cancelled sequences at its next step
+        return None
+    return done.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body has been read by then)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def serve_forever(app: FastAPI, engine: "Engine", host: str, port: int) -> None:
+    """Run ``app`` until SIGINT/SIGTERM. The first signal closes ``engine`` at once (its requests
+    fail, so their connections end) and uvicorn's graceful shutdown then takes a moment, not the
+    length of the longest generation."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            engine.close(wait=False)
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    try:
+        _Server(config).run()
+    finally:
+        engine.close(timeout=SHUTDOWN_GRACE_S)
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:

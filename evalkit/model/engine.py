@@ -162,6 +162,7 @@ class Engine:
         self._bucketed = bucketed
         self._threads = threads
         self._tuner: ThreadTuner | None = None
+        self._scheduler: batching.Scheduler | None = None
         self._cond = threading.Condition()
         self._pending: deque[batching.Sequence] = deque()
         self._update: _WeightUpdate | None = None
@@ -271,17 +272,26 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop the worker; requests still queued or running fail with :class:`EngineError`."""
+    def close(self, *, wait: bool = True, timeout: float = 30.0) -> None:
+        """Stop the worker; requests still queued or running fail with :class:`EngineError` (at the
+        end of the worker's current step). ``wait`` joins the worker for up to ``timeout`` s.
+        Safe to call from a signal handler with ``wait=False``."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=30)
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=timeout)
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def load(self) -> dict[str, int]:
+        """``{"requests_running": ..., "requests_waiting": ...}`` right now (approximate: read
+        without the worker's lock)."""
+        scheduler = self._scheduler
+        running = len(scheduler.active) if scheduler is not None else 0
+        return {"requests_running": running, "requests_waiting": len(self._pending)}
 
     # -- the worker --------------------------------------------------------------------------------
 
@@ -296,6 +306,7 @@ class Engine:
         scheduler = batching.Scheduler(
             self._forward, self.dtype, self._limits, finisher, graphs=self._graphs, bucketed=self._bucketed, tuner=self._tuner
         )
+        self._scheduler = scheduler
         while True:
             work = self._next_round(scheduler)
             if work is None:
