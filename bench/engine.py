@@ -1,17 +1,21 @@
-"""Generated tokens/s of the embedded engine at concurrency 1, 8 and 32, against llama.cpp.
+"""Generated tokens/s of the embedded engine against plain `transformers.generate` (and llama.cpp).
 
-Run by hand: ``python bench/engine.py [--dtype bf16|fp32] [--tokens 64]``. Every request is greedy
-and generates exactly ``--tokens`` tokens (``ignore_eos``), so rates compare like with like.
-llama-cpp-python (optional, never a dependency) runs the same GGUF single-stream with EOS banned
-by logit bias. The ratio that matters: ours at 32 concurrent / llama.cpp single stream (goal >= 3).
-llama-cpp-python ships only as an sdist on PyPI; on the 2-core dev box its C++ build did not finish
-within 8 minutes (twice), so the comparison there rests on DESIGN.md's measured ~115 tok/s.
+Run by hand: ``python bench/engine.py [--device cpu|cuda] [--model M] [--dtype bf16|fp32] [--tokens 64]``.
+Every request is greedy and generates exactly ``--tokens`` tokens (``ignore_eos``; ``min_new_tokens``
+for transformers), prompts included in the time, so rates compare like with like. For each
+concurrency level it prints the engine's rate, ``transformers.generate``'s on one batch of the same
+prompts (left-padded, same dtype and device) and their ratio. Defaults: concurrency 1, 8, 32 on
+CPU; 1, 32, 128, 256 on CUDA. Goals: CUDA >= 3x transformers at 256 and >= 2x at 32; CPU >= 3x
+llama.cpp single stream at 32. llama-cpp-python (optional, never a dependency; CPU only) runs the
+same GGUF single-stream with EOS banned by logit bias; on the 2-core dev box its C++ build did not
+finish within 8 minutes, so the comparison there rests on DESIGN.md's measured ~115 tok/s.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import copy
 import os
 import sys
 import time
@@ -49,6 +53,39 @@ def ours(engine: Engine, concurrency: int, tokens: int, rounds: int) -> tuple[fl
     return best, best_cpu
 
 
+def hf_generate(model, engine: Engine, concurrency: int, tokens: int, rounds: int) -> float:  # noqa: ANN001
+    """Best tokens/s of one ``model.generate`` call over ``concurrency`` left-padded prompts."""
+    import torch
+
+    batch = prompts(engine, concurrency)
+    width = max(len(p) for p in batch)
+    pad = engine.tokenizer.pad_token_id if engine.tokenizer.pad_token_id is not None else 0
+    ids = torch.full((concurrency, width), pad, dtype=torch.long)
+    mask = torch.zeros((concurrency, width), dtype=torch.long)
+    for row, prompt in enumerate(batch):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        mask[row, width - len(prompt) :] = 1
+    ids, mask = ids.to(engine.device), mask.to(engine.device)
+    best = 0.0
+    for _ in range(rounds):
+        _sync(engine)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=pad
+            )
+        _sync(engine)
+        best = max(best, (out.shape[1] - width) * concurrency / (time.perf_counter() - start))
+    return best
+
+
+def _sync(engine: Engine) -> None:
+    import torch
+
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize(engine.device)
+
+
 def llama_cpp(engine: Engine, tokens: int, rounds: int, threads: int) -> float | None:
     try:
         from llama_cpp import Llama
@@ -67,46 +104,63 @@ def llama_cpp(engine: Engine, tokens: int, rounds: int, threads: int) -> float |
     return best
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="any name the engine accepts (local/..., Hub id, folder)")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--concurrency", default=None, help="comma-separated levels (default: 1,8,32 on CPU; 1,32,128,256 on CUDA)")
     parser.add_argument("--rounds", type=int, default=2, help="repeats per setting; the best is reported")
-    parser.add_argument("--threads", type=int, default=None, help="fix the engine's threads (default: tuned)")
-    args = parser.parse_args()
+    parser.add_argument("--threads", type=int, default=None, help="fix the engine's CPU threads (default: tuned)")
+    parser.add_argument("--no-hf", action="store_true", help="skip the transformers.generate baseline")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     import torch
 
-    threads = torch.get_num_threads()
+    from evalkit.model.devices import resolve_device
+
+    device = resolve_device(args.device)
+    levels = [int(c) for c in (args.concurrency or ("1,8,32" if device == "cpu" else "1,32,128,256")).split(",")]
     load = os.getloadavg()[0]
-    print(f"cpus={os.cpu_count()} torch_threads={threads} dtype={args.dtype} tokens/request={args.tokens} load_avg_1m={load:.1f}")
-    if load > 1.5:
+    gpu = torch.cuda.get_device_name(device) if device != "cpu" else "-"
+    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} dtype={args.dtype} "
+          f"model={args.model} tokens/request={args.tokens} load_avg_1m={load:.1f}")  # fmt: skip
+    if load > 1.5 and device == "cpu":
         print("note: the machine is busy; rates are lower than on an idle machine")
-    levels = [int(c) for c in args.concurrency.split(",")]
-    engine = Engine.from_name(DEFAULT_MODEL, dtype=args.dtype, max_batch=max(levels))
-    if args.threads:
-        engine.close()
-        engine = Engine(engine.model, engine.tokenizer, dtype=args.dtype, max_batch=max(levels), threads=args.threads)
+    engine = Engine.from_name(args.model, dtype=args.dtype, max_batch=max(levels), device=device, threads=args.threads)
+    reference = None if args.no_hf else copy.deepcopy(engine.model).to(device=engine.device, dtype=engine.dtype).eval()
+    print(f"engine backend: {engine.backend}; CUDA graphs: {getattr(engine, '_graphs', False)}")
     ours(engine, 2, 8, 1)  # warm-up: kernels, cache allocation
     results = {}
     for level in levels:
         results[level], per_cpu_second = ours(engine, level, args.tokens, args.rounds)
         tuner = getattr(engine, "_tuner", None)
-        chosen = f"decode threads {tuner.best}" if tuner is not None else ""
-        print(
-            f"ours       concurrency {level:>3}: {results[level]:8.1f} tok/s   "
-            f"({per_cpu_second:6.1f} tok per CPU-second; {chosen})",
-            flush=True,
-        )
-    reference = llama_cpp(engine, args.tokens, args.rounds, threads)
+        line = f"concurrency {level:>3}: engine {results[level]:9.1f} tok/s ({per_cpu_second:7.1f} tok per CPU-second"
+        line += f"; decode threads {tuner.best})" if tuner is not None else ")"
+        if reference is not None:
+            baseline = hf_generate(reference, engine, level, args.tokens, args.rounds)
+            line += f"   transformers.generate {baseline:9.1f} tok/s   ratio {results[level] / baseline:5.2f}"
+        print(line, flush=True)
+    if device == "cpu":
+        _compare_llama_cpp(engine, results, args)
+    engine.close()
+
+
+def _compare_llama_cpp(engine: Engine, results: dict[int, float], args: argparse.Namespace) -> None:
+    import torch
+
+    reference = llama_cpp(engine, args.tokens, args.rounds, torch.get_num_threads())
     if reference is None:
         print("llama.cpp  not importable (pip install llama-cpp-python to compare)")
-    else:
-        print(f"llama.cpp  single stream  : {reference:8.1f} tok/s")
-        top = max(levels)
-        print(f"ratio ours@{top} / llama.cpp@1 = {results[top] / reference:.2f} (goal >= 3)")
-        print(f"ratio ours@1 / llama.cpp@1 = {results[min(levels)] / reference:.2f}")
-    engine.close()
+        return
+    top, bottom = max(results), min(results)
+    print(f"llama.cpp  single stream  : {reference:8.1f} tok/s")
+    print(f"ratio ours@{top} / llama.cpp@1 = {results[top] / reference:.2f} (goal >= 3)")
+    print(f"ratio ours@{bottom} / llama.cpp@1 = {results[bottom] / reference:.2f}")
 
 
 if __name__ == "__main__":

@@ -376,3 +376,19 @@ def test_fixed_thread_count_never_probes(monkeypatch: pytest.MonkeyPatch):
     for _ in range(200):
         assert tuner.before_step() == 3
         tuner.after_step(8, 1.0)
+
+
+def test_thread_tuner_climbs_a_ladder_on_many_cores(monkeypatch: pytest.MonkeyPatch):
+    """16 threads: a small model decodes fastest on 4 here; the tuner walks 16 -> 8 -> 4 and stays."""
+    from evalkit.model import threads
+
+    applied: list[int] = []
+    monkeypatch.setattr(threads.torch, "get_num_threads", lambda: applied[-1] if applied else 16)
+    monkeypatch.setattr(threads.torch, "set_num_threads", applied.append)
+    assert threads.thread_ladder(16) == [1, 2, 4, 8, 16] and threads.thread_ladder(6) == [1, 2, 4, 6]
+    tuner = threads.ThreadTuner(16)
+    speed = {1: 1.0, 2: 0.6, 4: 0.4, 8: 0.5, 16: 0.6}
+    for _ in range(4000):
+        tuner.after_step(32, speed[tuner.before_step()])
+    assert tuner.best == 4 and tuner._interval > threads.BASE_INTERVAL
+    assert sum(1 for n in applied[-500:] if n != 4) < 20  # probes got rare once 4 kept winning

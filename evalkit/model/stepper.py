@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from evalkit.model.kvcache import KVCache
+from evalkit.model.loading import log
 from evalkit.model.requests import SamplingParams
 from evalkit.model.sampling import SamplingMode, row_tensors, sample
 
@@ -145,7 +146,14 @@ class DecodeStepper:
         key = (rows, length, mode)
         graph = self._captured.get(key)
         if graph is None:
-            graph = self._captured[key] = self._capture(rows, length, mode)
+            try:
+                graph = self._captured[key] = self._capture(rows, length, mode)
+            except Exception as exc:  # noqa: BLE001 - a model or driver that cannot be captured: run eagerly
+                log(f"note: CUDA graph capture failed ({type(exc).__name__}: {exc}); decoding without graphs")
+                self.graphs = False
+                self._captured.clear()
+                self._step(rows, length, mode)
+                return
         graph.replay()
 
     def collect(self, batch: int, steps: int) -> tuple[list[list[int]], list[list[float]]]:
@@ -180,6 +188,8 @@ class DecodeStepper:
         for tensor, value in zip(self.state.tensors(), saved):
             tensor.copy_(value)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread_local: CUDA work other threads do meanwhile (a trainer sharing the GPU) does not
+        # invalidate this capture
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             self._step(rows, length, mode)
         return graph
