@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from typing import Any
 
-from evalkit.model.kvcache import KVCache
+from evalkit.model.kvcache import KVCache, right_padded
 from evalkit.model.weights import DecoderShape, DecoderWeights, rope_tables
 
 
@@ -101,13 +101,8 @@ class LlamaForward:
 
         Right padding needs no mask beyond causality: pad keys sit after every real query.
         """
-        lengths = [len(p) for p in prompts]
-        longest = max(lengths)
-        cache.ensure(max(slots) + 1, longest)
-        ids = torch.zeros((len(prompts), longest), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
-        ids = ids.to(self.device)
+        ids, last = right_padded(cache, slots, prompts)
+        longest = ids.shape[1]
         slot_index = torch.tensor(slots, dtype=torch.long, device=self.device)
         cos = self.cos[:longest, None, :]
         sin = self.sin[:longest, None, :]
@@ -122,8 +117,7 @@ class LlamaForward:
             x = x + layer.o(attn)
             x = self._mlp(x, layer)
         rows = torch.arange(len(prompts), device=self.device)
-        last = x[rows, torch.tensor(lengths, device=self.device) - 1]
-        return self.logits(last)
+        return self.logits(x[rows, last])
 
     def decode(self, cache: KVCache, tokens: torch.Tensor, positions: torch.Tensor, length: int) -> torch.Tensor:
         """One step for slots ``0..B-1``: ``tokens[b]`` sits at ``positions[b]``, and attends to

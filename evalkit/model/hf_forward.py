@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from evalkit.errors import UserError
-from evalkit.model.kvcache import CacheShape, KVCache
+from evalkit.model.kvcache import CacheShape, KVCache, right_padded
 from evalkit.model.weights import effective_linear
 
 KNOWN_LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -76,20 +76,14 @@ class HFForward:
     def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]]) -> torch.Tensor:
         """Whole prompts, right-padded into one batch: fill their slots, return float32 logits at
         each prompt's last position ``[len(prompts), vocab]``."""
-        lengths = [len(p) for p in prompts]
-        longest = max(lengths)
-        cache.ensure(max(slots) + 1, longest)
-        ids = torch.zeros((len(prompts), longest), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
-        positions = torch.arange(longest, device=self.device)
+        ids, self._gather = right_padded(cache, slots, prompts)
+        positions = torch.arange(ids.shape[1], device=self.device)
         view = _SlotCache(cache, prefill_slots=torch.tensor(slots, device=self.device))
-        self._gather = torch.tensor(lengths, device=self.device) - 1
         try:
             out = self.module(
-                input_ids=ids.to(self.device),
+                input_ids=ids,
                 position_ids=positions[None, :].expand(len(prompts), -1),
-                attention_mask=self._masks(positions[None, :], positions, query_first=0),
+                attention_mask=self._masks(positions[None, :], positions),
                 past_key_values=view,
                 use_cache=True,
             )
@@ -104,7 +98,7 @@ class HFForward:
         out = self.module(
             input_ids=tokens[:, None],
             position_ids=positions[:, None],
-            attention_mask=self._masks(positions[:, None], keys, query_first=None),
+            attention_mask=self._masks(positions[:, None], keys),
             past_key_values=view,
             use_cache=True,
             logits_to_keep=1,
@@ -121,7 +115,7 @@ class HFForward:
         rows = torch.arange(hidden.shape[0], device=hidden.device)
         return (hidden[rows, self._gather][:, None, :], *args[1:])
 
-    def _masks(self, queries: torch.Tensor, keys: torch.Tensor, query_first: int | None) -> Any:
+    def _masks(self, queries: torch.Tensor, keys: torch.Tensor) -> Any:
         """Additive 4D masks ``[rows, 1, queries, keys]`` (0 = attend), by attention kind.
 
         ``queries`` holds each query's position (``[rows or 1, q]``); key ``j`` sits at position

@@ -93,3 +93,15 @@ class KVCache:
         for store in (self.k, self.v):
             for tensor in store:
                 tensor[dst, :, :length] = tensor[src, :, :length]
+
+
+def right_padded(cache: KVCache, slots: list[int], prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prefill batch: room in ``cache`` for ``slots``, and the prompts right-padded with 0 into
+    ``[n, longest]`` token ids plus each prompt's last index ``[n]``, both on the cache's device."""
+    lengths = [len(p) for p in prompts]
+    longest = max(lengths)
+    cache.ensure(max(slots) + 1, longest)
+    ids = torch.zeros((len(prompts), longest), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+    return ids.to(cache.device), torch.tensor(lengths, device=cache.device) - 1
