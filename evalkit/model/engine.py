@@ -179,7 +179,7 @@ class Engine:
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
         device = resolve_device(options.pop("device", "auto"))
         log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'}, {device})...")
-        model, tokenizer = load_model(source)
+        model, tokenizer = load_model(source, dtype_name(dtype))  # a serving engine's master needs no float32
         return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, device=device, **options)
 
     # -- requests -------------------------------------------------------------------------------

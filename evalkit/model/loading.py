@@ -63,19 +63,20 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def load_model(source: ModelSource) -> tuple[Any, Any]:
-    """(``model``, ``tokenizer``): a float32 ``PreTrainedModel`` in eval mode and its tokenizer.
+def load_model(source: ModelSource, dtype: str = "float32") -> tuple[Any, Any]:
+    """(``model``, ``tokenizer``): a ``PreTrainedModel`` on CPU in eval mode and its tokenizer.
 
-    float32 because this module is the master copy (the RL trainer may train it); the engine keeps
-    its own inference copy in the dtype it serves in. An adapter is merged into the weights.
+    float32 by default because this module is the master copy an RL trainer may train; an engine
+    that only serves can load it in the dtype it serves in (half the memory). An adapter is merged
+    into the weights.
     """
     if isinstance(source, GgufModel):
         folder = ensure_converted(source)
-        model = _load_folder(folder)
+        model = _load_folder(folder, dtype)
         tokenizer = _load_tokenizer(folder)
     else:
         folder = source.path if source.path is not None else ensure_converted(_require_base(source))
-        model = _load_folder(folder)
+        model = _load_folder(folder, dtype)
         tokenizer = _tokenizer_for(source, folder)
         if source.adapter is not None:
             model = _merge_adapter(model, source.adapter)
@@ -154,13 +155,12 @@ def _quiet_progress_bars() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _load_folder(folder: Path) -> Any:
-    import torch
+def _load_folder(folder: Path, dtype: str = "float32") -> Any:
     from transformers import AutoModelForCausalLM
 
     try:
         with _quiet_progress_bars():
-            return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
+            return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype(dtype), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the model in {folder}: {exc}") from None
 
