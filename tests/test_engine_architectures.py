@@ -207,13 +207,18 @@ def test_cuda_engine_matches_cpu(tokenizer, kind: str):
     cpu, cuda = _engine(model, tokenizer), _engine(model, tokenizer, device="cuda")
     try:
         assert cuda.device.type == "cuda" and (cuda._graphs == (kind == "llama"))
+        a, b = cpu.generate_many(PROMPTS, GREEDY), cuda.generate_many(PROMPTS, GREEDY)
+        assert [r.token_ids for r in a] == [r.token_ids for r in b]
+        assert torch.allclose(torch.tensor([r.logprobs for r in a]), torch.tensor([r.logprobs for r in b]), atol=1e-3)
+        # seeded sampling: reproducible on the GPU, logprobs those of a plain forward (CPU and GPU
+        # numerics may differ in the last bits, which can move a draw that sits on a boundary)
         seeded = SamplingArgs(max_tokens=10, temperature=1.0, seed=4, extra={"ignore_eos": True})
-        for args in (GREEDY, seeded):
-            a, b = cpu.generate_many(PROMPTS, args), cuda.generate_many(PROMPTS, args)
-            assert [r.token_ids for r in a] == [r.token_ids for r in b]
-            assert torch.allclose(torch.tensor([r.logprobs for r in a]), torch.tensor([r.logprobs for r in b]), atol=1e-3)
-        cuda.update_weights(_build(kind, seed=5).state_dict())
-        cpu.update_weights(_build(kind, seed=5).state_dict())
+        first, again = cuda.generate_many(PROMPTS, seeded), cuda.generate_many(PROMPTS, seeded)
+        assert [r.token_ids for r in first] == [r.token_ids for r in again]
+        for result, prompt in zip(first, PROMPTS):
+            assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3)
+        for engine in (cpu, cuda):
+            engine.update_weights(_build(kind, seed=5).state_dict())
         assert [r.token_ids for r in cpu.generate_many(PROMPTS, GREEDY)] == [r.token_ids for r in cuda.generate_many(PROMPTS, GREEDY)]
     finally:
         cpu.close()
@@ -257,3 +262,88 @@ def test_a_hub_id_loads_offline_from_the_hf_cache(tokenizer, tmp_path, monkeypat
     completion = asyncio.run(client.chat([{"role": "user", "content": "hi"}], SamplingArgs(max_tokens=3, temperature=0)))
     assert len(completion.completion_token_ids) <= 3 and completion.logprobs
     assert client.engine.device.type == "cpu"
+
+
+class _FakeCuda:
+    """Stands in for the parts of ``torch.cuda`` the stepper's graph path calls, with graph
+    semantics: capturing records a step without running it; replaying runs it on whatever the
+    captured tensors hold then, and fails if the tensors it captured were since reallocated."""
+
+    def __init__(self, stepper_class, fail_capture: bool = False):
+        self.captured: list[tuple] = []
+        self.replays = 0
+        fake = self
+
+        class Graph:
+            def replay(self):
+                stepper, args, tensors = self.recorded
+                assert tensors == [id(t) for t in stepper.cache.k], "replayed a graph over a reallocated cache"
+                fake.replays += 1
+                fake.real_step(stepper, *args)
+
+        class Capture:
+            def __init__(self, graph, pool=None, capture_error_mode="global"):
+                self.graph = graph
+
+            def __enter__(self):
+                if fail_capture:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+                fake.capturing = self.graph
+
+            def __exit__(self, *exc):
+                fake.capturing = None
+
+        self.real_step = stepper_class._step
+        self.capturing = None
+
+        def step(stepper, *args):
+            if fake.capturing is not None:
+                fake.capturing.recorded = (stepper, args, [id(t) for t in stepper.cache.k])
+                fake.captured.append(args)
+                return
+            fake.real_step(stepper, *args)
+
+        self.step = step
+        self.Graph, self.Capture = Graph, Capture
+
+
+class _Stream:
+    def wait_stream(self, other):
+        pass
+
+
+@pytest.mark.parametrize("fail_capture", [False, True])
+def test_graph_path_logic_with_a_simulated_cuda(tokenizer, monkeypatch, fail_capture: bool):
+    """Graph capture and replay as the CUDA path does it (warm-up that leaves no trace, one graph
+    per bucket/length/mode, none reused after the cache grows; a failed capture falls back to
+    eager steps), simulated on CPU: same tokens as the plain engine."""
+    import contextlib
+
+    from evalkit.model import stepper as stepper_module
+
+    fake = _FakeCuda(stepper_module.DecodeStepper, fail_capture)
+    monkeypatch.setattr(stepper_module.DecodeStepper, "_step", fake.step)
+    for name, value in {"CUDAGraph": fake.Graph, "graph": fake.Capture, "Stream": lambda *a: _Stream(),
+                        "current_stream": lambda *a: _Stream(), "stream": lambda s: contextlib.nullcontext(),
+                        "graph_pool_handle": lambda: object()}.items():  # fmt: skip
+        monkeypatch.setattr(torch.cuda, name, value)
+    model = _build("llama")
+    plain = _engine(model, tokenizer, window=4, bucketed=True)  # the same shapes, so the same numerics
+    graphed = _engine(model, tokenizer, window=4)
+    try:
+        graphed.close()  # rebuild its worker with graphs on (there is no real CUDA device here)
+        graphed._closed, graphed._graphs = False, True
+        graphed._thread = __import__("threading").Thread(target=graphed._run, daemon=True)
+        graphed._thread.start()
+        long_args = SamplingArgs(max_tokens=70, temperature=0.9, seed=2, extra={"ignore_eos": True})
+        for args in (GREEDY, long_args):  # 70 tokens: the cache outgrows 64 positions mid-way
+            a, b = plain.generate_many(PROMPTS, args), graphed.generate_many(PROMPTS, args)
+            assert [r.token_ids for r in a] == [r.token_ids for r in b]
+        if fail_capture:
+            assert fake.captured == [] and fake.replays == 0
+        else:
+            assert len(fake.captured) >= 3 and fake.replays > len(fake.captured)
+            assert len({(rows, length) for rows, length, _ in fake.captured}) >= 2
+    finally:
+        plain.close()
+        graphed.close()
