@@ -253,7 +253,10 @@ class Engine:
         return await asyncio.to_thread(self.update_weights, state_dict, drain=drain)
 
     def _apply_update(self, update: _WeightUpdate) -> None:
+        cuda = self.device.type == "cuda"
         try:
+            if cuda:  # the trainer's kernels that wrote the master copy finish before we read it
+                torch.cuda.current_stream(self.device).wait_stream(torch.cuda.default_stream(self.device))
             with torch.no_grad():
                 if update.state_dict is not None:
                     unknown = sorted(set(update.state_dict) - set(self.model.state_dict()))
@@ -261,6 +264,8 @@ class Engine:
                         raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
                     self.model.load_state_dict(dict(update.state_dict), strict=False)
                 self._forward.load(self.model)
+            if cuda:  # and ours finish reading it before the trainer may write it again
+                torch.cuda.current_stream(self.device).synchronize()
             self.weights_version += 1
         except BaseException as exc:  # reported to the caller of update_weights, never kills the worker
             update.error = exc
@@ -298,6 +303,9 @@ class Engine:
     def _run(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            # the engine's own stream, so generation can overlap a trainer's kernels on the same GPU
+            torch.cuda.set_stream(torch.cuda.Stream(self.device))
+            torch.cuda.current_stream(self.device).wait_stream(torch.cuda.default_stream(self.device))  # the snapshot copies
         else:
             if self._threads:
                 torch.set_num_threads(self._threads)
