@@ -178,8 +178,9 @@ class Scheduler:
         self.stepper.reset()
 
     def trim(self) -> None:
-        """Give a big idle cache back."""
-        if not self.active and self.cache.slots * self.cache.capacity > 8 * 1024:
+        """Give a big idle cache back -- except under CUDA graphs, which would all be captured
+        again for the new allocation (its size stays within the KV budget anyway)."""
+        if not self.active and not self.stepper.graphs and self.cache.slots * self.cache.capacity > 8 * 1024:
             self.cache.reset()
 
 
