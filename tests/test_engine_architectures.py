@@ -56,6 +56,8 @@ def _build(kind: str, seed: int = 0):
                                  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # fmt: skip
     elif kind == "mistral-window":
         name, extra = "Mistral", {"sliding_window": 6}
+    elif kind == "mistral":
+        name, extra = "Mistral", {"sliding_window": None}
     else:
         name = {"qwen2": "Qwen2", "phi3": "Phi3", "llama": "Llama"}[kind]
     # untied: a random tied model mostly repeats its input token, which would hide mistakes
@@ -93,8 +95,8 @@ def _check_against_transformers(engine, model) -> None:
 
 @pytest.mark.parametrize(
     "kind, backend",
-    [("qwen2", "fused"), ("llama3-rope", "fused"), ("qwen3", "hf"), ("gemma", "hf"), ("gemma2", "hf"),
-     ("mistral-window", "hf"), ("phi3", "hf")],  # fmt: skip
+    [("qwen2", "fused"), ("llama3-rope", "fused"), ("mistral", "fused"), ("qwen3", "hf"), ("gemma", "hf"),
+     ("gemma2", "hf"), ("mistral-window", "hf"), ("phi3", "hf")],  # fmt: skip
 )
 def test_each_architecture_matches_transformers(tokenizer, kind: str, backend: str):
     model = _build(kind)

@@ -25,7 +25,7 @@ PROMPTS = ["What is the capital of France?", "Write one sentence about cats.", "
 def engine():
     from evalkit.model.shared import get_engine
 
-    return get_engine("local/smollm2-135m", dtype="fp32", max_batch=8)
+    return get_engine("local/smollm2-135m", dtype="fp32", max_batch=8, device="cpu")
 
 
 def _chat(engine, text: str) -> list[int]:
@@ -45,6 +45,7 @@ def _forward_logprobs(model, prompt: list[int], completion: list[int], temperatu
 
 
 def test_batched_greedy_equals_unbatched(engine):
+    assert engine.backend == "fused" and engine.device.type == "cpu"
     prompts = [_chat(engine, p) for p in PROMPTS]
     lengths = [6, 12, 9]  # sequences leave the batch at different steps
     futures = [engine.submit(p, SamplingArgs(max_tokens=n, temperature=0)) for p, n in zip(prompts, lengths)]
@@ -161,7 +162,7 @@ def _tiny(seed: int = 0, bias: bool = False):
 def _tiny_engine(engine, model, max_batch: int = 8, dtype: str = "fp32", **kwargs):
     from evalkit.model.engine import Engine
 
-    return Engine(model, engine.tokenizer, dtype=dtype, max_batch=max_batch, name="tiny", **kwargs)
+    return Engine(model, engine.tokenizer, dtype=dtype, max_batch=max_batch, name="tiny", device="cpu", **kwargs)
 
 
 GREEDY = SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True})
@@ -287,7 +288,7 @@ def test_model_folder_and_adapter_folder_load_by_path(engine, tmp_path):
     wrapped.save_pretrained(tmp_path / "adapter")
 
     for path, reference in ((folder, model), (tmp_path / "adapter", wrapped)):
-        loaded = Engine.from_name(str(path), dtype="fp32", max_batch=2)
+        loaded = Engine.from_name(str(path), dtype="fp32", max_batch=2, device="cpu")
         try:
             result = loaded.generate_many(PROMPT_IDS[:1], GREEDY)[0]
             expected = _forward_logprobs(reference, PROMPT_IDS[0], result.token_ids)

@@ -31,7 +31,7 @@ def server():
     from evalkit.model.shared import get_engine
     from evalkit.server import build_app
 
-    engine = get_engine("local/smollm2-135m", dtype="fp32", max_batch=8)
+    engine = get_engine("local/smollm2-135m", dtype="fp32", max_batch=8, device="cpu")
     port = _free_port()
     handle = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=handle.run, daemon=True)
