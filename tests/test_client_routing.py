@@ -29,9 +29,16 @@ def clean_env(monkeypatch, tmp_path):
 
 def cache_model(tmp_path: Path, repo_id: str) -> None:
     org, name = repo_id.split("/")
-    snapshot = tmp_path / "hf-cache" / f"models--{org}--{name}" / "snapshots" / "abc123"
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
+    lay_out_hf_cache(tmp_path / "hf-cache", org, name)
+
+
+def lay_out_hf_cache(cache: Path, org: str, name: str) -> None:
+    """The hub cache's real layout: ``refs/main`` names the snapshot holding the files."""
+    repo = cache / f"models--{org}--{name}"
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
 
 
 def endpoints_file(tmp_path: Path, body: str) -> str:
@@ -85,9 +92,7 @@ def test_bare_hub_id_in_the_local_cache_is_embedded_only_without_a_server_url(tm
 def test_hf_home_is_honoured(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_CACHE")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
-    snapshot = tmp_path / "home" / "hub" / "models--A--B" / "snapshots" / "s"
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
+    lay_out_hf_cache(tmp_path / "home" / "hub", "A", "B")
     assert route(ClientSpec("A/B")).backend == "local"
 
 

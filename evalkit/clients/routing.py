@@ -93,24 +93,12 @@ def is_local_model(model: str) -> bool:
     return path.is_dir() and any((path / name).exists() for name in MODEL_FILES)
 
 
-def hf_hub_cache() -> Path:
-    """The Hugging Face hub cache folder, by the environment variables huggingface_hub reads."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
-    return cache_home / "huggingface" / "hub"
-
-
 def in_hf_cache(repo_id: str) -> bool:
-    """Whether ``<org>/<name>`` has a snapshot with ``config.json`` in the local hub cache (no network)."""
-    parts = repo_id.split("/")
-    if len(parts) != 2 or not all(parts):
-        return False
-    snapshots = hf_hub_cache() / f"models--{parts[0]}--{parts[1]}" / "snapshots"
-    return snapshots.is_dir() and any((snapshot / "config.json").is_file() for snapshot in snapshots.iterdir())
+    """Whether ``<org>/<name>`` is in the local Hugging Face hub cache, by the same lookup the engine
+    loads it with (:func:`evalkit.model.registry.hub_snapshot`), so routing and loading agree."""
+    from evalkit.model.registry import hub_model_id, hub_snapshot
+
+    return hub_model_id(repo_id) == repo_id and hub_snapshot(repo_id) is not None
 
 
 def resolve_endpoint(endpoint_id: str, endpoints_path: str | Path | None = None) -> list[Endpoint]:
