@@ -1,10 +1,14 @@
 """Run directories of every job (eval, GEPA, RL): their names, the newest one, resume checks, the lock.
 
-Layout under an output root (a parameter everywhere; ``outputs`` by default)::
+Layout under an output root (a parameter everywhere; see :func:`outputs_root` for the default)::
 
     <root>/evals/<env>--<model>/<run-id>/      prime eval run
     <root>/gepa/<env>--<model>/<run-id>/       prime gepa run
     <root>/rl/<run_name | env-YYYYmmdd-HHMMSS>/  prime rl run
+
+The default root is where verifiers puts it: ``environments/<module>/outputs/`` for an environment
+that lives in the environments folder (``--env-dir-path``, default ``./environments``) or is given as
+a folder, ``./outputs/`` for built-in and installed environments. ``-o`` names another root.
 
 ``<env>--<model>`` comes from :func:`run_slug` only: the environment's last path part (owner prefix
 and folders dropped; several environments joined with ``+``), then the model with ``/`` written as
@@ -68,6 +72,37 @@ def run_slug(env_ids: str | Sequence[str], model: str) -> str:
 def runs_parent(output_root: str | Path, kind: str, env_ids: str | Sequence[str], model: str) -> Path:
     """``<output_root>/<kind>/<env>--<model>``, the folder holding one env+model's runs of a job."""
     return Path(output_root) / kind / run_slug(env_ids, model)
+
+
+DEFAULT_OUTPUT_ROOT = "outputs"
+DEFAULT_ENV_DIR = "environments"
+
+
+def outputs_root(env_id: str | None, env_dir_path: str | Path | None = None, output_dir: str | Path | None = None) -> Path:
+    """Where a job's run dirs go: ``output_dir`` when given, else the local environment's ``outputs/``, else ``./outputs``.
+
+    An environment is local when ``env_id`` is a path to a folder (``./environments/my_env``) or
+    ``<env_dir_path>/<module>/`` exists (``my-env`` -> ``environments/my_env/``), as verifiers decides.
+    """
+    if output_dir is not None:
+        return Path(output_dir)
+    if env_id:
+        if env_id.startswith((".", "/", "~")):
+            folder = Path(env_id).expanduser()
+            if folder.is_dir():
+                return folder / "outputs"
+        else:
+            folder = Path(env_dir_path or DEFAULT_ENV_DIR) / env_id.rstrip("/").split("/")[-1].replace("-", "_")
+            if folder.is_dir():
+                return folder / "outputs"
+    return Path(DEFAULT_OUTPUT_ROOT)
+
+
+def default_output_roots(env_dir_path: str | Path | None = None) -> list[Path]:
+    """Every root :func:`outputs_root` may pick without ``-o``: ``./outputs`` and each local environment's ``outputs/``."""
+    env_dir = Path(env_dir_path or DEFAULT_ENV_DIR)
+    local = sorted(env_dir.glob("*/outputs")) if env_dir.is_dir() else []
+    return [Path(DEFAULT_OUTPUT_ROOT), *[p for p in local if p.is_dir()]]
 
 
 def timestamp() -> str:

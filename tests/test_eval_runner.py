@@ -53,7 +53,7 @@ def test_rows_metadata_and_summary(tmp_path):
     assert meta["avg_reward"] == pytest.approx(0.75)
     assert meta["pass_at_k"] == {"1": 0.75, "2": 0.75}
     assert meta["avg_metrics"] == {"exact": 0.75}
-    assert meta["usage"]["output_tokens"] == 8
+    assert meta["total_usage"]["output_tokens"] == 8 and meta["usage"]["output_tokens"] == 1.0  # vf-eval: mean per rollout
     assert result.run_dir.parent.name == "test-env--scripted"
     assert len(result.states) == 8 and result.complete
 
@@ -65,6 +65,7 @@ def test_pass_at_k_unbiased_and_diversity():
     assert summary["pass_at_k"]["1"] == pytest.approx((0.25 + 0) / 2)
     assert summary["pass_at_k"]["2"] == pytest.approx((1 - 3 / 6) / 2)
     assert summary["pass_at_k"]["4"] == pytest.approx(0.5)
+    assert summary["pass_all_k"]["1"] == pytest.approx(0.125) and summary["pass_all_k"]["2"] == 0.0
     assert summary["reward_diversity"] == 0.5
     assert summarize(rows, 4, pass_threshold=0.5)["pass_at_k"]["1"] == pytest.approx(0.625)
 

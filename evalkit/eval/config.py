@@ -73,9 +73,22 @@ class EvalConfig(BaseModel):
     shuffle: bool = False
     """Shuffle the eval split before taking ``num_examples``."""
     seed: int = 0
-    """Seed for shuffling."""
-    output_dir: str = "outputs"
-    """Run dirs go under ``<output_dir>/evals/``."""
+    """Seed for shuffling (vf-eval's ``shuffle_seed``; recorded as ``shuffle_seed`` when ``shuffle`` is on)."""
+    output_dir: str | None = None
+    """Run dirs go under ``<output_dir>/evals/``; unset: the local environment's ``outputs/`` or ``./outputs``
+    (:func:`evalkit.runs.outputs_root`)."""
+    env_dir_path: str = "environments"
+    """Folder of local environments (vf-eval's ``--env-dir-path``): searched for the id, and where its outputs go."""
+    extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Settings applied to the loaded environment (vf-eval's ``-x``): ``set_<key>(value)`` or an existing attribute."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers on every model request (vf-eval's ``--header``); never written to outputs."""
+    provider: str | None = None
+    """vf-eval's ``-p`` preset: a base URL and key variable filling unset ``base_url``/``api_key_var``."""
+    api_client_type: str | None = None
+    """vf-eval's ``--api-client-type``; only ``openai_chat_completions`` (the HTTP client) is accepted."""
+    independent_scoring: bool = False
+    """Score each rollout on its own (vf-eval's ``-i``); native rubrics always do."""
     resume: str | None = None
     """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
     run_dir: str | None = None
@@ -128,11 +141,27 @@ class EvalConfig(BaseModel):
         """The model as recorded in paths and metadata."""
         return self.client_spec().label
 
+    @property
+    def output_root(self) -> Path:
+        """The folder whose ``evals/`` holds this eval's run dirs (see :func:`evalkit.runs.outputs_root`)."""
+        from evalkit.runs import outputs_root
+
+        return outputs_root(self.env_id, self.env_dir_path, self.output_dir)
+
+    @property
+    def shuffle_seed(self) -> int | None:
+        """vf-eval's meaning: the seed when shuffling, else None."""
+        return self.seed if self.shuffle else None
+
     def client_spec(self) -> ClientSpec:
         """The model client this eval asks for (built by :func:`evalkit.clients.factory.make_client`)."""
+        from evalkit.clients.providers import apply_provider, check_client_type
+
+        check_client_type(self.api_client_type)
+        base_url, api_key_var = apply_provider(self.provider, self.base_url, self.api_key_var)
         return ClientSpec(
-            model=self.model, base_url=self.base_url, api_key_var=self.api_key_var, endpoints_path=self.endpoints_path,
-            endpoint_id=self.endpoint_id, max_retries=self.max_retries, timeout=self.timeout,
+            model=self.model, base_url=base_url, api_key_var=api_key_var, endpoints_path=self.endpoints_path,
+            endpoint_id=self.endpoint_id, max_retries=self.max_retries, timeout=self.timeout, headers=dict(self.headers),
         )
 
     def system_prompt_sha256(self) -> str | None:
@@ -236,6 +265,18 @@ class EvalFile(BaseModel):
     """Default sampling args for every entry."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Default env args for every entry (an entry's own args win)."""
+    shuffle_seed: int | None = None
+    """vf-eval's name for ``seed``."""
+    env_dir_path: str | None = None
+    extra_env_kwargs: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    """Extra HTTP headers (a table); vf-eval's ``header = ["Name: Value"]`` list is accepted too."""
+    header: list[str] | None = None
+    provider: str | None = None
+    api_client_type: str | None = None
+    independent_scoring: bool | None = None
+    save_results: bool | None = None
+    """Accepted for vf-eval configs; results are always saved, so ``false`` is refused."""
 
 
 def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) -> list[EvalConfig]:
@@ -244,7 +285,8 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
     parsed = validate(EvalFile, load_toml(file), file)
     base = file.resolve().parent
     top = parsed.model_dump(exclude={"eval", "sampling", "system_prompt_file", "env_args"}, exclude_none=True)
-    for key in ("output_dir", "endpoints_path"):
+    _anchor_top_keys(top, file)
+    for key in ("output_dir", "endpoints_path", "env_dir_path"):
         if key in top:
             top[key] = _resolve(top[key], base)
     if "model" in top:
@@ -275,6 +317,20 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
             data.pop("endpoint_id", None)  # -m on the command line replaces the file's endpoint choice
         configs.append(validate(EvalConfig, data, f"{file} [[eval]] id={entry.id}"))
     return configs
+
+
+def _anchor_top_keys(top: dict[str, Any], file: Path) -> None:
+    """vf-eval's spellings of top-level keys, folded into ours in place."""
+    from evalkit.clients.providers import parse_headers
+
+    if "shuffle_seed" in top:
+        if "seed" in top:
+            raise ConfigError(f"{file}: set seed or shuffle_seed (the same thing), not both")
+        top["seed"] = top.pop("shuffle_seed")
+    if "header" in top:
+        top["headers"] = {**top.get("headers", {}), **parse_headers(top.pop("header"))}
+    if top.pop("save_results", True) is False:
+        raise ConfigError(f"{file}: save_results = false is not supported: primekit always saves results; drop the key")
 
 
 def _resolve(value: str, base: Path) -> str:

@@ -67,9 +67,15 @@ class EvalPlan:
 def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     """Load the environment (unless given), select examples, pick the run dir, read what it holds."""
     if env is None:
+        from evalkit.env_kwargs import apply_extra_env_kwargs
         from evalkit.registry import load_environment
 
-        env = load_environment(config.env_id, config.env_args)
+        env = load_environment(config.env_id, config.env_args, environments_dir=config.env_dir_path)
+        apply_extra_env_kwargs(env, config.extra_env_kwargs, config.env_id)
+    if config.independent_scoring:
+        from evalkit.env_kwargs import require_independent_scoring
+
+        require_independent_scoring(env, config.env_id)
     examples = select_examples(config, env)
     if not examples:
         raise UserError(f"environment '{config.env_id}' has no examples to evaluate")
@@ -104,8 +110,8 @@ def identity(config: EvalConfig, sampling: SamplingArgs) -> dict[str, Any]:
 
 
 def runs_parent(config: EvalConfig) -> Path:
-    """``<output_dir>/evals/<env>--<model>``."""
-    return runs.runs_parent(config.output_dir, "evals", config.env_id, config.model_label)
+    """``<output root>/evals/<env>--<model>`` (the root: :attr:`EvalConfig.output_root`)."""
+    return runs.runs_parent(config.output_root, "evals", config.env_id, config.model_label)
 
 
 def find_resumable(config: EvalConfig, ident: dict[str, Any]) -> Path | None:

@@ -67,6 +67,12 @@ class ResultsWriter:
         self._handle.close()
 
 
-def newest_run_dir(output_dir: str | Path = "outputs") -> Path | None:
-    """The newest eval run dir (by run id, i.e. start time) holding a metadata.json (for `prime eval view`)."""
-    return runs.newest_run(Path(output_dir).joinpath("evals").glob("*/*"), runs.has_metadata)
+def newest_run_dir(output_dir: str | Path | None = None) -> Path | None:
+    """The newest eval run dir (by run id, i.e. start time) holding a metadata.json (for `prime eval view`).
+
+    Without ``output_dir``: the newest under every default root (``./outputs`` and each local
+    environment's ``environments/<env>/outputs``, see :func:`evalkit.runs.default_output_roots`).
+    """
+    roots = [Path(output_dir)] if output_dir is not None else runs.default_output_roots()
+    candidates = [path for root in roots for path in root.joinpath("evals").glob("*/*")]
+    return runs.newest_run(candidates, runs.has_metadata)

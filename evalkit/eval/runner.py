@@ -36,6 +36,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.plan import EvalPlan, plan_eval
+from evalkit.eval.anchor_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
 from evalkit.eval.progress import EvalProgress
 from evalkit.eval.results import METADATA, ResultsWriter
 from evalkit.eval.summary import summarize
@@ -126,8 +127,10 @@ async def execute(
     progress = EvalProgress(plan.total, plan.total - plan.todo, description=env_label(config),
                             console=console, enabled=console is not None)
 
+    tool_defs = env_tool_defs(plan.env)
+
     def on_group(group: list[RolloutState]) -> None:
-        rows = [state.to_row(config.state_columns) for state in group]
+        rows = [with_anchor_fields(state.to_row(config.state_columns), state, tool_defs) for state in group]
         writer.write_group(rows)
         new_rows.extend(rows)
         states.extend(group)
@@ -169,6 +172,7 @@ class MetadataWriter:
             "version": _version(),
             # a resumed run keeps the date it started
             "date": plan.previous.get("date") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **anchor_run_fields(plan),
         }
 
     def write(self, status: str, new_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,6 +188,7 @@ class MetadataWriter:
             "duration_s": round(prior + time.perf_counter() - self.started, 3),
             "status": status,
         }
+        meta.update(anchor_summary_fields(meta, summary))
         plan.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan.run_dir / METADATA, meta)
         return meta

@@ -1,7 +1,8 @@
 """Summary numbers of a run (from its rows) and the table a person reads.
 
 pass@k uses the unbiased estimator of Chen et al. (2021): for a group of ``n`` rollouts of which
-``c`` pass, ``pass@k = 1 - C(n-c, k) / C(n, k)``, averaged over groups, for k = 1..n. A rollout
+``c`` pass, ``pass@k = 1 - C(n-c, k) / C(n, k)``, averaged over groups, for k = 1..n; ``pass_all_k``
+(verifiers' pass^k: all k of k draws pass) is ``C(c, k) / C(n, k)``. A rollout
 *passes* when its reward is at least ``pass_threshold`` (default 1.0, i.e. fully correct on the
 usual 0..1 rewards; set ``pass_threshold`` for rubrics on another scale).
 
@@ -23,7 +24,7 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
     if not rows:
         return {
             "num_rollouts": 0, "num_groups": 0, "avg_reward": None, "std_reward": None, "avg_metrics": {},
-            "pass_at_k": {}, "num_errors": 0, "reward_diversity": None,
+            "pass_at_k": {}, "pass_all_k": {}, "num_errors": 0, "reward_diversity": None,
             "usage": {"input_tokens": 0, "output_tokens": 0}, "pass_threshold": pass_threshold,
         }
     frame = pd.DataFrame(
@@ -38,12 +39,13 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
     metrics = pd.DataFrame([r.get("metrics") or {} for r in rows])
     groups = frame.groupby("example_id")["reward"]
     passes = frame.assign(passed=frame["reward"] >= pass_threshold).groupby("example_id")["passed"].agg(["size", "sum"])
-    pass_at_k = {}
+    pass_at_k, pass_all_k = {}, {}
     for k in range(1, rollouts_per_example + 1):
         eligible = passes[passes["size"] >= k]
         if len(eligible):
-            values = [1.0 - comb(int(n - c), k) / comb(int(n), k) for n, c in zip(eligible["size"], eligible["sum"])]
-            pass_at_k[str(k)] = round(float(sum(values) / len(values)), 6)
+            pairs = [(int(n), int(c)) for n, c in zip(eligible["size"], eligible["sum"])]
+            pass_at_k[str(k)] = round(sum(1.0 - comb(n - c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
+            pass_all_k[str(k)] = round(sum(comb(c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
     multi = groups.agg(["size", "nunique"])
     multi = multi[multi["size"] > 1]
     return {
@@ -53,6 +55,7 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
         "std_reward": round(float(frame["reward"].std(ddof=0)), 6),
         "avg_metrics": {name: round(float(value), 6) for name, value in metrics.mean(numeric_only=True).items()},
         "pass_at_k": pass_at_k,
+        "pass_all_k": pass_all_k,
         "num_errors": int(frame["error"].sum()),
         "reward_diversity": round(float((multi["nunique"] > 1).mean()), 6) if len(multi) else None,
         "usage": {"input_tokens": int(frame["input_tokens"].sum()), "output_tokens": int(frame["output_tokens"].sum())},

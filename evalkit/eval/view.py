@@ -20,11 +20,12 @@ from evalkit.eval.summary import diversity_line, error_lines, summarize, summary
 MAX_CHARS = 600
 
 
-def resolve_run_dir(run_dir: str | None, output_dir: str = "outputs") -> Path:
+def resolve_run_dir(run_dir: str | None, output_dir: str | None = None) -> Path:
     if run_dir is None:
         found = newest_run_dir(output_dir)
         if found is None:
-            raise UserError(f"no eval runs under {output_dir}/evals; run `prime eval run ENV` first or pass a RUN_DIR")
+            where = f"{output_dir}/evals" if output_dir is not None else "outputs/evals or environments/*/outputs/evals"
+            raise UserError(f"no eval runs under {where}; run `prime eval run ENV` first or pass a RUN_DIR")
         return found
     path = Path(run_dir)
     if not (path / "metadata.json").is_file() and not (path / "results.jsonl").is_file():

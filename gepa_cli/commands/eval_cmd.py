@@ -8,6 +8,8 @@ from typing import Any
 import typer
 
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
+from evalkit.clients.providers import PROVIDER_CHOICES
+from gepa_cli.anchor_flags import EVAL_NOOPS, EVAL_REFUSED, anchor_command, help_section
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
 from gepa_cli.resume_option import LATEST, resume_command
@@ -35,32 +37,43 @@ Examples:
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
+RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
+TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}] "
+                "(vf-eval's --timeout bounds a whole rollout instead.)")
 
 
-@app.command("run", epilog=RUN_EPILOG, cls=resume_command(RESUME_FLAGS))
+@app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
+             cls=anchor_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS))
 @user_errors
 def run(
     env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
     model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
     api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
+    provider: str = typer.Option(None, "--provider", "-p", help=f"Base URL + key variable preset ({', '.join(PROVIDER_CHOICES)}); -b/-k win."),
+    api_client_type: str = typer.Option(None, "--api-client-type", help="vf-eval's client type; only openai_chat_completions is served here."),
+    header: list[str] = typer.Option(None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."),
     endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
     num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
     rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
     max_concurrent: int = typer.Option(None, "--max-concurrent", "-c", help="Rollouts in flight at once. [default: 32]"),
-    max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply."),
-    temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature."),
-    sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'."),
+    max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
+    temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
+    sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T."),
     env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'."),
+    extra_env_kwargs: str = typer.Option(None, "--extra-env-kwargs", "-x", help="JSON of settings applied to the loaded environment (set_<key> or an attribute)."),
+    env_dir_path: str = typer.Option(None, "--env-dir-path", help="Folder of local environments. [default: ./environments]"),
     system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
     system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
     shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
-    seed: int = typer.Option(None, "--seed", help="Shuffle seed. [default: 0]"),
-    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go. [default: ./outputs]"),
+    shuffle_seed: int = typer.Option(None, "--shuffle-seed", "--seed", help="Seed for --shuffle. [default: 0]"),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go (under evals/). [default: environments/ENV/outputs for a local environment, else ./outputs]"),
     resume: str = typer.Option(None, "--resume", "-R", metavar="[RUN_DIR]",
                                help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
+    save_results: bool = typer.Option(False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."),
+    independent_scoring: bool = typer.Option(None, "--independent-scoring", "-i", help="Score each rollout on its own (native rubrics always do)."),
     max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
-    timeout: float = typer.Option(None, "--timeout", help=f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"),
+    timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
     pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
@@ -70,36 +83,23 @@ def run(
 
     from evalkit.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
-    from evalkit.registry import parse_env_args, parse_json_object
     from evalkit.tomlio import validate
 
     if verbose:
         _enable_verbose_logging()
-    sampling: dict[str, Any] = parse_json_object(sampling_args, "--sampling-args")
-    if max_tokens is not None:
-        sampling["max_tokens"] = max_tokens
-    if temperature is not None:
-        sampling["temperature"] = temperature
     if system_prompt is not None and system_prompt_file is not None:
         raise UserError("pass --system-prompt or --system-prompt-file, not both")
     if system_prompt_file is not None:
         system_prompt = _read_text(system_prompt_file)
-    overrides: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "model": model, "base_url": api_base_url, "api_key_var": api_key_var, "endpoints_path": endpoints_path,
-            "num_examples": num_examples, "rollouts_per_example": rollouts_per_example,
-            "max_concurrent": max_concurrent, "system_prompt": system_prompt, "shuffle": shuffle, "seed": seed,
-            "output_dir": output_dir, "resume": resume, "max_retries": max_retries, "timeout": timeout,
-            "pass_threshold": pass_threshold,
-            "state_columns": [c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
-        }.items()
-        if value is not None
-    }
-    if sampling:
-        overrides["sampling"] = sampling
-    if env_args:
-        overrides["env_args"] = parse_env_args(env_args)
+    overrides = _overrides(
+        model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
+        endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
+        max_concurrent=max_concurrent, system_prompt=system_prompt, shuffle=shuffle, seed=shuffle_seed,
+        output_dir=output_dir, env_dir_path=env_dir_path, resume=resume, max_retries=max_retries, timeout=timeout,
+        pass_threshold=pass_threshold, independent_scoring=independent_scoring,
+        state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
+    )
+    overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
 
     if env_or_config.endswith(".toml"):
         if "resume" in overrides and overrides["resume"] != LATEST:
@@ -114,6 +114,29 @@ def run(
             _run_one(config, console)
     finally:
         _close_embedded_engines()
+
+
+def _overrides(**values: Any) -> dict[str, Any]:
+    """The flags the user gave (None means not given, so a TOML's or the default value stays)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperature: float | None, env_args: str | None,
+                    extra_env_kwargs: str | None, header: list[str] | None) -> dict[str, Any]:
+    """-S (whose keys win over -t/-T, as in vf-eval), -a, -x and --header as config fields."""
+    from evalkit.clients.providers import parse_headers
+    from evalkit.registry import parse_env_args, parse_json_object
+
+    loose = _overrides(max_tokens=max_tokens, temperature=temperature)
+    sampling = {**loose, **parse_json_object(sampling_args, "--sampling-args")}
+    found: dict[str, Any] = {"sampling": sampling} if sampling else {}
+    if env_args:
+        found["env_args"] = parse_env_args(env_args)
+    if extra_env_kwargs:
+        found["extra_env_kwargs"] = parse_json_object(extra_env_kwargs, "-x/--extra-env-kwargs")
+    if header:
+        found["headers"] = parse_headers(header)
+    return found
 
 
 def _enable_verbose_logging() -> None:
@@ -192,7 +215,8 @@ def _is_html_file(token: str) -> bool:
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
                                          help="Eval, GEPA or RL run dirs (several of one kind side by side). Default: the newest eval run."),
-    output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Where to look for the newest run."),
+    output_dir: str = typer.Option(None, "--output-dir", "-o",
+                                   help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]"),
     samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
     html: str = typer.Option(None, HTML_FLAG, metavar="[FILE.html]",
                              help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path."),
