@@ -28,7 +28,8 @@ def invoke(*args: str):
     [
         (["nosuchenv"], "unknown environment 'nosuchenv'"),
         (["arithmetic", "-N", "0"], "'num_val'"),
-        (["arithmetic", "-B", "5", "-N", "8"], "the minimum is 8"),
+        (["arithmetic", "-B", "5", "-N", "8"], "budget 5 buys no proposal"),
+        (["arithmetic", "-B", "21", "-N", "8"], "raise -B/--max-calls to at least 22, or lower -N/--num-val"),
         (["arithmetic", "-S", "{bad"], "-S/--sampling-args is not valid JSON"),
         (["arithmetic", "-a", "[1]"], "env args must be a JSON object"),
         (["missing.toml"], "config file not found"),
@@ -139,7 +140,7 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
 def test_no_keys_in_outputs(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", _fake_clients(lambda m, s, t: "```\nSay 42.\n```"))
     monkeypatch.setenv("MY_SECRET_KEY", "sk-very-secret-123")
-    code, output = invoke("arithmetic", "-B", "12", "-n", "6", "-N", "4", "-k", "MY_SECRET_KEY", "-o", str(tmp_path / "r"))
+    code, output = invoke("arithmetic", "-B", "14", "-n", "6", "-N", "4", "-k", "MY_SECRET_KEY", "-o", str(tmp_path / "r"))
     assert code == 0, output
     for file in (tmp_path / "r").rglob("*"):
         if file.is_file() and file.suffix != ".bin":

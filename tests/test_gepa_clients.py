@@ -87,14 +87,15 @@ def invoke(*args: str) -> tuple[int, str]:
 def test_cli_flags_reach_the_task_client(fault_servers, tmp_path):
     """--max-retries 1 cannot get past two 500s (the preflight fails); --max-retries 2 runs to the end."""
     srv = fault_servers("--faults", "500,500")
-    common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "2", "--timeout", "5"]
+    # the smallest budget that buys a proposal: seed 2 + 2x1 + 2 on acceptance
+    common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "6", "--minibatch-size", "1", "--timeout", "5"]
     code, output = invoke(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
     assert code == 2 and "error: preflight request to model 'm' failed: HTTP 500" in output
     assert "(after 2 attempts)" in output
     code, output = invoke(*common, "--max-retries", "2", "-o", str(tmp_path / "b"))
     assert code == 0, output
     meta = json.loads((tmp_path / "b" / "metadata.json").read_text())
-    assert meta["total_metric_calls"] == 2 and meta["config"]["max_retries"] == 2 and meta["config"]["timeout"] == 5
+    assert 2 < meta["total_metric_calls"] <= 6 and meta["job_config"]["max_retries"] == 2 and meta["job_config"]["timeout"] == 5
 
 
 def test_cli_timeout_reaches_the_task_client(fault_servers, tmp_path):

@@ -28,10 +28,10 @@ def test_embedded_model_tiny_budget(tmp_path):
     outcome = run_gepa(config, show_progress=False)
     run_dir = tmp_path / "run"
     meta = json.loads((run_dir / "metadata.json").read_text())
-    assert outcome.status in ("budget_exhausted", "perfect_score")
+    assert outcome.status == "budget_exhausted"
     assert meta["total_metric_calls"] == outcome.total_metric_calls <= 24
-    assert meta["num_reflection_calls"] >= (0 if outcome.status == "perfect_score" else 1)
+    assert meta["num_reflection_calls"] >= 1
     assert (run_dir / "system_prompt.txt").read_text() == json.loads(
         (run_dir / "results.jsonl").read_text().splitlines()[meta["best_idx"]]
-    )["system_prompt"]
+    )["info"]["system_prompt"]
     assert len((run_dir / "pareto_frontier.jsonl").read_text().splitlines()) == 4

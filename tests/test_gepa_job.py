@@ -17,7 +17,7 @@ from evalkit.clients.scripted import ScriptedClient
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.errors import ModelCallError, UserError
 from evalkit.types import Completion
-from gepa_cli.gepa_job.config import EnvSpec, GepaJobConfig, build_job_config
+from gepa_cli.gepa_job.config import EnvSpec, GepaJobConfig
 from gepa_cli.gepa_job.reflection import OPEN_BLOCK_SUFFIX, extract_continued_block, extract_fenced_block
 from gepa_cli.gepa_job.runner import run_gepa
 
@@ -80,25 +80,28 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def test_finds_better_prompt_and_writes_files(tmp_path):
-    cfg = config(tmp_path, max_calls=80, perfect_score=1.0)
+    cfg = config(tmp_path, max_calls=80, stop_at_score=1.0)
     outcome, task, teach = run(cfg, env=make_env(hard_every=3))
     run_dir = tmp_path / "run"
     assert outcome.seed_val_score == 0.0
     assert outcome.best_val_score == 1.0
-    assert outcome.status == "perfect_score"
+    assert outcome.status == "stop_at_score"
     best = (run_dir / "system_prompt.txt").read_text()
     assert "KEYWORD" in best and "HARDWORD" in best
     rows = read_jsonl(run_dir / "results.jsonl")
-    assert [r["idx"] for r in rows] == list(range(len(rows)))
-    assert rows[0]["system_prompt"] == SEED_PROMPT and rows[0]["parents"] == []
-    assert rows[0]["discovered_at_calls"] == 6
-    assert all(set(r) >= {"sha256", "diff_from_seed", "val_subscores", "val_score"} for r in rows)
-    assert "+" in rows[-1]["diff_from_seed"] and rows[-1]["parents"]
+    infos = [r["info"] for r in rows]
+    assert [r["example_id"] for r in rows] == [i["candidate_idx"] for i in infos] == list(range(len(rows)))
+    assert infos[0]["system_prompt"] == SEED_PROMPT and infos[0]["parent_candidate_idxs"] == []
+    assert infos[0]["discovered_at_calls"] == 6 and infos[0]["diff_from_initial"] == ""
+    assert "+" in infos[-1]["diff_from_initial"] and infos[-1]["parent_candidate_idxs"]
+    assert [i["is_best"] for i in infos].count(True) == 1 and infos[outcome.best_idx]["is_best"]
+    assert rows[outcome.best_idx]["score"] == rows[outcome.best_idx]["reward"] == 1.0
     meta = json.loads((run_dir / "metadata.json").read_text())
-    assert meta["status"] == "perfect_score"
+    assert meta["status"] == "stop_at_score"
     assert meta["total_metric_calls"] == len(task.requests) <= 80
     assert meta["num_reflection_calls"] == len(teach.requests) >= 2
-    assert meta["best_idx"] == outcome.best_idx and meta["seed_val_score"] == 0.0 and meta["best_val_score"] == 1.0
+    assert meta["best_idx"] == outcome.best_idx and meta["seed_val_score"] == 0.0 and meta["best_score"] == 1.0
+    assert meta["best_prompt_sha256"] == infos[outcome.best_idx]["system_prompt_sha256"]
     assert "--system-prompt-file" in meta["verify_command"]
     assert (run_dir / "gepa.log").read_text().strip()
     assert (run_dir / "state" / "gepa_state.bin").is_file()
@@ -113,13 +116,16 @@ def test_frontier_keeps_per_example_bests(tmp_path):
     results = read_jsonl(tmp_path / "run" / "results.jsonl")
     assert len(frontier) == 6
     for row in frontier:
-        per_candidate = [r["val_subscores"][str(row["example_id"])] for r in results]
+        per_candidate = [r["info"]["val_subscores"][str(row["valset_row"])] for r in results]
         assert row["best_score"] == max(per_candidate)
-        assert row["candidate_idxs"] == [i for i, s in enumerate(per_candidate) if s == row["best_score"]]
-    assert any(len(row["candidate_idxs"]) > 1 for row in frontier)  # easy examples: candidates 1 and 2 tie
+        winners = [b["candidate_idx"] for b in row["best_candidates"]]
+        assert winners == [i for i, s in enumerate(per_candidate) if s == row["best_score"]]
+        assert row["num_best_candidates"] == len(winners)
+        assert all(b["score"] == row["best_score"] for b in row["best_candidates"])
+    assert any(row["num_best_candidates"] > 1 for row in frontier)  # easy examples: candidates 1 and 2 tie
 
 
-@pytest.mark.parametrize("max_calls", [6, 13, 14, 19, 20, 27, 41])
+@pytest.mark.parametrize("max_calls", [18, 19, 20, 27, 41])
 def test_budget_never_exceeded(tmp_path, max_calls):
     # a teacher that never helps: every iteration costs minibatches, nothing is accepted, budget is the only stop
     useless = ScriptedClient(lambda m, s, t: "```\nSomething else entirely.\n```", model="teacher")
@@ -130,13 +136,35 @@ def test_budget_never_exceeded(tmp_path, max_calls):
     assert max_calls - outcome.total_metric_calls < 2 * 3 + 6
 
 
-def test_early_stop_on_perfect_seed(tmp_path):
+@pytest.mark.parametrize("max_calls", [5, 6, 13, 17])
+def test_budget_that_buys_no_proposal_is_refused_before_any_rollout(tmp_path, max_calls):
+    # seed validation 6 + one proposal 2x3 + 6 on acceptance = 18
+    with pytest.raises(UserError, match=r"buys no proposal.*raise -B/--max-calls to at least 18, or lower -N/--num-val"):
+        run(config(tmp_path, max_calls=max_calls))
+    assert not (tmp_path / "run").exists()
+
+
+def test_stop_at_score_on_perfect_seed(tmp_path):
     env = make_env()
     env.system_prompt = "KEYWORD already"
-    outcome, task, teach = run(config(tmp_path, max_calls=500), env=env)
-    assert outcome.status == "perfect_score"
+    outcome, task, teach = run(config(tmp_path, max_calls=500, stop_at_score=1.0), env=env)
+    assert outcome.status == "stop_at_score"
     assert len(task.requests) == 6  # the seed's validation pass, nothing more
     assert teach.requests == []
+
+
+def test_perfect_score_skips_perfect_minibatches_and_the_run_goes_on(tmp_path):
+    # verifiers' --perfect-score: a minibatch the parent already aces is not reflected on; the run does not stop
+    env = make_env()
+    env.system_prompt = "KEYWORD already"  # perfect on every example
+    outcome, task, teach = run(config(tmp_path, max_calls=40, perfect_score=1.0), env=env)
+    assert teach.requests == []  # every minibatch was perfect: nothing to reflect on
+    assert outcome.status == "budget_exhausted" and outcome.total_metric_calls == len(task.requests) <= 40
+    assert len(task.requests) > 6 + 3  # the run went on past the seed and one minibatch
+    assert "All subsample scores perfect" in (tmp_path / "run" / "gepa.log").read_text()
+    # without --perfect-score the same minibatches are reflected on
+    outcome, _, teach = run(config(tmp_path, max_calls=40, run_dir=str(tmp_path / "run2")), env=env)
+    assert len(teach.requests) >= 1 and "All subsample scores perfect" not in (tmp_path / "run2" / "gepa.log").read_text()
 
 
 def test_reflection_failure_fails_the_run(tmp_path):
@@ -188,16 +216,29 @@ def test_reflection_retry_recovers(tmp_path):
         return teacher(messages, sampling, tools) if reply is None else reply
 
     teach = ScriptedClient(flaky, model="teacher")
-    outcome, _, _ = run(config(tmp_path, max_calls=40), teach=teach)
+    outcome, _, _ = run(config(tmp_path, max_calls=40, stop_at_score=1.0), teach=teach)
     assert outcome.best_val_score == 1.0
     assert len(teach.requests) == 3
     assert teach.requests[0]["sampling"].temperature is None
     assert teach.requests[1]["sampling"].temperature == pytest.approx(0.7)  # retries are not greedy repeats
 
 
-def test_budget_below_one_validation_pass_is_an_error():
-    with pytest.raises(UserError, match="minimum is 8"):
-        build_job_config({"envs": [{"id": "arithmetic"}], "max_calls": 5, "num_val": 8}, "command line")
+def test_budget_plan_numbers():
+    from gepa_cli.gepa_job.budget import BudgetPlan
+
+    plan = BudgetPlan(budget=60, val=8, minibatch=3)
+    assert (plan.min_proposals, plan.max_proposals) == (3, 7) and plan.warning() is None
+    assert plan.line() == "budget 60 buys about 3-7 proposals (seed validation 8, each proposal 2x3 + 8 on acceptance)"
+    small = BudgetPlan(budget=40, val=8, minibatch=3)  # 32 after the seed: 2 accepted (28) or 4 rejected (24 + room for 8)
+    assert (small.min_proposals, small.max_proposals) == (2, 4)
+    assert "pays for only 2 accepted proposal(s)" in small.warning() and "to 50 for 3" in small.warning()
+    assert BudgetPlan(budget=22, val=8, minibatch=3).max_proposals == 1
+    none = BudgetPlan(budget=50, val=100, minibatch=3)  # the issue's case: -B 50 with 100 validation examples
+    assert none.max_proposals == 0 and none.minimum_budget == 206
+    with pytest.raises(UserError, match="budget 50 buys no proposal .*at least 206"):
+        none.check()
+    resumed = BudgetPlan(budget=60, val=8, minibatch=3, used=30, seed_done=True)
+    assert (resumed.min_proposals, resumed.max_proposals) == (2, 3) and "30 already spent" in resumed.line()
 
 
 def test_block_extraction():

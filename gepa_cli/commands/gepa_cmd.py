@@ -16,9 +16,10 @@ from evalkit import runs
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.registry import parse_env_args, parse_json_object
+from gepa_cli.anchor_flags import GEPA_GREEDY, GEPA_REFUSED, anchor_command, help_section
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
-from gepa_cli.resume_option import LATEST, resume_command
+from gepa_cli.resume_option import LATEST
 
 RESUME_FLAGS = ("--resume",)
 ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
@@ -28,9 +29,13 @@ app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_
 EXAMPLES = """
 **Examples**
 
-* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline)
+* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely improves a prompt)
+
+* `prime gepa run arithmetic -B 60 -N 8 --dry-run` (what the budget buys, then stop)
 
 * `prime gepa run reverse-text -m gpt-4.1-mini -M gpt-4.1` (a stronger teacher)
+
+* `prime gepa run wordle --state-columns guesses feedback` (state keys shown to the teacher)
 
 * `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
   (a teacher from another provider; key in $ANTHROPIC_API_KEY)
@@ -43,7 +48,16 @@ EXAMPLES = """
 """
 
 
-@app.command("run", epilog=EXAMPLES + MODELS_EPILOG, cls=resume_command(RESUME_FLAGS))
+BUDGET_HELP = """
+**Budget** (-B counts task-model rollouts): the seed's validation costs -N; each proposal costs 2 x --minibatch-size
+(parent and child on one minibatch) plus -N when the child is accepted. Before any model call the run prints what
+the budget buys, refuses a budget that buys no proposal, and warns below 3.
+"""
+
+
+@app.command("run", epilog=EXAMPLES + BUDGET_HELP + MODELS_EPILOG + help_section(GEPA_REFUSED, ()),
+             context_settings={"help_option_names": ["-h", "--help"]},
+             cls=anchor_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
 @user_errors
 def run(
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
@@ -65,13 +79,21 @@ def run(
     num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
     num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
     minibatch_size: int = typer.Option(None, "--minibatch-size", help="Examples per reflection [default: 3]."),
-    perfect_score: float = typer.Option(None, "--perfect-score", help="Stop when the mean validation score reaches this [default: 1.0]."),
-    state_columns: str = typer.Option(None, "--state-columns", help="Comma-separated env state keys shown to the teacher."),
+    perfect_score: float = typer.Option(
+        None, "--perfect-score", help="If set, don't reflect on minibatches where the parent already scores this on every example."
+    ),
+    stop_at_score: float = typer.Option(None, "--stop-at-score", help="End the run once a candidate's mean validation score reaches this."),
+    state_columns: list[str] = typer.Option(None, "--state-columns", help="Env state keys shown to the teacher, space-separated (a b c)."),
     max_concurrent: int = typer.Option(None, "-c", "--max-concurrent", help="Rollouts in flight at once [default: 32]."),
     sampling_args: str = typer.Option(None, "-S", "--sampling-args", help='Task-model sampling JSON, e.g. \'{"max_tokens": 64}\'.'),
     env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
+    extra_env_kwargs: str = typer.Option(None, "-x", "--extra-env-kwargs", help="JSON of settings applied to the loaded environment."),
+    env_dir_path: str = typer.Option(None, "-p", "--env-dir-path", help="Folder of local environments [default: ./environments]."),
     seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
-    run_dir: str = typer.Option(None, "-o", "--run-dir", help="Run directory [default: outputs/gepa/ENV--MODEL/RUN_ID/]."),
+    run_dir: str = typer.Option(
+        None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
     resume: str = typer.Option(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
@@ -81,9 +103,9 @@ def run(
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
 
     Every task-model rollout counts against -B (the seed's validation pass included; teacher
-    calls are counted separately), and the run stops early at --perfect-score. Writes
-    system_prompt.txt (best by mean validation score), results.jsonl, pareto_frontier.jsonl,
-    metadata.json and gepa.log to the run directory.
+    calls are counted separately). Writes system_prompt.txt (best by mean validation score),
+    results.jsonl, pareto_frontier.jsonl and metadata.json in verifiers' schema, plus gepa.log
+    and budget.json, to the run directory.
     """
     from rich.console import Console
 
@@ -91,40 +113,31 @@ def run(
     from gepa_cli.gepa_job.runner import run_gepa
 
     flags: dict[str, Any] = {
-        "model": model,
-        "reflection_model": reflection_model,
-        "endpoints_path": endpoints_path,
-        "base_url": base_url,
-        "api_key_var": api_key_var,
-        "max_retries": max_retries,
-        "timeout": timeout,
-        "max_calls": max_calls,
-        "num_train": num_train,
-        "num_val": num_val,
-        "minibatch_size": minibatch_size,
-        "perfect_score": perfect_score,
-        "state_columns": _split_columns(state_columns),
-        "max_concurrent": max_concurrent,
+        "model": model, "reflection_model": reflection_model, "endpoints_path": endpoints_path, "base_url": base_url,
+        "api_key_var": api_key_var, "max_retries": max_retries, "timeout": timeout, "max_calls": max_calls,
+        "num_train": num_train, "num_val": num_val, "minibatch_size": minibatch_size, "perfect_score": perfect_score,
+        "stop_at_score": stop_at_score, "state_columns": _split_columns(state_columns), "max_concurrent": max_concurrent,
         "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
-        "seed": seed,
-        "run_dir": run_dir,
+        "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
     }
     target = _resume_target(env_or_config, stray, resume)
-    fields, source = _base_fields(env_or_config, env_args, None if target is True else target)
+    fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs, None if target is True else target)
     fields.update({key: value for key, value in flags.items() if value is not None})
     if target is True:
         target = _latest_run(fields)
-        saved, source = _base_fields(env_or_config, env_args, target)
+        saved, source = _base_fields(env_or_config, env_args, extra_env_kwargs, target)
         fields = {**saved, **{key: value for key, value in flags.items() if value is not None}}
     if target is not None:
         _check_resume_unchanged(fields, source)
     config = build_job_config(fields, source)
     console = Console(stderr=True)
-    outcome = run_gepa(config, resume=target, console=console, verbose=verbose)
-    _print_summary(outcome, config)
+    outcome = run_gepa(config, resume=target, console=console, verbose=verbose, dry_run=dry_run)
+    if outcome is not None:
+        _print_summary(outcome, config)
 
 
-def _base_fields(env_or_config: str | None, env_args: str | None, resume: str | bool | None) -> tuple[dict[str, Any], str]:
+def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None,
+                 resume: str | bool | None) -> tuple[dict[str, Any], str]:
     """Fields from a resumed run's saved config, the TOML, or the env id; flags are laid over them."""
     from gepa_cli.gepa_job.config import load_gepa_toml, toml_to_job_fields
     from gepa_cli.gepa_job.runner import saved_config
@@ -138,10 +151,12 @@ def _base_fields(env_or_config: str | None, env_args: str | None, resume: str | 
     if env_or_config.endswith(".toml"):
         parsed, base_dir = load_gepa_toml(env_or_config)
         fields = toml_to_job_fields(parsed, base_dir)
-        if env_args is not None:
-            raise _conflict("-a/--env-args", env_or_config)
+        for flag, value in (("-a/--env-args", env_args), ("-x/--extra-env-kwargs", extra_env_kwargs)):
+            if value is not None:
+                raise _conflict(flag, env_or_config)
         return fields, env_or_config
-    return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args)}]}, "command line"
+    extra = parse_json_object(extra_env_kwargs, "-x/--extra-env-kwargs")
+    return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]}, "command line"
 
 
 RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling")
@@ -156,7 +171,8 @@ def _latest_run(fields: dict[str, Any]) -> str:
     env_ids = [EnvSpec(**spec).id for spec in fields["envs"]]
     label = "+".join(runs.env_slug(env_id) for env_id in env_ids)
     model = fields.get("model") or DEFAULT_MODEL
-    output_root = fields.get("output_root") or "outputs"
+    single = env_ids[0] if len(env_ids) == 1 else None
+    output_root = runs.outputs_root(single, fields.get("env_dir_path"), fields.get("output_root"))
     found = latest_run_dir(output_root, env_ids, model)
     if found is None:
         raise UserError(f"--resume: no earlier run of {label} with {model} under {output_root}/gepa/; pass the run directory")
@@ -199,10 +215,11 @@ def _conflict(flag: str, source: str) -> Exception:
     return UserError(f"{flag} cannot be combined with a TOML config; set args in {source}'s [[env]] table")
 
 
-def _split_columns(raw: str | None) -> list[str] | None:
+def _split_columns(raw: list[str] | None) -> list[str] | None:
+    """``--state-columns a b`` (verifiers' form) arrives as ``["a", "b"]``; ``a,b`` is split too."""
     if raw is None:
         return None
-    return [part.strip() for part in raw.split(",") if part.strip()]
+    return [part.strip() for value in raw for part in value.split(",") if part.strip()]
 
 
 
@@ -218,7 +235,7 @@ def _print_summary(outcome: Any, config: Any) -> None:
     table.add_column("value", overflow="fold")
     table.add_row("status", outcome.status)
     table.add_row("seed val score", f"{outcome.seed_val_score:.3f}")
-    table.add_row("best val score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")
+    table.add_row("best score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")
     table.add_row("rollouts", f"{outcome.total_metric_calls} / {config.max_calls}")
     table.add_row("reflection calls", str(outcome.num_reflection_calls))
     table.add_row("time", f"{outcome.duration_s:.1f} s")

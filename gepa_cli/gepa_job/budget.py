@@ -10,9 +10,11 @@ still counts what it may have spent, and the count carries over to ``--resume``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.errors import UserError
 from evalkit.fileio import write_text_atomic
 
 
@@ -72,17 +74,95 @@ class BudgetStopper:
         return self.budget.remaining < self.iteration_cost
 
 
-class PerfectScoreStopper:
-    """Stop as soon as some candidate's mean validation score reaches ``perfect_score``."""
+class StopAtScoreStopper:
+    """``--stop-at-score``: stop as soon as some candidate's mean validation score reaches ``score``.
 
-    def __init__(self, perfect_score: float):
-        self.perfect_score = perfect_score
+    (verifiers' ``--perfect-score`` does something else: it only skips reflecting on minibatches the
+    parent already aces; the run goes on. That one is passed to the library as is.)
+    """
+
+    def __init__(self, score: float):
+        self.score = score
         self.reached = False
 
     def __call__(self, gepa_state: Any) -> bool:
         scores = list(gepa_state.program_full_scores_val_set)
-        self.reached = bool(scores) and max(scores) >= self.perfect_score
+        self.reached = bool(scores) and max(scores) >= self.score
         return self.reached
+
+
+WARN_BELOW = 3
+"""Fewer accepted proposals than this fit in the budget: warn (GEPA improves over several rounds)."""
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """What a rollout budget buys, computed before anything is spent (the preflight).
+
+    The seed's validation pass costs ``val`` rollouts (nothing when a resumed run already did it).
+    Each proposal scores the parent and the child on one minibatch (``2 * minibatch``) and, when the
+    child is accepted, the whole validation set (``val``). :class:`BudgetStopper` starts an iteration
+    only when the acceptance could be paid too, so the number of proposals lies between
+    ``min_proposals`` (every one accepted) and ``max_proposals`` (none accepted).
+    """
+
+    budget: int
+    val: int
+    minibatch: int
+    used: int = 0
+    seed_done: bool = False
+
+    @property
+    def seed_cost(self) -> int:
+        return 0 if self.seed_done else self.val
+
+    @property
+    def per_proposal(self) -> int:
+        return 2 * self.minibatch
+
+    @property
+    def after_seed(self) -> int:
+        return self.budget - self.used - self.seed_cost
+
+    @property
+    def min_proposals(self) -> int:
+        return max(0, self.after_seed // (self.per_proposal + self.val))
+
+    @property
+    def max_proposals(self) -> int:
+        if self.after_seed < self.per_proposal + self.val:
+            return 0
+        return (self.after_seed - self.val) // self.per_proposal
+
+    @property
+    def minimum_budget(self) -> int:
+        """The smallest ``-B`` that buys one proposal (with the seed and its acceptance paid)."""
+        return self.used + self.seed_cost + self.per_proposal + self.val
+
+    def line(self) -> str:
+        count = f"{self.min_proposals}" if self.min_proposals == self.max_proposals else f"{self.min_proposals}-{self.max_proposals}"
+        spent = f" ({self.used} already spent)" if self.used else ""
+        seed = f"seed validation {self.seed_cost}" if not self.seed_done else "seed validated already"
+        return (f"budget {self.budget}{spent} buys about {count} proposals ({seed}, each proposal "
+                f"2x{self.minibatch} + {self.val} on acceptance)")
+
+    def check(self) -> None:
+        """UserError when the budget buys no proposal, naming the flags to change."""
+        if self.max_proposals > 0:
+            return
+        raise UserError(
+            f"{self.line().replace('buys about 0 proposals', 'buys no proposal')}: raise -B/--max-calls to at least "
+            f"{self.minimum_budget}, or lower -N/--num-val ({self.val} validation examples) or --minibatch-size ({self.minibatch})"
+        )
+
+    def warning(self) -> str | None:
+        """A warning when fewer than :data:`WARN_BELOW` accepted proposals fit, else None."""
+        if self.min_proposals >= WARN_BELOW:
+            return None
+        wanted = self.used + self.seed_cost + WARN_BELOW * (self.per_proposal + self.val)
+        return (f"warning: the budget pays for only {self.min_proposals} accepted proposal(s); GEPA usually needs several "
+                f"rounds to improve a prompt: raise -B/--max-calls (to {wanted} for {WARN_BELOW}), or lower -N/--num-val "
+                f"or --minibatch-size")
 
 
 class FatalStopper:

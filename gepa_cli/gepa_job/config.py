@@ -38,6 +38,8 @@ class EnvSpec(BaseModel):
     """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
     args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment(**args)``."""
+    extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.env_kwargs`)."""
 
 
 class GepaSection(BaseModel):
@@ -58,6 +60,8 @@ class GepaSection(BaseModel):
     seed: int | None = None
     """Seed for data sampling and the library's candidate/minibatch choices."""
     perfect_score: float | None = None
+    """Skip reflecting on a minibatch where the parent scores at least this on every example (verifiers' meaning)."""
+    stop_at_score: float | None = None
     """Stop as soon as a candidate's mean validation score reaches this."""
     state_columns: list[str] | None = None
     """Environment state keys shown to the reflection model next to each rollout."""
@@ -76,8 +80,14 @@ class GepaToml(BaseModel):
     """An ``endpoints.toml`` resolving model ids to URLs; relative to this file."""
     base_url: str | None = None
     """An OpenAI-compatible base URL for the models."""
+    api_base_url: str | None = None
+    """verifiers' name for ``base_url``."""
     api_key_var: str | None = None
     """Name of the environment variable holding the API key (never the key itself)."""
+    env_dir_path: str | None = None
+    """Folder of local environments (default ``./environments``); relative to this file."""
+    run_dir: str | None = None
+    """The run directory (default: see :func:`evalkit.runs.outputs_root`); relative to this file."""
     max_retries: int | None = Field(default=None, ge=0)
     """Retries per model request (429/5xx/timeouts/dropped connections); default 3."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -121,8 +131,11 @@ class GepaJobConfig(BaseModel):
     num_train: int = Field(default=100, ge=1)
     num_val: int = Field(default=50, ge=1)
     minibatch_size: int = Field(default=3, ge=1)
-    perfect_score: float = 1.0
-    """Validation mean at which the search stops early."""
+    perfect_score: float | None = None
+    """verifiers' meaning: when set, minibatches on which the parent already scores this everywhere are not
+    reflected on (the library's ``skip_perfect_score``); the run goes on."""
+    stop_at_score: float | None = None
+    """End the run once a candidate's mean validation score reaches this (None: run until the budget is spent)."""
     state_columns: list[str] = Field(default_factory=list)
     max_concurrent: int = Field(default=32, ge=1)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -130,7 +143,10 @@ class GepaJobConfig(BaseModel):
     seed: int = 0
     run_dir: str | None = None
     """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``."""
-    output_root: str = "outputs"
+    output_root: str | None = None
+    """Root of run dirs; default (:func:`evalkit.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
+    env_dir_path: str = "environments"
+    """Folder of local environments (verifiers' ``--env-dir-path``)."""
     reflection_attempts: int = Field(default=3, ge=1)
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
     reflection_sampling: dict[str, Any] | None = None
@@ -168,6 +184,14 @@ class GepaJobConfig(BaseModel):
         return replace(spec, model=self.teacher)
 
     @property
+    def runs_root(self) -> Path:
+        """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else ./outputs."""
+        from evalkit.runs import outputs_root
+
+        single = self.envs[0].id if len(self.envs) == 1 else None
+        return outputs_root(single, self.env_dir_path, self.output_root)
+
+    @property
     def env_label(self) -> str:
         from evalkit.runs import env_slug
 
@@ -185,13 +209,19 @@ def load_gepa_toml(path: str | Path) -> tuple[GepaToml, Path]:
 def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
     """The job fields a TOML sets (only those it sets, so CLI flags and defaults fill the rest)."""
     fields: dict[str, Any] = {"envs": [spec.model_dump() for spec in parsed.env]}
+    if parsed.api_base_url is not None:
+        if parsed.base_url is not None:
+            raise ConfigError("set base_url or api_base_url (the same thing), not both")
+        fields["base_url"] = parsed.api_base_url
     for key in ("model", "reflection_model", "base_url", "api_key_var", "max_retries", "timeout"):
         value = getattr(parsed, key)
         if value is not None:
             fields[key] = value
-    if parsed.endpoints_path is not None:
-        endpoints = Path(parsed.endpoints_path).expanduser()
-        fields["endpoints_path"] = str(endpoints if endpoints.is_absolute() else base_dir / endpoints)
+    for key in ("endpoints_path", "env_dir_path", "run_dir"):
+        value = getattr(parsed, key)
+        if value is not None:
+            path = Path(value).expanduser()
+            fields[key] = str(path if path.is_absolute() else base_dir / path)
     for key, value in parsed.gepa.model_dump().items():
         if value is not None:
             fields[key] = value
@@ -203,15 +233,11 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
 
 
 def build_job_config(fields: dict[str, Any], source: str) -> GepaJobConfig:
-    """Validate merged fields into the job config; problems become one ``error:`` line."""
+    """Validate merged fields into the job config; problems become one ``error:`` line.
+
+    Whether the budget buys anything is checked later, once the data sizes are known
+    (:class:`gepa_cli.gepa_job.budget.BudgetPlan`), still before any model is called.
+    """
     if not fields.get("envs"):
         raise ConfigError(f"{source}: no environment given")
-    config = validate(GepaJobConfig, fields, source)
-    if config.max_calls < config.num_val:
-        # Checked up front, not deep in the library: the seed's validation pass alone costs num_val rollouts.
-        raise ConfigError(
-            f"--max-calls {config.max_calls} cannot pay for one validation pass; the minimum is "
-            f"{config.num_val} (= --num-val), and a useful run needs about num_val + 2*minibatch_size + num_val "
-            f"= {2 * config.num_val + 2 * config.minibatch_size}: raise -B or lower -N"
-        )
-    return config
+    return validate(GepaJobConfig, fields, source)

@@ -2,7 +2,9 @@
 
 Where run dirs are and how they are named and locked: :mod:`evalkit.runs`.
 
-Everything here is derived from the library's state plus our own counters, and every file is
+The schema is verifiers' (``save_gepa_results`` in verifiers 0.3.1, ``schema_version`` ``verifiers.gepa.v1``),
+with primekit's budget accounting beside verifiers' fields. Everything here is derived from the library's
+state plus our own counters, and every file is
 written atomically (temp + rename), so a run killed at any moment leaves either the previous or the
 new version of each file, never half of one. Rewritten after every iteration, so a killed run's
 directory already holds its best prompt so far.
@@ -33,48 +35,82 @@ def best_index(state: Any) -> int:
     return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
+SCHEMA_VERSION = "verifiers.gepa.v1"
+"""verifiers' id for the GEPA file schema written here (results.jsonl, pareto_frontier.jsonl, metadata.json)."""
+EVAL_KIND = "gepa"
+TARGET = "system_prompt"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def prompt_diff(initial: str, prompt: str) -> str:
+    """verifiers' ``diff_from_initial``: a unified diff, empty when the prompts are equal."""
+    if initial == prompt:
+        return ""
+    lines = difflib.unified_diff(initial.splitlines(), prompt.splitlines(), "initial/system_prompt.txt",
+                                 "candidate/system_prompt.txt", lineterm="")
+    return "\n".join(lines) + "\n"
+
+
 def candidate_rows(state: Any, discovered_at: dict[int, int]) -> list[dict[str, Any]]:
-    seed_prompt = state.program_candidates[0][COMPONENT]
+    """One ``results.jsonl`` row per candidate in verifiers' schema: ``{example_id, reward, score, info}``.
+
+    ``example_id`` is the candidate's index, ``score`` (and ``reward``) its mean validation score; ``info``
+    holds verifiers' fields and, beside them, primekit's ``discovered_at_calls``: the rollouts this run had
+    spent (the honest budget count) when the candidate's validation pass finished.
+    """
+    initial = state.program_candidates[0][COMPONENT]
+    best = best_index(state)
+    by_discovery = list(getattr(state, "num_metric_calls_by_discovery", []) or [])
     rows = []
     for idx, candidate in enumerate(state.program_candidates):
         prompt = candidate[COMPONENT]
         subscores = {str(k): float(v) for k, v in sorted(state.prog_candidate_val_subscores[idx].items())}
-        diff = "".join(
-            difflib.unified_diff(
-                seed_prompt.splitlines(keepends=True), prompt.splitlines(keepends=True), "seed", f"candidate_{idx}"
-            )
-        )
-        rows.append(
-            {
-                "idx": idx,
-                "system_prompt": prompt,
-                "parents": [p for p in state.parent_program_for_candidate[idx] if p is not None],
-                "val_score": mean(list(subscores.values())),
-                "val_subscores": subscores,
-                "sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
-                "diff_from_seed": diff,
-                "discovered_at_calls": discovered_at.get(idx),
-            }
-        )
+        score = mean(list(subscores.values()))
+        info = {
+            "schema_version": SCHEMA_VERSION,
+            "eval_kind": EVAL_KIND,
+            "sample_type": "gepa_candidate",
+            "optimization_target": TARGET,
+            "candidate_idx": idx,
+            "is_best": idx == best,
+            "system_prompt": prompt,
+            "system_prompt_sha256": sha256(prompt),
+            "diff_from_initial": prompt_diff(initial, prompt),
+            "parent_candidate_idxs": [int(p) for p in state.parent_program_for_candidate[idx] if p is not None],
+            "val_subscores": subscores,
+            "num_val_examples": len(subscores),
+            "discovery_metric_calls": by_discovery[idx] if idx < len(by_discovery) else None,
+            "discovered_at_calls": discovered_at.get(idx),
+        }
+        rows.append({"example_id": idx, "reward": score, "score": score, "info": info})
     return rows
 
 
 def frontier_rows(state: Any) -> list[dict[str, Any]]:
-    """Per validation example: the best score any candidate reached there and which candidates did."""
+    """Per validation example (``valset_row``): the best score any candidate reached there and which candidates did."""
     rows = []
     val_ids = sorted({vid for sub in state.prog_candidate_val_subscores for vid in sub})
     for vid in val_ids:
-        scored = [(idx, sub[vid]) for idx, sub in enumerate(state.prog_candidate_val_subscores) if vid in sub]
+        scored = [(idx, float(sub[vid])) for idx, sub in enumerate(state.prog_candidate_val_subscores) if vid in sub]
         best = max(score for _, score in scored)
-        rows.append({"example_id": vid, "best_score": float(best), "candidate_idxs": [i for i, s in scored if s == best]})
+        winners = [
+            {"candidate_idx": idx, "system_prompt_sha256": sha256(state.program_candidates[idx][COMPONENT]), "score": score}
+            for idx, score in scored if score == best
+        ]
+        rows.append({"schema_version": SCHEMA_VERSION, "valset_row": int(vid), "best_score": best,
+                     "num_best_candidates": len(winners), "best_candidates": winners})
     return rows
 
 
 def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int]) -> tuple[int, list[dict[str, Any]]]:
     """``results.jsonl``, ``pareto_frontier.jsonl`` and ``system_prompt.txt`` from the current state."""
     rows = candidate_rows(state, discovered_at)
-    write_text_atomic(run_dir / "results.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    write_text_atomic(run_dir / "pareto_frontier.jsonl", "".join(json.dumps(row) + "\n" for row in frontier_rows(state)))
+    write_text_atomic(run_dir / "results.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    frontier = "".join(json.dumps(row) + "\n" for row in frontier_rows(state))
+    write_text_atomic(run_dir / "pareto_frontier.jsonl", frontier)
     best = best_index(state)
-    write_text_atomic(run_dir / "system_prompt.txt", rows[best]["system_prompt"])
+    write_text_atomic(run_dir / "system_prompt.txt", rows[best]["info"]["system_prompt"])
     return best, rows

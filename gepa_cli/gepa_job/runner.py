@@ -13,6 +13,7 @@ import json
 import shlex
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from evalkit.fileio import write_json_atomic
 from evalkit.types import SamplingArgs
 from gepa_cli.gepa_job import outputs
 from gepa_cli.gepa_job.adapter import COMPONENT, SystemPromptAdapter
-from gepa_cli.gepa_job.budget import BudgetExceeded, BudgetStopper, FatalStopper, PerfectScoreStopper, RolloutBudget
+from gepa_cli.gepa_job.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.gepa_job.config import GepaJobConfig
 from gepa_cli.gepa_job.data import build_examples
 from evalkit.aio import LoopThread
@@ -74,9 +75,15 @@ class _StateTracker:
 
 
 def load_envs(config: GepaJobConfig) -> list[Environment]:
+    from evalkit.env_kwargs import apply_extra_env_kwargs
     from evalkit.registry import load_environment
 
-    return [load_environment(spec.id, spec.args) for spec in config.envs]
+    envs = []
+    for spec in config.envs:
+        env = load_environment(spec.id, spec.args, environments_dir=config.env_dir_path)
+        apply_extra_env_kwargs(env, spec.extra_env_kwargs, spec.id)
+        envs.append(env)
+    return envs
 
 
 def open_clients(config: GepaJobConfig) -> tuple[ModelClient, ModelClient]:
@@ -97,7 +104,7 @@ async def _preflight(client: ModelClient) -> None:
 
 
 def runs_parent(output_root: str | Path, env_ids: list[str], model: str) -> Path:
-    """``<output_root>/gepa/<env>--<model>``: where this env+model's GEPA runs go."""
+    """``<output_root>/gepa/<env>--<model>``: where this env+model's GEPA runs go (the root: ``config.runs_root``)."""
     return runs.runs_parent(output_root, "gepa", env_ids, model)
 
 
@@ -111,18 +118,18 @@ def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> 
     env_ids = [spec.id for spec in config.envs]
     if resume:
         if resume is True or resume == "latest":
-            found = Path(config.run_dir) if config.run_dir else latest_run_dir(config.output_root, env_ids, config.model)
+            found = Path(config.run_dir) if config.run_dir else latest_run_dir(config.runs_root, env_ids, config.model)
             if found is None:
                 raise UserError(
                     f"--resume: no earlier run of {config.env_label} with {config.model} under "
-                    f"{config.output_root}/gepa/; pass the run directory: --resume PATH"
+                    f"{config.runs_root}/gepa/; pass the run directory: --resume PATH"
                 )
         else:
             found = Path(str(resume))
         if not runs.has_metadata(found):
             raise UserError(f"--resume: {found} is not a GEPA run directory (no metadata.json)")
         return found, True
-    run_dir = Path(config.run_dir) if config.run_dir else runs.new_run_dir(runs_parent(config.output_root, env_ids, config.model))
+    run_dir = Path(config.run_dir) if config.run_dir else runs.new_run_dir(runs_parent(config.runs_root, env_ids, config.model))
     if runs.has_metadata(run_dir):
         # even a run killed before its first save has spent rollouts; only --resume may add to its count
         raise UserError(f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o")
@@ -130,9 +137,21 @@ def resolve_run_dir(config: GepaJobConfig, resume: str | Path | bool | None) -> 
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
-    """The job config recorded when the run started (what ``--resume`` continues)."""
-    data = json.loads((run_dir / "metadata.json").read_text())
-    return dict(data["config"])
+    """The job config recorded when the run started (what ``--resume`` continues).
+
+    It is ``job_config`` in metadata.json (``config`` is verifiers' run summary); runs written before
+    that rename kept it in ``config``.
+    """
+    from evalkit.errors import UserError
+
+    try:
+        data = json.loads((run_dir / "metadata.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--resume: cannot read {run_dir / 'metadata.json'} ({exc}); is it a GEPA run dir?") from None
+    saved = data.get("job_config") or data.get("config") or {}
+    if "max_calls" not in saved:
+        raise UserError(f"--resume: {run_dir} was not written by prime gepa run (no job_config in its metadata.json)")
+    return dict(saved)
 
 
 def run_gepa(
@@ -144,15 +163,32 @@ def run_gepa(
     console: Console | None = None,
     verbose: bool = False,
     show_progress: bool = True,
-) -> GepaOutcome:
-    """Optimize the shared system prompt of ``config.envs``; raises UserError for anything a user can fix."""
+    dry_run: bool = False,
+) -> GepaOutcome | None:
+    """Optimize the shared system prompt of ``config.envs``; raises UserError for anything a user can fix.
+
+    Before any model call: the budget preflight (:mod:`.preflight`) prints what the budget buys and
+    refuses one that buys nothing. ``dry_run`` prints the plan and returns None.
+    """
+    from gepa_cli.gepa_job.preflight import budget_plan, dry_run_lines
+
     console = console or Console(stderr=True)
     envs = envs if envs is not None else load_envs(config)
     env_ids = [spec.id for spec in config.envs]
     train, val = build_examples(envs, env_ids, config.num_train, config.num_val, config.seed)
-    if config.max_calls < len(val):
-        raise UserError(f"--max-calls {config.max_calls} cannot pay for one validation pass; the minimum is {len(val)}")
     run_dir, resuming = resolve_run_dir(config, resume)
+    plan = budget_plan(config, val, run_dir, resuming)
+    if dry_run:
+        for line in dry_run_lines(config, envs, train, val, run_dir, plan):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if plan.max_proposals == 0 or plan.warning():
+            console.print(f"  {plan.warning() or 'error: this budget buys no proposal'}", highlight=False, markup=False)
+        return None
+    if not resuming:  # a resumed run whose budget is spent just ends (nothing more is spent)
+        plan.check()
+    console.print(plan.line(), highlight=False, markup=False)
+    if plan.warning():
+        console.print(plan.warning(), style="yellow", highlight=False, markup=False)
     with runs.RunLock(run_dir):  # one process per run dir, for the whole run
         console.print(
             f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
@@ -204,8 +240,9 @@ class _Job:
         task, teacher = self._open(clients)
         saved_state = self._saved_state()
         proposer = Proposer(self._reflection(teacher))
-        perfect = PerfectScoreStopper(config.perfect_score)
+        target = StopAtScoreStopper(config.stop_at_score) if config.stop_at_score is not None else None
         budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
+        stoppers = [FatalStopper(proposer), *([target] if target else []), budget_stop]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -223,9 +260,9 @@ class _Job:
                     adapter=adapter,
                     custom_candidate_proposer=proposer,
                     reflection_minibatch_size=config.minibatch_size,
-                    perfect_score=config.perfect_score,
-                    skip_perfect_score=True,
-                    stop_callbacks=[FatalStopper(proposer), perfect, budget_stop],
+                    perfect_score=config.perfect_score,  # type: ignore[arg-type]  # None: nothing counts as perfect
+                    skip_perfect_score=config.perfect_score is not None,
+                    stop_callbacks=stoppers,
                     logger=self.logger,
                     run_dir=str(self.state_dir),
                     callbacks=[progress, self.tracker],
@@ -237,8 +274,8 @@ class _Job:
                 self.logger.log(f"evaluation refused: {exc}")
         if proposer.fatal is not None:
             raise proposer.fatal
-        if perfect.reached:
-            return "perfect_score"
+        if target is not None and target.reached:
+            return "stop_at_score"
         return "budget_exhausted" if budget_stop(None) else "stopped"
 
     def _open(self, clients: tuple[ModelClient, ModelClient] | None) -> tuple[ModelClient, ModelClient]:
@@ -300,13 +337,16 @@ class _Job:
             discovered = self.tracker.adapter.discovered_at_calls if self.tracker is not None else {}
             best_idx, rows = outputs.write_candidate_files(self.run_dir, state, discovered)
             self.summary = {
-                "seed_val_score": rows[0]["val_score"],
-                "best_val_score": rows[best_idx]["val_score"],
+                "seed_val_score": rows[0]["score"],
+                "best_score": rows[best_idx]["score"],
                 "best_idx": best_idx,
                 "num_candidates": len(rows),
+                "initial_prompt_sha256": rows[0]["info"]["system_prompt_sha256"],
+                "best_prompt_sha256": rows[best_idx]["info"]["system_prompt_sha256"],
             }
         metadata = self._metadata(status)
         metadata.update(self.summary, duration_s=self.duration_s)
+        metadata["completed_at"] = datetime.now().isoformat()
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
         write_json_atomic(self.run_dir / "metadata.json", metadata)
@@ -324,7 +364,7 @@ class _Job:
             run_dir=self.run_dir,
             status=status,
             seed_val_score=float(self.summary.get("seed_val_score", 0.0)),
-            best_val_score=float(self.summary.get("best_val_score", 0.0)),
+            best_val_score=float(self.summary.get("best_score", 0.0)),
             best_idx=int(self.summary.get("best_idx", 0)),
             num_candidates=int(self.summary.get("num_candidates", 0)),
             total_metric_calls=self.budget.used,
@@ -360,29 +400,64 @@ def _try_load_state(state_dir: Path) -> Any:
 
 
 def _metadata(config: GepaJobConfig, run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]) -> dict[str, Any]:
-    """Run facts for people and for ``--resume``; no API keys (only the name of the variable holding one)."""
+    """verifiers' GEPA metadata (``save_gepa_results``) with primekit's run facts beside it.
+
+    verifiers' keys: ``schema_version``, ``eval_kind``, ``framework``, ``optimizer``, ``optimization_target``,
+    ``env_id``, ``model``, ``reflection_model``, ``num_candidates``, ``best_idx``, ``best_score``,
+    ``total_metric_calls``, ``initial_prompt_sha256``, ``best_prompt_sha256``, ``system_prompt_path``,
+    ``results_path``, ``completed_at`` and ``config`` (their run summary). primekit's: ``status``, ``envs``,
+    ``budget``, ``num_reflection_calls``, ``seed_val_score``, ``started_at``, ``duration_s``,
+    ``verify_command``, ``job_config`` (what ``--resume`` continues). No API keys, only the variable's name.
+    """
     data: dict[str, Any] = {
-        "kind": "gepa",
-        "status": status,
-        "env": config.env_label,
-        "envs": [spec.model_dump() for spec in config.envs],
+        "schema_version": outputs.SCHEMA_VERSION,
+        "eval_kind": outputs.EVAL_KIND,
+        "framework": "primekit",
+        "optimizer": "gepa",
+        "optimization_target": outputs.TARGET,
+        "env_id": config.envs[0].id if len(config.envs) == 1 else config.env_label,
         "model": config.model,
         "reflection_model": config.teacher,
+        "total_metric_calls": budget.used,
+        "system_prompt_path": "system_prompt.txt",
+        "results_path": "results.jsonl",
+        "config": _anchor_run_config(config),
+        "status": status,
+        "envs": [spec.model_dump() for spec in config.envs],
         "base_url": config.base_url,
         "api_key_var": config.api_key_var,
         "budget": config.max_calls,
-        "total_metric_calls": budget.used,
         "num_reflection_calls": budget.reflection_calls,
         "seed": config.seed,
         "run_dir": str(run_dir),
         "started_at": previous.get("started_at") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "config": config.model_dump(),
+        "job_config": config.model_dump(),
         "verify_command": verify_command(config, run_dir),
     }
-    for key in ("seed_val_score", "best_val_score", "best_idx", "num_candidates", "duration_s"):
+    for key in ("seed_val_score", "best_score", "best_idx", "num_candidates", "initial_prompt_sha256",
+                "best_prompt_sha256", "duration_s", "completed_at"):
         if key in previous:
             data[key] = previous[key]
     return data
+
+
+def _anchor_run_config(config: GepaJobConfig) -> dict[str, Any]:
+    """verifiers' ``config`` block of metadata.json (its key names: ``max_metric_calls``, ``env_args``...)."""
+    envs = [{"env_id": s.id, "env_args": s.args, "extra_env_kwargs": s.extra_env_kwargs} for s in config.envs]
+    return {
+        "env_id": config.envs[0].id if len(config.envs) == 1 else config.env_label,
+        "envs": envs,
+        "env_args": envs[0]["env_args"] if len(envs) == 1 else {},
+        "model": config.model,
+        "reflection_model": config.teacher,
+        "num_train": config.num_train,
+        "num_val": config.num_val,
+        "max_metric_calls": config.max_calls,
+        "minibatch_size": config.minibatch_size,
+        "perfect_score": config.perfect_score,
+        "state_columns": config.state_columns,
+        "seed": config.seed,
+    }
 
 
 def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
@@ -390,6 +465,10 @@ def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
     parts = ["prime", "eval", "run", config.envs[0].id, "-m", config.model]
     if config.envs[0].args:
         parts += ["-a", json.dumps(config.envs[0].args)]
+    if config.envs[0].extra_env_kwargs:
+        parts += ["-x", json.dumps(config.envs[0].extra_env_kwargs)]
+    if config.env_dir_path != "environments":
+        parts += ["--env-dir-path", config.env_dir_path]
     if config.base_url:
         parts += ["-b", config.base_url]
     if config.api_key_var:
