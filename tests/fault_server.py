@@ -48,11 +48,13 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
     counts: dict[str, int] = defaultdict(int)
     seen_auth: list[str] = []
     seen_bodies: list[dict] = []
+    seen_x_headers: list[dict] = []
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         seen_auth.append(request.headers.get("Authorization", ""))
         seen_bodies.append(body)
+        seen_x_headers.append({k: v for k, v in request.headers.items() if k.lower().startswith("x-")})
         messages = body.get("messages") or []
         prompt = json.dumps(messages[-1].get("content") if messages else "")
         attempt = counts[prompt]
@@ -104,10 +106,14 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
     async def body_log(request: web.Request) -> web.Response:
         return web.json_response(seen_bodies)
 
+    async def header_log(request: web.Request) -> web.Response:
+        return web.json_response(seen_x_headers)
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/auth_log", auth_log)
     app.router.add_get("/body_log", body_log)
+    app.router.add_get("/header_log", header_log)
     return app
 
 
