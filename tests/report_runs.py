@@ -95,6 +95,7 @@ def make_gepa_run(out: Path) -> Path:
 
     config = GepaJobConfig(envs=[EnvSpec(id="toy")], model="scripted", max_calls=40, num_train=6, num_val=4,
                            minibatch_size=2, max_concurrent=4, run_dir=str(out / "gepa" / "toy--scripted" / "run1"),
+                           stop_at_score=1.0,
                            reflection_sampling={"max_tokens": 64})
     clients = (ScriptedClient(gepa_task), ScriptedClient(gepa_teacher, model="teacher"))
     return run_gepa(config, clients=clients, envs=[gepa_env()], show_progress=False).run_dir

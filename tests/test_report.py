@@ -225,7 +225,7 @@ def test_gepa_page_in_chromium(browser, gepa_run, tmp_path):
     text, diff_text, svg_text = _visit(browser, page, [TEXT, diff, "document.querySelector('figure.chart svg').textContent"],
                                        tmp_path / "gepa.png")
     m = meta(gepa_run)
-    assert f"{m['best_val_score']:.3f} (candidate {m['best_idx']} of {m['num_candidates']})" in text
+    assert f"{m.get('best_val_score', m.get('best_score')):.3f} (candidate {m['best_idx']} of {m['num_candidates']})" in text
     assert f"{m['total_metric_calls']} / {m['budget'] if 'budget' in m else m['config']['max_calls']}" in text
     assert "+Answer the question. Use KEYWORD." in diff_text and "-Answer the question." in diff_text
     assert "Frontier mean" in text and "metric calls" in svg_text

@@ -127,7 +127,7 @@ def _candidate(row: dict[str, Any], position: int) -> Candidate:
         score = sum(float(v) for v in subscores.values()) / len(subscores)
     if score is None:
         score = row.get("reward")
-    calls = _first(row.get("discovered_at_calls"), info.get("discovery_metric_calls"))
+    calls = _first(row.get("discovered_at_calls"), info.get("discovered_at_calls"), info.get("discovery_metric_calls"))
     return Candidate(
         idx=int(idx),
         prompt=str(_first(row.get("system_prompt"), info.get("system_prompt"), "")),
