@@ -192,7 +192,7 @@ def test_metadata_and_rows_have_vf_eval_fields(server, tmp_path):
     assert wrong == {}
     assert set(meta["version_info"]) >= ANCHOR_VERSION_INFO and meta["version_info"]["primekit_version"]
     assert meta["shuffle_seed"] is None and meta["time"] == meta["duration_s"]
-    assert meta["usage"]["output_tokens"] * meta["num_rollouts"] == meta["total_usage"]["output_tokens"]
+    assert meta["usage"]["output_tokens"] * meta["num_rollouts"] == pytest.approx(meta["total_usage"]["output_tokens"])
     assert set(meta["pass_all_k"]) == set(meta["pass_at_k"]) == {"1", "2"}
     for line in (run_dir / "results.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -284,3 +284,29 @@ def test_local_environment_runs_go_to_its_outputs_folder(server, tmp_path, monke
     assert prime(*args, "-o", str(tmp_path / "mine")).exit_code == 0 and list((tmp_path / "mine" / "evals").glob("*/*"))
     assert prime("eval", "run", "reverse-text", *args[3:]).exit_code == 0
     assert list((tmp_path / "outputs" / "evals").glob("reverse-text--stub/*"))
+
+
+def test_independent_scoring_and_extra_env_kwargs_on_a_verifiers_env(tmp_path):
+    pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
+    from evalkit.clients.scripted import ScriptedClient
+    from evalkit.env_kwargs import apply_extra_env_kwargs
+    from evalkit.eval.config import EvalConfig
+    from evalkit.eval.runner import run_eval
+    from evalkit.registry import load_environment
+
+    def answer(messages, sampling, tools):
+        a = int(messages[-1]["content"].split()[2].split("+")[0])
+        return str(2 * a)
+
+    envs = str(Path(__file__).parent / "verifiers_envs")
+    group_sizes = {}
+    for independent in (False, True):
+        config = EvalConfig(env_id="vf-group", env_dir_path=envs, model="scripted", num_examples=2, rollouts_per_example=3,
+                            independent_scoring=independent, output_dir=str(tmp_path / str(independent)))
+        result = run_eval(config, client=ScriptedClient(answer))
+        group_sizes[independent] = {row["metrics"]["group_size"] for row in result.rows}
+        assert result.metadata["independent_scoring"] is independent and result.metadata["avg_reward"] > 0
+    assert group_sizes == {False: {3.0}, True: {1.0}}  # -i: each rollout scored alone, as vf-eval's -i does
+    env = load_environment("vf-group", environments_dir=envs)
+    apply_extra_env_kwargs(env, {"max_workers_hint": 5}, "vf-group")  # verifiers' set_kwargs on the wrapped env
+    assert env.vf_env.max_workers_hint == 5

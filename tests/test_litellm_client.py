@@ -150,6 +150,6 @@ def test_eval_through_litellm_counts_usage_like_the_http_client(fault_servers, t
         results[model] = run_eval(config)
     via_litellm, via_http = results["litellm/openai/m"], results["m"]
     assert via_litellm.summary["num_errors"] == 0 and len(via_litellm.rows) == 6
-    assert via_litellm.metadata["usage"] == via_http.metadata["usage"] and via_http.metadata["usage"]["input_tokens"] == 42
+    assert via_litellm.metadata["usage"] == via_http.metadata["usage"] and via_http.metadata["total_usage"]["input_tokens"] == 42
     assert [r["completion"] for r in via_litellm.rows] == [r["completion"] for r in via_http.rows]
     assert via_litellm.metadata["client_model"] == "litellm/openai/m"

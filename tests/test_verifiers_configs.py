@@ -64,7 +64,8 @@ def test_gepa_toml_accepts_env_id_and_env_args(tmp_path):
     config.write_text('[[env]]\nenv_id = "arithmetic"\nenv_args = { difficulty = "easy" }\n[[env]]\nid = "reverse-text"\n')
     parsed, base = load_gepa_toml(config)
     assert toml_to_job_fields(parsed, base)["envs"] == [
-        {"id": "arithmetic", "args": {"difficulty": "easy"}}, {"id": "reverse-text", "args": {}}]
+        {"id": "arithmetic", "args": {"difficulty": "easy"}, "extra_env_kwargs": {}},
+        {"id": "reverse-text", "args": {}, "extra_env_kwargs": {}}]
     config.write_text('[env]\nid = "a"\nenv_id = "b"\n')
     with pytest.raises(ConfigError, match="set id or env_id"):
         load_gepa_toml(config)

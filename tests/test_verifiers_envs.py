@@ -46,7 +46,9 @@ def prime(project: Path, *args: str, timeout: float = 300) -> subprocess.Complet
 
 
 def run_rows(project: Path, env_id: str, model: str = "solver") -> tuple[list[dict], dict]:
-    (run_dir,) = (project / "outputs" / "evals" / f"{env_id}--{model.replace('/', '--')}").iterdir()
+    # a local environment's runs go to its own outputs/ folder, as verifiers puts them
+    outputs = project / "environments" / env_id.replace("-", "_") / "outputs"
+    (run_dir,) = (outputs / "evals" / f"{env_id}--{model.replace('/', '--')}").iterdir()
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     rows.sort(key=lambda r: (r["example_id"], r["rollout_idx"]))  # groups are written as they finish
     return rows, json.loads((run_dir / "metadata.json").read_text())
@@ -175,7 +177,7 @@ def test_gepa_optimizes_the_verifiers_system_prompt_and_keeps_few_shot(project, 
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-2000:]
     candidates = [json.loads(line) for line in (project / "gepa-run" / "results.jsonl").read_text().splitlines()]
     seed = "Think step by step, then give the final number in answer tags."
-    assert candidates[0]["system_prompt"] == seed
+    assert candidates[0]["info"]["system_prompt"] == seed
     proposed = f"{seed} Double-check the sum."
     tried = [r["messages"] for r in solver.requests() if r["messages"][0]["content"] == proposed]
     assert tried, "the proposed prompt was never tried"

@@ -133,6 +133,14 @@ class VerifiersEnvironment(Environment):
         _set_timing(state, started, generated, time.perf_counter())
         return state
 
+    def set_kwargs(self, **kwargs: Any) -> None:
+        """vf-eval's ``-x/--extra-env-kwargs``: verifiers' own ``set_kwargs`` on the wrapped environment."""
+        self.vf_env.set_kwargs(**kwargs)
+
+    def set_independent_scoring(self, value: bool) -> None:
+        """vf-eval's ``-i``: score each rollout alone as soon as it finishes, never waiting for its group."""
+        self.group_scored = self.group_scored and not value
+
     async def score_group(self, states: list[RolloutState]) -> None:
         """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for it)."""
         pending = [s for s in states if _vf_state(s) is not None and s.extra.pop(PENDING_GROUP_SCORE, False)]
