@@ -213,3 +213,16 @@ def test_gepa_toml_accepts_anchor_keys(tmp_path):
     assert config.run_dir == str(tmp_path / "runs" / "one") and config.envs[0].extra_env_kwargs == {"system_prompt": "x"}
     assert (config.perfect_score, config.stop_at_score) == (1.0, 0.9)
     assert config.runs_root == Path("outputs")  # several environments: ./outputs, as verifiers' label "a+b" has no folder
+
+
+def test_runs_written_before_the_schema_change_still_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_module, "open_clients", fake_clients())
+    run_dir = tmp_path / "r"
+    assert invoke("arithmetic", "-B", "14", "-n", "4", "-N", "4", "-o", str(run_dir))[0] == 0
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    old = meta.pop("job_config")  # the earlier layout: our job config under "config", envs without extra_env_kwargs
+    old["envs"] = [{"id": e["id"], "args": e["args"]} for e in old["envs"]]
+    (run_dir / "metadata.json").write_text(json.dumps({**meta, "config": old}))
+    code, output = invoke("--resume", str(run_dir))
+    assert code == 0, output
+    assert json.loads((run_dir / "metadata.json").read_text())["job_config"]["max_calls"] == 14

@@ -182,7 +182,11 @@ def _latest_run(fields: dict[str, Any]) -> str:
 def _check_resume_unchanged(fields: dict[str, Any], source: str) -> None:
     from gepa_cli.gepa_job.runner import saved_config
 
+    from gepa_cli.gepa_job.config import EnvSpec
+
     saved = saved_config(Path(source).parent)
+    # environments compare by their full spec (runs saved before a field existed have its default)
+    saved, fields = ({**d, "envs": [EnvSpec(**e).model_dump() for e in d["envs"]]} if "envs" in d else d for d in (saved, fields))
     changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
     if changed:
         raise UserError(
