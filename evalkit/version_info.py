@@ -65,10 +65,17 @@ def _module_folder(module: str) -> Path | None:
 
 
 def _commit(folder: Path | None) -> str | None:
+    """HEAD of the git checkout whose tracked files include ``folder`` (a package installed into an ignored
+    ``.venv`` inside some repository is not that repository's code: None)."""
     if folder is None or not folder.is_dir():
         return None
+    tracked = _git(folder, "ls-files", "--", ".")
+    return _git(folder, "rev-parse", "HEAD") if tracked else None
+
+
+def _git(folder: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5)
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None

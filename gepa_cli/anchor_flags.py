@@ -57,7 +57,7 @@ EVAL_REFUSED = (
             "bound concurrency with -c/--max-concurrent"),
     Refused(("--heartbeat-url",), "primekit sends no heartbeats; the run dir's metadata.json (status, num_rollouts) "
             "shows progress"),
-    Refused(HOSTED, "hosted evaluations are not supported: primekit runs evals on this machine; drop the flag"),
+    Refused(HOSTED, "primekit runs evals on this machine only (there are no hosted evaluations); drop the flag"),
     Refused(("--env-path",), "pass the environment's folder as the environment (prime eval run ./path/to/my_env), "
             "or its parent folder as --env-dir-path"),
 )

@@ -310,3 +310,26 @@ def test_independent_scoring_and_extra_env_kwargs_on_a_verifiers_env(tmp_path):
     env = load_environment("vf-group", environments_dir=envs)
     apply_extra_env_kwargs(env, {"max_workers_hint": 5}, "vf-group")  # verifiers' set_kwargs on the wrapped env
     assert env.vf_env.max_workers_hint == 5
+
+
+def test_version_info_commits_only_for_tracked_code(tmp_path):
+    import subprocess
+
+    from evalkit.version_info import _commit
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True,
+                              env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                                   "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+    (tmp_path / "env_pkg").mkdir()
+    (tmp_path / "env_pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / ".venv" / "site" / "verifiers").mkdir(parents=True)
+    (tmp_path / ".venv" / "site" / "verifiers" / "x.py").write_text("")
+    (tmp_path / ".gitignore").write_text(".venv\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    assert _commit(tmp_path / "env_pkg") == git("rev-parse", "HEAD")
+    assert _commit(tmp_path / ".venv" / "site" / "verifiers") is None  # installed into an ignored .venv: not this repo's code
+    assert _commit(tmp_path.parent / "nowhere") is None
