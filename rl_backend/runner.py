@@ -194,22 +194,24 @@ class Trainer:
                                        num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
             reports[member.name] = summarize(groups_of(result.states), cfg)
             if len(self.mixture) > 1:
-                self._print_baseline(reports[member.name], f" [{member.name}]")
+                self._print_baseline(reports[member.name], f" {member.name}")
         report = next(iter(reports.values())) if len(reports) == 1 else combine(reports, cfg)
         data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
         if len(reports) > 1:
             data["envs"] = {name: r.to_dict() for name, r in reports.items()}
         write_text_atomic(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
-        self._print_baseline(report, "" if len(reports) == 1 else " [all]", data["seconds"])
+        self._print_baseline(report, "" if len(reports) == 1 else " (all environments)", data["seconds"])
         if not report.passed:
             raise refusal(report)
         return data
 
     def _print_baseline(self, report: Any, label: str, seconds: float | None = None) -> None:
+        from rich.markup import escape
+
         verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
         took = f" ({seconds:.0f}s)" if seconds is not None else ""
         self.console.print(
-            f"baseline{label} {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
+            f"baseline{escape(label)} {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
             f"{report.diverse_groups}/{report.num_examples} groups with varied rewards{took}"
         )
 
