@@ -142,11 +142,6 @@ class EnvMixture:
             self._counts[k] += 1
         return self._slots[cursor]
 
-    def describe(self) -> str:
-        """How rows are mixed, for the plan."""
-        return mixture_line([m.spec for m in self.members], self.weights)
-
-
 def _normalized(ratios: list[float]) -> list[float]:
     total = sum(ratios)
     return [ratio / total for ratio in ratios]
