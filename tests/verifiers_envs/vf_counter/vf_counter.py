@@ -21,10 +21,10 @@ class CounterEnv(vf.MultiTurnEnv):
         return [{"role": "user", "content": f"Good. Now say the next number after {said}."}]
 
 
-def load_environment(num_examples: int = 3, max_turns: int = 8):
+def load_environment(num_examples: int = 3):
     rows = [{"question": "Say the next number after 0.", "answer": str(n + 2)} for n in range(num_examples)]
 
     def reached(state) -> float:
         return 1.0 if state["stop_condition"] == "reached_target" else 0.0
 
-    return CounterEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[reached]), max_turns=max_turns)
+    return CounterEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[reached]), max_turns=8)
