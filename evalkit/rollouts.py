@@ -33,14 +33,16 @@ async def run_groups(
     system_prompt: str | None = None,
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
+    semaphore: asyncio.Semaphore | None = None,
 ) -> list[list[RolloutState]]:
     """Run every group; return them in input order.
 
     ``example_ids`` label rows (default 0..n-1). ``rollout_indices`` restricts, per example id, which
-    rollout indices to run (``--resume`` runs only the missing ones).
+    rollout indices to run (``--resume`` runs only the missing ones). ``semaphore`` replaces the one
+    built from ``max_concurrent``, so several calls (one per environment of a mixture) share one bound.
     """
     ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
-    semaphore = asyncio.Semaphore(max(1, max_concurrent))
+    semaphore = semaphore or asyncio.Semaphore(max(1, max_concurrent))
 
     async def one(row: dict[str, Any], example_id: int, rollout_idx: int) -> RolloutState:
         async with semaphore:

@@ -98,6 +98,30 @@ def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
     return problems
 
 
+def combine(reports: dict[str, BaselineReport], config: BaselineConfig) -> BaselineReport:
+    """Several environments' reports as one (their rollouts pooled); its problems are each
+    environment's own, named, since an environment without a learning signal only costs compute."""
+    n = sum(r.attempts for r in reports.values())
+    mean = sum(r.mean_reward * r.attempts for r in reports.values()) / n if n else 0.0
+    spread = sum(r.attempts * (r.std_reward**2 + (r.mean_reward - mean) ** 2) for r in reports.values())
+    groups = sum(r.num_examples for r in reports.values())
+    diverse = sum(r.diverse_groups for r in reports.values())
+    first = next((r.first_error for r in reports.values() if r.first_error), None)
+    return BaselineReport(
+        num_examples=groups,
+        rollouts_per_example=max((r.rollouts_per_example for r in reports.values()), default=0),
+        attempts=n,
+        mean_reward=mean,
+        std_reward=math.sqrt(spread / n) if n else 0.0,
+        diverse_groups=diverse,
+        diverse_fraction=diverse / groups if groups else 0.0,
+        errors=sum(r.errors for r in reports.values()),
+        first_error=first,
+        thresholds=dict(next(iter(reports.values())).thresholds) if reports else {},
+        problems=[f"env '{name}': {problem}" for name, r in reports.items() for problem in r.problems],
+    )
+
+
 def groups_of(states: Sequence[RolloutState]) -> list[list[RolloutState]]:
     """Rollouts grouped by example, in example order (the eval runner returns them as groups finish)."""
     groups: dict[int, list[RolloutState]] = {}

@@ -1,47 +1,28 @@
 """Collecting one step's training batch: draw examples in a fixed order, roll out, filter, refill.
 
-The data order is a pure function of ``(seed, cursor)``: example ``cursor`` is position
-``cursor % N`` of epoch ``cursor // N``'s seeded permutation. A checkpoint stores the cursor after
-its step, so ``--resume`` continues with exactly the examples the original run would have drawn.
-Sampling is reseeded per (step, round) for the same reason.
+The data order is a pure function of ``(seed, cursor)`` (:class:`rl_backend.mixture.EnvMixture`);
+a checkpoint stores the cursor after its step, so ``--resume`` continues with exactly the examples
+the original run would have drawn. Sampling is reseeded per (step, round) for the same reason.
+With several environments each example is rolled out and scored by its own environment; all of
+them share one ``max_concurrent`` bound.
 """
 
 from __future__ import annotations
 
-import random
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.aio import LoopThread
-from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.rollouts import run_groups
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from rl_backend.advantages import make_advantage_rule
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
+from rl_backend.mixture import EnvMixture
 from rl_backend.policy import Sample
-
-
-class DataOrder:
-    """Epoch-wise seeded permutations over ``n`` rows, addressed by a global cursor."""
-
-    def __init__(self, n: int, seed: int):
-        if n <= 0:
-            raise UserError("the environment's training dataset is empty; nothing to train on")
-        self.n = n
-        self.seed = seed
-        self._cache: dict[int, list[int]] = {}
-
-    def index(self, cursor: int) -> int:
-        epoch, position = divmod(cursor, self.n)
-        if epoch not in self._cache:
-            order = list(range(self.n))
-            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-            self._cache = {epoch: order}
-        return self._cache[epoch][position]
-
 
 @dataclass
 class StepBatch:
@@ -55,6 +36,8 @@ class StepBatch:
     weights_step: int
     """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step off-policy)."""
     advantages: dict[tuple[int, int], float] = field(default_factory=dict)
+    env_of: dict[int, str] = field(default_factory=dict)
+    """The environment label of each example id (the global cursor of the example)."""
 
 
 class BatchCollector:
@@ -64,13 +47,11 @@ class BatchCollector:
     ``loop`` like every other coroutine of the run.
     """
 
-    def __init__(self, config: RLConfig, env: Environment, rows: list[dict[str, Any]], source: Any, loop: LoopThread):
+    def __init__(self, config: RLConfig, mixture: EnvMixture, source: Any, loop: LoopThread):
         self.config = config
-        self.env = env
-        self.rows = rows
+        self.mixture = mixture
         self.source = source
         self.loop = loop
-        self.order = DataOrder(len(rows), config.seed)
         own = SamplingArgs(
             max_tokens=config.sampling.max_tokens,
             temperature=config.sampling.temperature,
@@ -86,25 +67,14 @@ class BatchCollector:
         need = self.config.examples_per_step
         kept: list[list[RolloutState]] = []
         generated: list[list[RolloutState]] = []
+        env_of: dict[int, str] = {}
         started = time.perf_counter()
         rounds = 0
         while len(kept) < need and rounds < self.config.filter.max_rounds:
-            take = need - len(kept)
-            ids = list(range(cursor, cursor + take))
-            cursor += take
+            ids = list(range(cursor, cursor + need - len(kept)))
+            cursor += len(ids)
             self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
-            groups = self.loop.run(
-                run_groups(
-                    self.env,
-                    self.source.client,
-                    [self.rows[self.order.index(i)] for i in ids],
-                    example_ids=ids,
-                    rollouts_per_example=self.config.rollouts_per_example,
-                    sampling=self.sampling,
-                    max_concurrent=self.config.max_concurrent,
-                    system_prompt=self.config.system_prompt,
-                )
-            )
+            groups = self.loop.run(self._roll_out(ids, env_of))
             generated.extend(groups)
             kept.extend(filter_groups(groups, self.config.filter.enabled).kept)
             rounds += 1
@@ -119,11 +89,39 @@ class BatchCollector:
             gen_seconds=time.perf_counter() - started,
             gen_tokens=sum(s.usage.output_tokens for g in generated for s in g),
             weights_step=weights_step,
+            env_of=env_of,
         )
         for group in batch.kept:
             for state, advantage in zip(group, self.rule([s.reward for s in group])):
                 batch.advantages[(state.example_id, state.rollout_idx)] = advantage
         return batch
+
+    async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
+        """The groups of examples ``ids`` in their order, each run by its own environment under one bound."""
+        picks = [self.mixture.pick(i) for i in ids]
+        semaphore = asyncio.Semaphore(max(1, self.config.max_concurrent))
+        positions: dict[int, list[int]] = {}
+        for position, (k, _) in enumerate(picks):
+            positions.setdefault(k, []).append(position)
+        calls = [
+            run_groups(
+                self.mixture.members[k].env,
+                self.source.client,
+                [picks[p][1] for p in where],
+                example_ids=[ids[p] for p in where],
+                rollouts_per_example=self.config.rollouts_per_example,
+                sampling=self.sampling,
+                system_prompt=self.config.system_prompt,
+                semaphore=semaphore,
+            )
+            for k, where in positions.items()
+        ]
+        out: list[list[RolloutState]] = [[] for _ in ids]
+        for (k, where), groups in zip(positions.items(), await asyncio.gather(*calls)):
+            for position, group in zip(where, groups):
+                out[position] = group
+                env_of[ids[position]] = self.mixture.members[k].name
+        return out
 
 
 def to_samples(batch: StepBatch) -> list[Sample]:

@@ -8,6 +8,7 @@ and cross-field problems name the key to change.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evalkit.clients.spec import DEFAULT_MODEL
 from evalkit.errors import ConfigError
+from evalkit.eval.config import anchor_env_keys
 from evalkit.tomlio import load_toml, validate
 
 if sys.version_info >= (3, 11):
@@ -28,11 +30,38 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
+ENV_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+SHARED_GPU_MAX_UTILIZATION = 0.8
+"""Most of a GPU's memory vLLM may take when the trainer runs on the same GPU (the rest holds the
+trainer's weights, gradients, optimizer state and activations)."""
+
+
 class EnvConfig(_Strict):
-    id: str
+    """One ``[[env]]`` table; verifiers' ``env_id``/``env_args`` are accepted for ``id``/``args``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anchor_keys(cls, data: Any) -> Any:
+        return anchor_env_keys(data)
+
+    id: str = Field(min_length=1)
     """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
     args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment``."""
+    name: str | None = None
+    """Label of this environment in metrics (``reward_mean/<name>``), rollout rows and eval folders
+    (default: the id's last part, ``reverse-text``); needed when two tables share an id."""
+
+    @property
+    def label(self) -> str:
+        return self.name or env_slug(self.id)
+
+
+def env_slug(env_id: str) -> str:
+    """``primeintellect/reverse-text`` -> ``reverse-text`` (the run-dir rule of :mod:`evalkit.runs`)."""
+    from evalkit.runs import env_slug as slug
+
+    return slug(env_id)
 
 
 class SamplingConfig(_Strict):
@@ -102,8 +131,19 @@ class TrainerConfig(_Strict):
     """Policy loss."""
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
+    gpus: list[int] | None = None
+    """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
     """Generate each step's rollouts with the current weights (no overlap). Default: one-step off-policy, generation of step n+1 overlaps training of step n. On a 2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the cores); it pays when generation and training run on different devices or many cores."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _one_gpu(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and len(value) != 1:
+            raise ValueError(
+                f"the trainer runs on one GPU, got {value}; give one index (multi-GPU training: export the config to prime-rl)"
+            )
+        return value
 
     @field_validator("lora", mode="before")
     @classmethod
@@ -117,9 +157,15 @@ class TrainerConfig(_Strict):
 
 class InferenceConfig(_Strict):
     backend: Literal["auto", "torch", "vllm"] = "auto"
-    """Where rollouts are generated: ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server subprocess; needs CUDA and the ``gpu`` extra), ``auto`` (vllm when CUDA and vllm are present, else torch)."""
-    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)
-    """vLLM: fraction of GPU memory vLLM may take (the trainer shares the GPU)."""
+    """Where rollouts are generated: ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
+    vllm_command: list[str] | None = None
+    """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g. ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
+    base_url: str | None = None
+    """vLLM: an already running server (``http://127.0.0.1:8000`` or ``.../v1``) to use instead of starting one. It must have been started with ``--enable-lora``, ``--max-lora-rank`` >= the LoRA rank, ``--logprobs-mode processed_logprobs`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, and read this run's ``adapters/`` folder (same machine or a shared filesystem)."""
+    gpus: list[int] | None = None
+    """vLLM: GPU indices the started server may use (its ``CUDA_VISIBLE_DEVICES``; several mean tensor parallelism); default: the first GPU. prime-rl's top-level ``inference_gpu_ids`` is accepted too."""
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    """vLLM: fraction of GPU memory vLLM may take; default 0.9 when it has its GPUs to itself, 0.5 when the trainer shares one (at most 0.8 then)."""
     max_model_len: int | None = Field(None, gt=0)
     """vLLM: context length to allocate for; must exceed sampling.max_tokens."""
     port: int = Field(8765, gt=0, lt=65536)
@@ -182,6 +228,18 @@ class FilterConfig(_Strict):
     """Most generation rounds per step while replacing dropped groups; a step trains on what it has after that."""
 
 
+class BufferConfig(_Strict):
+    env_ratios: list[float] | None = None
+    """How often each ``[[env]]`` (in table order) is drawn, e.g. ``[0.7, 0.3]`` (normalized). Default: rows of all environments pooled, each example equally likely."""
+
+    @field_validator("env_ratios")
+    @classmethod
+    def _positive(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(not ratio > 0 for ratio in value):
+            raise ValueError(f"every ratio must be above 0, got {value}; remove an [[env]] table instead of giving it 0")
+        return value
+
+
 class WandbConfig(_Strict):
     project: str
     """Weights & Biases project (needs `pip install wandb`)."""
@@ -211,7 +269,9 @@ class RLConfig(_Strict):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     """Sampling settings for training rollouts (and the baseline)."""
     env: list[EnvConfig]
-    """The environment to train on (one ``[[env]]`` table)."""
+    """The environments to train on, one ``[[env]]`` table each; several are mixed (see ``[buffer]``)."""
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    """How the environments' rows are mixed (hosted training's ``[buffer]``; only ``env_ratios`` here)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """Optimizer, loss, LoRA."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
@@ -227,6 +287,24 @@ class RLConfig(_Strict):
     wandb: WandbConfig | None = None
     """Optional Weights & Biases logging."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_id_keys(cls, data: Any) -> Any:
+        """prime-rl's top-level ``inference_gpu_ids`` / ``trainer_gpu_ids`` are ``[inference] gpus`` / ``[trainer] gpus``."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for theirs, table in (("inference_gpu_ids", "inference"), ("trainer_gpu_ids", "trainer")):
+            if theirs in data:
+                section = dict(data.get(table) or {})
+                if "gpus" in section:
+                    raise ValueError(f"set {theirs} or [{table}] gpus (the same thing), not both")
+                section["gpus"] = data.pop(theirs)
+                data[table] = section
+        if isinstance(data.get("env"), dict):  # a single [env] table
+            data["env"] = [data["env"]]
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> "RLConfig":
         if self.batch_size % self.rollouts_per_example:
@@ -234,10 +312,7 @@ class RLConfig(_Strict):
                 f"batch_size ({self.batch_size}) must be divisible by rollouts_per_example "
                 f"({self.rollouts_per_example}); e.g. batch_size = {max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
             )
-        if not self.env:
-            raise ValueError("add one [[env]] table with the environment id")
-        if len(self.env) > 1:
-            raise ValueError(f"training on {len(self.env)} environments at once is not supported; keep one [[env]] table")
+        _check_envs(self.env, self.buffer)
         if self.sampling.max_tokens >= self.trainer.max_seq_len:
             raise ValueError(
                 f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
@@ -246,11 +321,7 @@ class RLConfig(_Strict):
             raise ValueError(
                 f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len ({self.inference.max_model_len})"
             )
-        if self.inference.backend == "vllm" and self.trainer.lora is None:
-            raise ValueError(
-                "inference.backend = 'vllm' needs LoRA (adapters are hot-loaded into the server); "
-                "remove 'trainer.lora = false' or use backend = 'torch'"
-            )
+        _check_inference(self)
         if self.baseline.min_reward > self.baseline.max_reward:
             raise ValueError(
                 f"baseline.min_reward ({self.baseline.min_reward}) is above baseline.max_reward ({self.baseline.max_reward})"
@@ -269,6 +340,85 @@ class RLConfig(_Strict):
     @property
     def examples_per_step(self) -> int:
         return self.batch_size // self.rollouts_per_example
+
+    @property
+    def external_vllm(self) -> bool:
+        """vLLM runs from another environment (``vllm_command``) or is already running (``base_url``)."""
+        return self.inference.vllm_command is not None or self.inference.base_url is not None
+
+
+def _check_envs(envs: list[EnvConfig], buffer: BufferConfig) -> None:
+    """At least one environment, distinct safe labels, one ratio per environment."""
+    if not envs:
+        raise ValueError("add one [[env]] table with the environment id")
+    seen: set[str] = set()
+    for spec in envs:
+        if spec.name is not None and not ENV_NAME.fullmatch(spec.name):
+            raise ValueError(f"env name '{spec.name}' may hold only letters, digits and . _ + - (it names folders)")
+        if spec.label in seen:
+            raise ValueError(f"two [[env]] tables are both named '{spec.label}'; give each a distinct name = \"...\"")
+        seen.add(spec.label)
+    ratios = buffer.env_ratios
+    if ratios is not None and len(ratios) != len(envs):
+        raise ValueError(f"buffer.env_ratios has {len(ratios)} values for {len(envs)} [[env]] tables; give one per table, in order")
+
+
+def _check_inference(config: RLConfig) -> None:
+    """vLLM settings that cannot work together, each named with its fix."""
+    inference, vllm = config.inference, config.inference.backend == "vllm" or config.external_vllm
+    if inference.vllm_command is not None and inference.base_url is not None:
+        raise ValueError("set inference.vllm_command (start a server) or inference.base_url (use a running one), not both")
+    if inference.vllm_command is not None and not inference.vllm_command:
+        raise ValueError("inference.vllm_command is empty; give the command that starts vLLM, e.g. [\"vllm\", \"serve\"]")
+    if config.external_vllm and inference.backend == "torch":
+        raise ValueError("inference.vllm_command / inference.base_url are for backend 'vllm'; remove them or set backend = 'vllm'")
+    if inference.base_url is not None and inference.gpus is not None:
+        raise ValueError("inference.gpus has no effect on an already running server (inference.base_url); remove it")
+    if inference.base_url is not None and not inference.base_url.startswith(("http://", "https://")):
+        raise ValueError(f"inference.base_url '{inference.base_url}' must start with http:// or https://")
+    if vllm and config.trainer.lora is None:
+        raise ValueError(
+            "a vLLM backend needs LoRA (adapters are hot-loaded into the server); "
+            "remove 'trainer.lora = false' or use backend = 'torch'"
+        )
+    if vllm and inference.base_url is None:
+        gpu_layout(config, trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
+    elif inference.gpus is not None and inference.backend == "torch":
+        raise ValueError("inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)")
+
+
+class GpuLayout(BaseModel):
+    """Where a started vLLM server and the trainer run (indices as this process sees its GPUs; trainer None: the CPU)."""
+
+    inference: list[int]
+    trainer: int | None
+    memory_utilization: float
+
+    @property
+    def shared(self) -> bool:
+        return self.trainer in self.inference
+
+
+def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
+    """The GPUs of a started server and of the trainer; ValueError when they share one without room left.
+
+    ``trainer_on_gpu=False`` when this process has no CUDA (a CPU torch here, vLLM with its own CUDA
+    torch elsewhere): then the server has its GPUs to itself.
+    """
+    inference = config.inference
+    gpus = list(inference.gpus) if inference.gpus else [0]
+    trainer = (config.trainer.gpus[0] if config.trainer.gpus else 0) if trainer_on_gpu else None
+    if len(set(gpus)) != len(gpus) or any(gpu < 0 for gpu in [*gpus, trainer or 0]):
+        raise ValueError(f"GPU indices must be distinct and >= 0, got inference.gpus={gpus} trainer.gpus={config.trainer.gpus}")
+    shared = trainer in gpus
+    utilization = inference.gpu_memory_utilization or (0.5 if shared else 0.9)
+    if shared and utilization > SHARED_GPU_MAX_UTILIZATION:
+        raise ValueError(
+            f"vLLM and the trainer share GPU {trainer}, so inference.gpu_memory_utilization ({utilization:g}) must be at most "
+            f"{SHARED_GPU_MAX_UTILIZATION:g} to leave the trainer room; lower it, or put them on different GPUs "
+            "(inference.gpus / trainer.gpus)"
+        )
+    return GpuLayout(inference=gpus, trainer=trainer, memory_utilization=utilization)
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -27,6 +27,9 @@ from evalkit.errors import ConfigError, UserError
 from evalkit.fileio import write_text_atomic
 from evalkit.types import SamplingArgs
 from rl_backend.config import RLConfig, to_toml
+from rl_backend.plan import plan_lines, resolve_backend, trainer_device
+
+__all__ = ["RunSummary", "Trainer", "plan_lines", "resolve_backend", "run", "run_dir_for"]
 
 
 @dataclass
@@ -35,31 +38,6 @@ class RunSummary:
     steps_done: int
     last_metrics: dict[str, Any]
     eval_rewards: dict[int, float]
-
-
-def resolve_backend(config: RLConfig) -> str:
-    """``auto`` means vLLM when CUDA and vllm are both present, else the in-process torch engine."""
-    import importlib.util
-
-    want = config.inference.backend
-    has_vllm = importlib.util.find_spec("vllm") is not None
-    cuda = _cuda_available()
-    if want == "vllm":
-        if not cuda or not has_vllm:
-            raise ConfigError(
-                "inference.backend = 'vllm' needs a CUDA GPU and vllm (`pip install 'primekit[gpu]'`); "
-                "use backend = 'torch' on this machine"
-            )
-        return "vllm"
-    if want == "auto" and cuda and has_vllm and config.trainer.lora is not None:
-        return "vllm"
-    return "torch"
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 Resume = bool | int | Path | None
@@ -78,7 +56,7 @@ def run_dir_for(config: RLConfig, output_dir: Path, resume: Resume = None) -> Pa
     root = Path(output_dir) / "rl"
     if config.run_name:
         return root / config.run_name
-    slug = runs.env_slug(config.env[0].id)
+    slug = "+".join(spec.label for spec in config.env)
     if resume is None or resume is False:
         return root / f"{slug}-{runs.timestamp()}"
     found = runs.newest_run(root.glob(f"{slug}-*"), lambda p: (p / "checkpoints").is_dir()) if root.is_dir() else None
@@ -87,8 +65,9 @@ def run_dir_for(config: RLConfig, output_dir: Path, resume: Resume = None) -> Pa
     return found
 
 
-RESUME_FIXED = ("model", "env")
-"""What a resumed RL run must keep (its checkpoints are of that model, trained on that environment)."""
+RESUME_FIXED = ("model", "env", "buffer")
+"""What a resumed RL run must keep (its checkpoints are of that model, trained on those environments,
+whose rows its cursor counts in that mixture)."""
 
 
 def _check_same_run(run_dir: Path, config: RLConfig) -> None:
@@ -96,8 +75,9 @@ def _check_same_run(run_dir: Path, config: RLConfig) -> None:
 
     saved_file = run_dir / "config.resolved.toml"
     if saved_file.is_file():
-        runs.require_same(run_dir, load_toml(saved_file), config.model_dump(mode="json"), RESUME_FIXED,
-                          hint="resume with the same model and [[env]], or start a new run (another run_name)")
+        runs.require_same(run_dir, load_toml(saved_file), config.model_dump(mode="json", exclude_none=True), RESUME_FIXED,
+                          defaults={"buffer": {}},
+                          hint="resume with the same model, [[env]] tables and [buffer], or start a new run (another run_name)")
 
 
 def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
@@ -119,34 +99,12 @@ def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
     return step
 
 
-def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
-    e = config.env[0]
-    lora = config.trainer.lora
-    mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
-    ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
-    evals = f"every {config.eval.interval} steps on {config.eval.num_examples} held-out examples" if config.eval.interval else "off"
-    return [
-        f"run dir      {run_dir}",
-        f"model        {config.model} ({mode}, lr {config.trainer.lr:g}, loss '{config.trainer.loss.type}')",
-        f"environment  {e.id} {json.dumps(e.args) if e.args else ''}".rstrip(),
-        f"steps        {config.max_steps} x {config.batch_size} rollouts "
-        f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
-        f"rollouts     backend '{backend}', "
-        + ("strictly on-policy" if config.trainer.on_policy else "one-step off-policy (generation overlaps training)"),
-        f"baseline     {config.baseline.num_examples} examples x {config.baseline.rollouts_per_example or config.rollouts_per_example}"
-        f" (reward in [{config.baseline.min_reward:g}, {config.baseline.max_reward:g}], diverse groups >= {config.baseline.min_diverse_groups:.0%})"
-        if config.baseline.enabled
-        else "baseline     off",
-        f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
-    ]
-
-
 def _rows_jsonl(groups: list[list[Any]], batch: Any) -> str:
     kept = {id(g) for g in batch.kept}
     lines = []
     for group in groups:
         for state in group:
-            row = state.to_row()
+            row = {"env": batch.env_of.get(state.example_id), **state.to_row()}
             row["kept"] = id(group) in kept
             row["advantage"] = batch.advantages.get((state.example_id, state.rollout_idx))
             lines.append(json.dumps(row, default=str))
@@ -172,41 +130,46 @@ class Trainer:
 
     # ----- setup ---------------------------------------------------------------------------------
     def setup(self, backend: str) -> None:
+        """Load the environments (here, on the calling thread: legacy verifiers environments install
+        signal handlers, which only the main thread may), then the policy, the source and the collector."""
         import torch
 
-        from evalkit.registry import load_environment
         from rl_backend.collect import BatchCollector
+        from rl_backend.mixture import EnvMixture, load_train_env
         from rl_backend.policy import Policy
         from rl_backend.sources import make_source
 
-        spec = self.config.env[0]
-        self.env = load_environment(spec.id, spec.args)
-        if backend == "vllm" and getattr(self.env, "tool_schemas", None) and not self.config.inference.tool_call_parser:
-            raise ConfigError(
-                f"environment '{spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
-                "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
-            )
-        self.train_rows = self.env.get_dataset(-1)
+        members = [load_train_env(spec) for spec in self.config.env]
+        for member in members:
+            if backend == "vllm" and getattr(member.env, "tool_schemas", None) and not self.config.inference.tool_call_parser:
+                raise ConfigError(
+                    f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
+                    "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
+                )
+        self.mixture = EnvMixture(members, self.config.buffer.env_ratios, self.config.seed)
         torch.manual_seed(self.config.seed)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.policy = Policy(self.config, device=device)
+        self.policy = Policy(self.config, device=trainer_device(self.config))
         self.loop = LoopThread("rl-asyncio", initializer=_worker_threads if not self.config.trainer.on_policy else None)
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
-        self.collector = BatchCollector(self.config, self.env, self.train_rows, self.source, self.loop)
+        self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
 
     # ----- baseline and evals: eval run dirs inside the run -----------------------------------------
-    def run_eval(self, name: str, sampling: SamplingArgs, **settings: Any) -> Any:
-        """An eval of the current weights into ``<run>/<name>/`` (results.jsonl, metadata.json, the
-        summary), through the eval runner with the source's client on the run's loop. What an earlier
-        attempt left there (a run resumed from an older checkpoint) is replaced."""
+    def eval_dir(self, name: str, member: Any) -> str:
+        """``name`` for a single environment, ``name/<env label>`` for each of several."""
+        return name if len(self.mixture) == 1 else f"{name}/{member.name}"
+
+    def run_eval(self, name: str, sampling: SamplingArgs, member: Any, **settings: Any) -> Any:
+        """An eval of the current weights on one environment into ``<run>/<name>/`` (results.jsonl,
+        metadata.json, the summary), through the eval runner with the source's client on the run's
+        loop. What an earlier attempt left there (a run resumed from an older checkpoint) is replaced."""
         from evalkit.eval.config import EvalConfig
         from evalkit.eval.runner import arun_eval
 
         if self.loop is None:
             raise RuntimeError("Trainer.setup() must run first")
-        spec = self.config.env[0]
+        spec = member.spec
         eval_dir = self.run_dir / name
         shutil.rmtree(eval_dir, ignore_errors=True)
         config = EvalConfig(
@@ -214,44 +177,66 @@ class Trainer:
             system_prompt=self.config.system_prompt, sampling=sampling.to_dict(), shuffle=True,
             output_dir=str(self.run_dir), run_dir=str(eval_dir), preflight=False, **settings,
         )
-        return self.loop.run(arun_eval(config, client=self.source.client, env=self.env))
+        return self.loop.run(arun_eval(config, client=self.source.client, env=member.env))
 
     def baseline(self) -> dict[str, Any]:
-        """The baseline checks on training examples (``<run>/baseline/`` and ``baseline.json``)."""
-        from rl_backend.baseline import groups_of, refusal, summarize
+        """The baseline checks on training examples of each environment (``<run>/baseline/[<env>/]``,
+        ``baseline.json``); refuses when any environment fails them, naming it."""
+        from rl_backend.baseline import combine, groups_of, refusal, summarize
 
         cfg = self.config.baseline
         rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
         started = time.perf_counter()
-        with self.console.status(f"baseline: {cfg.num_examples} examples x {rpe} rollouts ..."):
-            result = self.run_eval("baseline", self.collector.sampling, split="train", num_examples=cfg.num_examples,
-                                   rollouts_per_example=rpe, seed=self.config.seed + 1)
-        report = summarize(groups_of(result.states), cfg)
+        reports = {}
+        for member in self.mixture.members:
+            with self.console.status(f"baseline {member.name}: {cfg.num_examples} examples x {rpe} rollouts ..."):
+                result = self.run_eval(self.eval_dir("baseline", member), self.collector.sampling, member, split="train",
+                                       num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
+            reports[member.name] = summarize(groups_of(result.states), cfg)
+            if len(self.mixture) > 1:
+                self._print_baseline(reports[member.name], f" {member.name}")
+        report = next(iter(reports.values())) if len(reports) == 1 else combine(reports, cfg)
         data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
+        if len(reports) > 1:
+            data["envs"] = {name: r.to_dict() for name, r in reports.items()}
         write_text_atomic(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
-        verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
-        self.console.print(
-            f"baseline {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
-            f"{report.diverse_groups}/{report.num_examples} groups with varied rewards ({data['seconds']:.0f}s)"
-        )
+        self._print_baseline(report, "" if len(reports) == 1 else " (all environments)", data["seconds"])
         if not report.passed:
             raise refusal(report)
         return data
 
+    def _print_baseline(self, report: Any, label: str, seconds: float | None = None) -> None:
+        from rich.markup import escape
+
+        verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
+        took = f" ({seconds:.0f}s)" if seconds is not None else ""
+        self.console.print(
+            f"baseline{escape(label)} {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
+            f"{report.diverse_groups}/{report.num_examples} groups with varied rewards{took}"
+        )
+
     # ----- evaluation / export at sync points ----------------------------------------------------
-    def evaluate(self, step: int) -> float:
-        """Held-out eval of step ``step``'s weights into ``<run>/evals/step_N/``; returns the mean reward."""
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out eval of step ``step``'s weights on each environment into ``<run>/evals/step_N/[<env>/]``.
+
+        Returns the metrics line: ``eval_reward`` (the mean of the environments' mean rewards) and,
+        with several environments, ``eval_reward/<env>`` for each.
+        """
         cfg = self.config.eval
         sampling = self.collector.sampling
         if cfg.temperature is not None:
             sampling = sampling.merged({"temperature": cfg.temperature})
         self.source.reseed(self.config.seed * 31 + 17)
-        result = self.run_eval(f"evals/step_{step}", sampling, num_examples=cfg.num_examples,
-                               rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
-        mean = float(result.summary["avg_reward"] or 0.0)
+        means: dict[str, float] = {}
+        self.eval_examples = 0
+        for member in self.mixture.members:
+            result = self.run_eval(self.eval_dir(f"evals/step_{step}", member), sampling, member, num_examples=cfg.num_examples,
+                                   rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
+            means[member.name] = float(result.summary["avg_reward"] or 0.0)
+            self.eval_examples += int(result.metadata["num_examples"])
+        mean = statistics.fmean(means.values())
         self.eval_rewards[step] = mean
-        self.eval_examples = int(result.metadata["num_examples"])
-        return mean
+        return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {})}
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
         """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due."""
@@ -260,9 +245,12 @@ class Trainer:
         cfg = self.config
         periodic = bool(cfg.eval.interval) and step > start_step and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
-            reward = self.evaluate(step)
-            self.console.print(f"eval step {step}: mean reward {reward:.3f} on {self.eval_examples} held-out examples")
-            self._append_metrics({"step": step, "eval_reward": reward})
+            line = self.evaluate(step)
+            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if "/" in k)
+            self.console.print(
+                f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} on {self.eval_examples} held-out examples"
+            )
+            self._append_metrics({"step": step, **line})
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
         if step > start_step and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
             model = getattr(self.source, "export_model", None)
@@ -338,6 +326,7 @@ class Trainer:
             "groups_kept": len(batch.kept),
             "filtered_frac": 1 - len(batch.kept) / generated if generated else 0.0,
             "rounds": batch.rounds,
+            **(_reward_by_env(batch) if len(self.mixture) > 1 else {}),
             "errors": sum(1 for g in batch.generated for s in g if s.error),
             **{k: v for k, v in stats.items()},
             "gen_tokens": batch.gen_tokens,
@@ -385,6 +374,15 @@ class Trainer:
                     self.loop.close()
                 if self._wandb is not None:
                     self._wandb.finish()
+
+
+def _reward_by_env(batch: Any) -> dict[str, float]:
+    """``reward_mean/<env>`` over the step's generated rollouts, for each environment that had some."""
+    by_env: dict[str, list[float]] = {}
+    for group in batch.generated:
+        for state in group:
+            by_env.setdefault(batch.env_of.get(state.example_id, "?"), []).append(state.reward)
+    return {f"reward_mean/{name}": statistics.fmean(values) for name, values in by_env.items()}
 
 
 def _split_threads(off_policy: bool) -> None:
@@ -445,9 +443,10 @@ def run(
     run_dir = run_dir_for(config, output_dir, resume)
     backend = resolve_backend(config)
     if dry_run:
+        lines = plan_lines(config, run_dir, backend)  # refuses what the run would refuse, before printing anything
         out = Console()
-        out.print(to_toml(config), markup=False, highlight=False)
-        out.print("\n".join(["# plan", *plan_lines(config, run_dir, backend)]), markup=False, highlight=False)
+        out.print(to_toml(config), markup=False, highlight=False, soft_wrap=True)
+        out.print("\n".join(["# plan", *lines]), markup=False, highlight=False, soft_wrap=True)
         return None
     if isinstance(resume, Path) and not (resume / "checkpoints").is_dir():
         raise UserError(f"--resume: {resume} is not an RL run dir with checkpoints")
@@ -455,7 +454,7 @@ def run(
         step = resume_step(run_dir, resume, config)
         write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
         for line in plan_lines(config, run_dir, backend):
-            console.print(line, markup=False, highlight=False)
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         trainer = Trainer(config, run_dir, console)
         try:
             trainer.setup(backend)

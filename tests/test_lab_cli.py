@@ -20,7 +20,9 @@ EXPECTED = {
     "gepa/reverse-text.toml",
     "rl/arithmetic.toml",
     "rl/reverse-text.toml",
+    "rl/mixed.toml",
 }
+N = len(EXPECTED)
 
 
 def test_shipped_configs_match_repo_configs():
@@ -35,18 +37,18 @@ def test_lab_setup_writes_then_refuses_then_forces(tmp_path, monkeypatch):
     first = runner.invoke(app, ["lab", "setup"])
     assert first.exit_code == 0, first.output
     assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*.toml")} == EXPECTED
-    assert "7 written, 0 skipped" in first.stdout and "wrote    configs/endpoints.toml" in first.stdout
+    assert f"{N} written, 0 skipped" in first.stdout and "wrote    configs/endpoints.toml" in first.stdout
 
     mine = tmp_path / "configs" / "eval" / "reverse-text.toml"
     mine.write_text("# mine\n")
     second = runner.invoke(app, ["lab", "setup"])
     assert second.exit_code == 0
-    assert "0 written, 7 skipped" in second.stdout
+    assert f"0 written, {N} skipped" in second.stdout
     assert "skipped  configs/eval/reverse-text.toml (exists; --force to overwrite)" in second.stdout
     assert mine.read_text() == "# mine\n"
 
     forced = runner.invoke(app, ["lab", "setup", "--force"])
-    assert forced.exit_code == 0 and "7 written, 0 skipped" in forced.stdout
+    assert forced.exit_code == 0 and f"{N} written, 0 skipped" in forced.stdout
     assert mine.read_text() == lab_config_files()["eval/reverse-text.toml"]
     assert not list((tmp_path / "configs").rglob(".*"))  # no temp files left behind
 
@@ -56,7 +58,7 @@ def test_lab_setup_partial_folder_writes_only_missing(tmp_path, monkeypatch):
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "endpoints.toml").write_text("# keep\n")
     result = runner.invoke(app, ["lab", "setup"])
-    assert result.exit_code == 0 and "6 written, 1 skipped" in result.stdout
+    assert result.exit_code == 0 and f"{N - 1} written, 1 skipped" in result.stdout
     assert (tmp_path / "configs" / "endpoints.toml").read_text() == "# keep\n"
 
 

@@ -91,7 +91,7 @@ def test_dry_run_prints_config_and_plan(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("name", ["arithmetic.toml", "reverse-text.toml"])
+@pytest.mark.parametrize("name", ["arithmetic.toml", "reverse-text.toml", "mixed.toml"])
 def test_shipped_configs_validate(name):
     for folder in (ROOT / "configs" / "rl", ROOT / "gepa_cli" / "lab_configs" / "rl"):
         if (folder / name).is_file():
@@ -102,3 +102,48 @@ def test_config_module_imports_no_torch():
     code = "import sys, rl_backend.config, rl_backend.losses, rl_backend.advantages; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+TWO_ENVS = BASE.replace('[[env]]\nid = "arithmetic"', '[[env]]\nenv_id = "arithmetic"') + """
+[[env]]
+id = "reverse-text"
+name = "rev"
+[buffer]
+env_ratios = [3, 1]
+"""
+
+
+def _plan(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    result = CliRunner().invoke(app, ["rl", "run", str(_write(tmp_path, text)), "--dry-run", "-o", str(tmp_path / "o")])
+    lines = result.output.split("# plan\n", 1)[-1].splitlines()
+    return result.exit_code, lines if result.exit_code == 0 else result.output.splitlines()
+
+
+def test_dry_run_plans_the_mixture_the_vllm_command_and_the_gpus(tmp_path, monkeypatch):
+    import torch
+
+    vllm = f'[inference]\nvllm_command = ["{sys.executable}", "-m", "vllm.entrypoints.openai.api_server"]\ngpus = [0]\n'
+    code, plan = _plan(tmp_path, TWO_ENVS + vllm)
+    assert code == 0, plan
+    assert "environments 2: 75% arithmetic, 25% rev of the examples (buffer.env_ratios)" in plan
+    assert any(line.split() == ["rev", "reverse-text"] for line in plan)
+    rollouts = next(line for line in plan if line.startswith("rollouts"))
+    assert f"a server started with `{sys.executable} -m vllm.entrypoints.openai.api_server` on GPU 0" in rollouts
+    assert "gpu_memory_utilization 0.9;" in rollouts  # a CPU trainer here leaves the GPU to vLLM
+    assert "trainer      CPU (no CUDA GPU here)" in plan and "baseline     16 examples x 4 per environment" in " ".join(plan)
+    assert not (tmp_path / "o").exists()
+
+    code, out = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
+    assert code == 2 and out[-1] == "error: trainer.gpus = [1] but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    code, plan = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
+    assert code == 0, plan
+    assert "trainer      GPU 1" in plan and "on GPU 0 (gpu_memory_utilization 0.9;" in " ".join(plan)
+    code, plan = _plan(tmp_path, TWO_ENVS + vllm.replace("gpus = [0]", "gpus = [1]") + "[trainer]\ngpus = [1]\n")
+    assert "on GPU 1 (gpu_memory_utilization 0.5, shared with the trainer;" in " ".join(plan)
+
+    code, plan = _plan(tmp_path, BASE + '[inference]\nbase_url = "http://127.0.0.1:8000/v1"\n')
+    assert code == 0 and "the running server at http://127.0.0.1:8000/v1" in " ".join(plan)
+    code, out = _plan(tmp_path, BASE + '[inference]\nvllm_command = ["/no/such/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]\n')
+    assert code == 2 and "inference.vllm_command: '/no/such/env/bin/python' is not an executable" in out[-1]

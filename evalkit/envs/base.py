@@ -51,6 +51,10 @@ def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
 class Environment:
     """Base class: data, system prompt, parser, rubric, default sampling; subclasses define ``generate``."""
 
+    infinite: bool = False
+    """Whether the training split never ends (a verifiers v1 taskset that yields tasks forever):
+    ``get_dataset(-1)`` then refuses, and callers draw a bounded ``get_dataset(n)`` instead."""
+
     def __init__(
         self,
         dataset: DatasetLike = None,

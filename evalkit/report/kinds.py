@@ -73,7 +73,8 @@ def find_runs(output_dir: str | Path) -> list[RunRef]:
     candidates += [p for p in root.glob("gepa/*/*") if p.is_dir()]
     for rl_run in (p for p in root.glob("rl/*") if p.is_dir()):
         candidates.append(rl_run)
-        candidates += [p for p in [rl_run / "baseline", *rl_run.glob("evals/*")] if p.is_dir()]
+        inside = [rl_run / "baseline", *rl_run.glob("baseline/*"), *rl_run.glob("evals/*"), *rl_run.glob("evals/*/*")]
+        candidates += [p for p in inside if p.is_dir()]  # evals/step_N/<env>/: one per environment of a mixture
     runs = []
     for path in candidates:
         kind = detect_kind(path)

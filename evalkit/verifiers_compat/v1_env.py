@@ -78,6 +78,7 @@ class TasksetEnvironment(Environment):
         self.vf_env = vf_env
         self.env_id = env_id
         self.taskset = vf_env.taskset
+        self.infinite = bool(self.taskset.INFINITE)
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
         first = next(iter(self._iterate(self.taskset.head(1))), None)

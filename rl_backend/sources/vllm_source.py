@@ -1,11 +1,14 @@
-"""The GPU rollout source: a vLLM OpenAI-compatible server subprocess with LoRA hot-loading.
+"""The GPU rollout source: a vLLM OpenAI-compatible server with LoRA hot-loading.
 
-Only what is vLLM-specific lives here: the server process (:class:`VLLMServer`: start, health,
-stop by PID) and the adapters. Requests go through the project's OpenAI-compatible client
+Only what is vLLM-specific lives here: the server (:class:`VLLMServer`: start, health, stop by
+PID, or attach to one already running) and the adapters. vllm pins its own torch, so it often lives
+in another environment: ``inference.vllm_command`` is the command that starts it there (the flags
+below are appended), and ``inference.base_url`` names a server someone already started (it is
+checked, never stopped). ``inference.gpus`` become the started server's ``CUDA_VISIBLE_DEVICES``. Requests go through the project's OpenAI-compatible client
 (:class:`~evalkit.clients.openai_client.OpenAIClient`), so tool calls, ``stop``, ``seed``, ``top_k``
 and any extra sampling keys reach the server as they do in ``prime eval run``.
 
-The server is started once with ``--enable-lora``; after every trainer step the adapter is saved to
+The server runs with ``--enable-lora``; after every trainer step the adapter is saved to
 ``<run>/adapters/step_N`` and loaded into the running server (``POST /v1/load_lora_adapter``,
 which needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), then the client's model name becomes that
 adapter's. The previous adapter is unloaded. Full fine-tuning would need a weight broadcast into the
@@ -22,13 +25,15 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +60,30 @@ def base_model_dir(model: str) -> Path:
     return source.path
 
 
+def launcher_prefix(config: Any) -> list[str]:
+    """How the server is started: ``inference.vllm_command``, else this interpreter's ``-m vllm.entrypoints.openai.api_server``.
+
+    Both spellings vLLM documents take the model as ``--model``, so the rest of the command is the same
+    (``vllm serve --model M`` and ``python -m vllm.entrypoints.openai.api_server --model M``).
+    """
+    command = config.inference.vllm_command
+    return list(command) if command else [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+
+
+PARALLEL_FLAGS = ("--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp", "--pipeline-parallel-size", "-pp")
+
+
 def server_command(config: Any, model_dir: Path) -> list[str]:
     inference = config.inference
     lora = config.trainer.lora
+    layout = _layout(config)
     command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        *launcher_prefix(config),
         "--model", str(model_dir),
         "--served-model-name", BASE_NAME,
         "--host", "127.0.0.1",
         "--port", str(inference.port),
-        "--gpu-memory-utilization", str(inference.gpu_memory_utilization),
+        "--gpu-memory-utilization", str(layout.memory_utilization),
         "--enable-lora",
         "--max-lora-rank", str(_vllm_rank(lora.rank)),
         "--max-loras", "2",
@@ -75,7 +94,45 @@ def server_command(config: Any, model_dir: Path) -> list[str]:
         command += ["--max-model-len", str(inference.max_model_len)]
     if inference.tool_call_parser:
         command += ["--enable-auto-tool-choice", "--tool-call-parser", inference.tool_call_parser]
+    if len(layout.inference) > 1 and not any(arg.split("=")[0] in PARALLEL_FLAGS for arg in inference.server_args):
+        command += ["--tensor-parallel-size", str(len(layout.inference))]
     return command + list(inference.server_args)
+
+
+def server_env(config: Any, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: runtime LoRA loading on, and only ``inference.gpus`` visible.
+
+    Indices are this process's view: under ``CUDA_VISIBLE_DEVICES=2,3``, ``gpus = [1]`` is device 3.
+    """
+    base = dict(os.environ if base is None else base)
+    gpus = _layout(config).inference
+    visible = [part.strip() for part in base.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    if visible and max(gpus) >= len(visible):
+        raise UserError(
+            f"inference.gpus = {gpus} but CUDA_VISIBLE_DEVICES={base['CUDA_VISIBLE_DEVICES']} shows this process "
+            f"{len(visible)} GPU(s); use indices below {len(visible)}"
+        )
+    devices = [visible[g] for g in gpus] if visible else [str(g) for g in gpus]
+    return {**base, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "CUDA_VISIBLE_DEVICES": ",".join(devices)}
+
+
+def _layout(config: Any) -> Any:
+    from rl_backend.config import gpu_layout
+    from rl_backend.plan import cuda_available
+
+    try:
+        return gpu_layout(config, trainer_on_gpu=cuda_available())
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def check_launcher(command: list[str]) -> None:
+    """UserError when the command's program is not an executable (a typo in ``vllm_command``, another env missing)."""
+    if shutil.which(command[0]) is None:
+        raise UserError(
+            f"inference.vllm_command: '{command[0]}' is not an executable file or on PATH; point it at the vLLM "
+            "environment's python (with -m vllm.entrypoints.openai.api_server) or its vllm (with serve)"
+        )
 
 
 def _vllm_rank(rank: int) -> int:
@@ -86,33 +143,73 @@ def _vllm_rank(rank: int) -> int:
     raise UserError(f"trainer.lora.rank {rank} is above what vLLM supports (512)")
 
 
-class VLLMServer:
-    """Owns the server process (by PID) and its health check."""
+def server_root(base_url: str) -> str:
+    """``http://host:8000/v1/`` -> ``http://host:8000`` (health and LoRA routes hang off the root)."""
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
 
-    def __init__(self, command: list[str], base_url: str, launch: Callable[..., Any] = subprocess.Popen, log_path: Path | None = None):
+
+class VLLMServer:
+    """One vLLM server: started here (by PID, :meth:`start`) or already running (:meth:`attach`); health and admin calls."""
+
+    def __init__(
+        self,
+        command: list[str] | None,
+        base_url: str,
+        launch: Callable[..., Any] = subprocess.Popen,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
         self.command = command
         self.base_url = base_url
         self._launch = launch
         self._log_path = log_path
+        self._env = dict(env) if env is not None else {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
         self.process: Any = None
 
     def start(self, timeout_s: float) -> None:
-        env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+        assert self.command is not None, "start() needs a command; attach() uses a running server"
         log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115 - lives with the process
-        self.process = self._launch(self.command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self.process = self._launch(self.command, env=self._env, stdout=log, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            raise UserError(f"could not start the vLLM server ({shlex.join(self.command[:3])} ...): {exc}") from exc
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise UserError(f"the vLLM server exited with code {self.process.returncode} while starting; see {self._log_path}")
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+            if self._healthy(5.0) is None:
+                return
             time.sleep(1.0)
         self.stop()
         raise UserError(f"the vLLM server did not become healthy within {timeout_s:.0f}s; raise inference.startup_timeout_s")
+
+    def attach(self, timeout_s: float = 10.0) -> None:
+        """UserError unless a server someone else started answers ``/health``."""
+        problem = self._healthy(timeout_s)
+        if problem is not None:
+            raise UserError(
+                f"no vLLM server answers at {self.base_url}/health ({problem}); start it, or remove inference.base_url "
+                "to let prime start one"
+            )
+
+    def _healthy(self, timeout_s: float) -> str | None:
+        """None when ``/health`` answers 200, else why not."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=timeout_s) as reply:
+                return None if reply.status == 200 else f"HTTP {reply.status}"
+        except urllib.error.HTTPError as exc:
+            return f"HTTP {exc.code}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+            return str(getattr(exc, "reason", exc))
+
+    def get(self, path: str) -> Any:
+        """A JSON GET (``/v1/models``)."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}{path}", timeout=30) as reply:
+                return json.loads(reply.read() or b"null")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise UserError(f"the vLLM server at {self.base_url} did not answer GET {path}: {exc}") from exc
 
     def post(self, path: str, body: dict[str, Any]) -> None:
         request = urllib.request.Request(
@@ -137,26 +234,70 @@ class VLLMServer:
             process.wait(timeout=10)
 
 
+def served_base_model(server: VLLMServer) -> str:
+    """The name a running server serves its base model under (``/v1/models``' entry without a parent)."""
+    listing = server.get("/v1/models")
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    bases = [str(m.get("id")) for m in entries or [] if isinstance(m, dict) and not m.get("parent")]
+    if len(bases) != 1:
+        raise UserError(
+            f"the vLLM server at {server.base_url} lists {len(bases)} base models ({', '.join(bases) or 'none'}) in /v1/models; "
+            "RL needs a server with exactly one"
+        )
+    return bases[0]
+
+
 class VLLMSource:
+    """Rollouts from a vLLM server: one started here (this environment's vllm, or ``inference.vllm_command``)
+    or one already running at ``inference.base_url``, which is checked (health, one base model, runtime
+    LoRA loading) before any rollout and left as it was found on close (our adapter unloaded)."""
+
     name = "vllm"
 
     def __init__(self, config: Any, policy: Any, run_dir: Path, launch: Callable[..., Any] = subprocess.Popen, model_dir: Path | None = None):
         self.policy = policy
         self.run_dir = run_dir
-        base_url = f"http://127.0.0.1:{config.inference.port}"
-        command = server_command(config, model_dir or base_model_dir(config.model))
-        self.server = VLLMServer(command, base_url, launch=launch, log_path=run_dir / "vllm_server.log")
-        self.server.start(config.inference.startup_timeout_s)
-        self.client = OpenAIClient(BASE_NAME, f"{base_url}/v1", timeout=REQUEST_TIMEOUT_S)
-        self.sampling = SAMPLING.merged(None)
         self.loaded: str | None = None
+        self.sampling = SAMPLING.merged(None)
+        base_url = config.inference.base_url
+        if base_url is None:
+            root = f"http://127.0.0.1:{config.inference.port}"
+            command = server_command(config, model_dir or base_model_dir(config.model))
+            if config.inference.vllm_command:
+                check_launcher(command)
+            self.server = VLLMServer(command, root, launch=launch, log_path=run_dir / "vllm_server.log", env=server_env(config))
+            self.server.start(config.inference.startup_timeout_s)
+            self.base_name, self.prefix = BASE_NAME, ""
+        else:
+            self.server = VLLMServer(None, server_root(base_url))
+            self.server.attach()
+            self.base_name, self.prefix = served_base_model(self.server), f"primekit-{secrets.token_hex(3)}-"
+            self._probe_lora(config)
+        self.client = OpenAIClient(self.base_name, f"{self.server.base_url}/v1", timeout=REQUEST_TIMEOUT_S)
+
+    def _probe_lora(self, config: Any) -> None:
+        """Load (then unload) the untrained adapter, so a server without runtime LoRA loading fails now, not after step 1."""
+        name = f"{self.prefix}probe"
+        folder = self.run_dir / "adapters" / name
+        self.policy.save_trainable(folder)
+        try:
+            self.server.post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
+        except ModelCallError as exc:
+            why = "it has no LoRA loading route (runtime LoRA loading is off)" if exc.status == 404 else f"it refused a LoRA adapter ({exc})"
+            raise UserError(
+                f"the vLLM server at {self.server.base_url} cannot train: {why}; start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+                f"--enable-lora --max-lora-rank {_vllm_rank(config.trainer.lora.rank)}, and let it read {self.run_dir / 'adapters'}"
+            ) from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.server.post("/v1/unload_lora_adapter", {"lora_name": name})
 
     def sync(self, policy: Any, step: int) -> None:
         """Save step ``step``'s adapter and hot-load it; step 0's adapter is the identity, so use the base."""
         if step == 0:
-            self.client.model = BASE_NAME
+            self.client.model = self.base_name
             return
-        name = f"step_{step}"
+        name = f"{self.prefix}step_{step}"
         if self.loaded == name:
             return
         folder = self.run_dir / "adapters" / name
@@ -179,4 +320,10 @@ class VLLMSource:
         return merged.merge_and_unload() if hasattr(merged, "merge_and_unload") else merged
 
     def close(self) -> None:
+        """Stop a server started here; on a running one, unload this run's adapter (best effort)."""
+        if self.server.command is None and self.loaded is not None:
+            try:
+                self.server.post("/v1/unload_lora_adapter", {"lora_name": self.loaded})
+            except (ModelCallError, OSError):
+                pass  # the server may be gone; nothing of ours is left to clean there
         self.server.stop()

@@ -1,0 +1,146 @@
+"""Before a run: which rollout backend, which devices, and the plan printed by `prime rl run` (and ``--dry-run``).
+
+Nothing here loads a model or an environment, so ``--dry-run`` stays quick; only ``torch`` is
+imported (to ask whether CUDA is present).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+from pathlib import Path
+
+from evalkit.errors import ConfigError
+from rl_backend.config import RLConfig, gpu_layout
+from rl_backend.mixture import mixture_line
+
+
+def resolve_backend(config: RLConfig) -> str:
+    """``torch`` or ``vllm`` for this config on this machine.
+
+    ``auto`` is vLLM when the config names a vLLM from elsewhere (``vllm_command``/``base_url``),
+    or when CUDA and vllm are both present here (and LoRA is on); else the in-process torch engine.
+    A server started with ``vllm_command`` or already running at ``base_url`` does not need vllm
+    importable in this environment (vllm pins its own torch).
+    """
+    want = config.inference.backend
+    cuda = cuda_available()
+    if config.external_vllm:
+        return _checked_vllm(config, cuda)
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if want == "vllm":
+        if not cuda or not has_vllm:
+            raise ConfigError(
+                "inference.backend = 'vllm' needs a CUDA GPU and vllm (`pip install 'primekit[gpu]'`), or a vLLM from "
+                "another environment (inference.vllm_command / inference.base_url); use backend = 'torch' on this machine"
+            )
+        return _checked_vllm(config, cuda)
+    if want == "auto" and cuda and has_vllm and config.trainer.lora is not None:
+        return _checked_vllm(config, cuda)
+    if config.inference.gpus is not None:
+        raise ConfigError(
+            "inference.gpus is set, but rollouts run in-process on the trainer's device (no vllm here and no "
+            "inference.vllm_command / base_url); remove inference.gpus or give a vLLM"
+        )
+    return "torch"
+
+
+def _checked_vllm(config: RLConfig, cuda: bool) -> str:
+    """``vllm``, once a server started here would leave the trainer room on a GPU they share."""
+    if config.inference.base_url is None:
+        try:
+            gpu_layout(config, trainer_on_gpu=cuda)
+        except ValueError as exc:  # only now known: whether the trainer is on a GPU at all
+            raise ConfigError(str(exc)) from None
+    return "vllm"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def trainer_device(config: RLConfig) -> str:
+    """``cuda:N`` for ``trainer.gpus = [N]``, else ``cuda`` when present, else ``cpu``."""
+    import torch
+
+    gpus = config.trainer.gpus
+    if not torch.cuda.is_available():
+        if gpus:
+            raise ConfigError(f"trainer.gpus = {gpus} but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU")
+        return "cpu"
+    if not gpus:
+        return "cuda"
+    count = torch.cuda.device_count()
+    if gpus[0] >= count:
+        raise ConfigError(f"trainer.gpus = {gpus} but this process sees {count} GPU(s) (indices 0..{count - 1})")
+    return f"cuda:{gpus[0]}"
+
+
+def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
+    lora = config.trainer.lora
+    mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
+    ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
+    per_env = " per environment" if len(config.env) > 1 else ""
+    evals = (
+        f"every {config.eval.interval} steps on {config.eval.num_examples} held-out examples{per_env}"
+        if config.eval.interval
+        else "off"
+    )
+    return [
+        f"run dir      {run_dir}",
+        f"model        {config.model} ({mode}, lr {config.trainer.lr:g}, loss '{config.trainer.loss.type}')",
+        *_env_lines(config),
+        f"steps        {config.max_steps} x {config.batch_size} rollouts "
+        f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
+        f"rollouts     {_inference_text(config, backend)}, "
+        + ("strictly on-policy" if config.trainer.on_policy else "one-step off-policy (generation overlaps training)"),
+        f"trainer      {_trainer_text(config)}",
+        f"baseline     {config.baseline.num_examples} examples x {config.baseline.rollouts_per_example or config.rollouts_per_example}"
+        f"{per_env} (reward in [{config.baseline.min_reward:g}, {config.baseline.max_reward:g}], "
+        f"diverse groups >= {config.baseline.min_diverse_groups:.0%})"
+        if config.baseline.enabled
+        else "baseline     off",
+        f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
+    ]
+
+
+def _env_lines(config: RLConfig) -> list[str]:
+    """One line per ``[[env]]``; several are preceded by how their rows are mixed."""
+    if len(config.env) == 1:
+        e = config.env[0]
+        return [f"environment  {e.id} {json.dumps(e.args) if e.args else ''}".rstrip()]
+    lines = [f"environments {len(config.env)}: {mixture_line(config.env, config.buffer.env_ratios)}"]
+    width = max(len(e.label) for e in config.env)
+    for e in config.env:
+        lines.append(f"  {e.label:<{width}}  {e.id} {json.dumps(e.args) if e.args else ''}".rstrip())
+    return lines
+
+
+def _inference_text(config: RLConfig, backend: str) -> str:
+    """Where rollouts come from: the in-process engine, a vLLM server started here (how, on which GPUs), or one already running."""
+    inference = config.inference
+    if backend != "vllm":
+        return "backend 'torch' (in-process engine on the trainer's device)"
+    if inference.base_url is not None:
+        return f"backend 'vllm', the running server at {inference.base_url} (LoRA adapters hot-loaded each step)"
+    from rl_backend.sources.vllm_source import check_launcher, launcher_prefix
+
+    if inference.vllm_command:
+        check_launcher(inference.vllm_command)
+    layout = gpu_layout(config, trainer_on_gpu=cuda_available())
+    gpus = ",".join(str(g) for g in layout.inference)
+    return (
+        f"backend 'vllm', a server started with `{shlex.join(launcher_prefix(config))}` on GPU {gpus} "
+        f"(gpu_memory_utilization {layout.memory_utilization:g}{', shared with the trainer' if layout.shared else ''}; "
+        "LoRA adapters hot-loaded each step)"
+    )
+
+
+def _trainer_text(config: RLConfig) -> str:
+    device = trainer_device(config)
+    if device == "cpu":
+        return "CPU (no CUDA GPU here)"
+    return f"GPU {device.partition(':')[2] or 0}"
