@@ -179,9 +179,9 @@ class InferenceConfig(_Strict):
     max_batch_size: int = Field(64, gt=0)
     """torch: most sequences decoded together in one batched forward."""
     engine: Literal["auto", "fused", "hf"] = "auto"
-    """torch: ``fused`` is the project's batching engine (Llama-architecture models), ``hf`` a plain batched sampler over the Hugging Face module (any architecture, logprobs bit-identical to the trainer's), ``auto`` fused when it can run the model."""
+    """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can, else hf). Both batch continuously and return the sampled tokens' logprobs."""
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    """torch, fused engine: dtype of the sampling snapshot; bf16 decodes ~2x faster on CPU and the importance ratio corrects the small mismatch."""
+    """torch: dtype of the sampling snapshot; bf16 decodes ~2x faster on CPU and the importance ratio corrects the small mismatch."""
 
 
 class CkptConfig(_Strict):

@@ -149,7 +149,7 @@ class Trainer:
         self.mixture = EnvMixture(members, self.config.buffer.env_ratios, self.config.seed)
         torch.manual_seed(self.config.seed)
         self.policy = Policy(self.config, device=trainer_device(self.config))
-        self.loop = LoopThread("rl-asyncio", initializer=_worker_threads if not self.config.trainer.on_policy else None)
+        self.loop = LoopThread("rl-asyncio")  # no torch work here: the engine decodes on its own thread
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         if self.config.wandb is not None:

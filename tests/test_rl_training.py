@@ -149,11 +149,11 @@ def test_sampler_logprobs_match_trainer_and_sync_follows_training(tiny_model, en
     config.inference.engine, config.inference.dtype = engine, "float32"
     policy = Policy(config)
     source = make_source("torch", config, policy, Path("."))
-    assert type(source).__name__ == {"hf": "TorchSource", "fused": "EngineSource"}[engine]
-    if engine == "fused":  # the embedded model's own client, not a copy of it
-        from evalkit.clients.local import LocalClient
+    from evalkit.clients.local import LocalClient
 
-        assert isinstance(source.client, LocalClient)
+    # one engine for every architecture: the fused path or the HF-forward fallback, behind the embedded model's own client
+    assert type(source).__name__ == "EngineSource" and source.engine.backend == engine
+    assert isinstance(source.client, LocalClient)
 
     async def sample():
         messages = [[{"role": "user", "content": "q" * (i + 1)}] for i in range(8)]

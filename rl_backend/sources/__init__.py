@@ -1,7 +1,7 @@
 """What is specific to each rollout backend: weight sync and export (requests go through evalkit's clients).
 
-The in-process engine (:mod:`.engine_source`), the HF-forward sampler (:mod:`.torch_source`) and a
-vLLM server (:mod:`.vllm_source`) all implement :class:`rl_backend.sources.base.RolloutSource`.
+The in-process engine (:mod:`.engine_source`: its fused Llama path or its Hugging Face forward
+fallback for other architectures) and a vLLM server (:mod:`.vllm_source`) both implement :class:`rl_backend.sources.base.RolloutSource`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,7 @@ def make_source(backend: str, config: Any, policy: Any, run_dir: Path) -> Any:
         from rl_backend.sources.vllm_source import VLLMSource
 
         return VLLMSource(config, policy, run_dir)
-    from evalkit.errors import UserError
-    from rl_backend.sources.torch_source import TorchSource
+    from rl_backend.sources.engine_source import EngineSource
 
     inference = config.inference
-    if inference.engine in ("auto", "fused"):
-        try:
-            from rl_backend.sources.engine_source import EngineSource
-
-            return EngineSource(policy, config.model, config.seed, inference.max_batch_size, inference.dtype)
-        except (ImportError, UserError):
-            if inference.engine == "fused":
-                raise
-    return TorchSource(policy, config.model, seed=config.seed, max_batch_size=inference.max_batch_size)
+    return EngineSource(policy, config.model, config.seed, inference.max_batch_size, inference.dtype, inference.engine)

@@ -6,8 +6,10 @@ trainer's module: completions carry token ids, logprobs and parsed tool calls. T
 from its own fused snapshot of that module (LoRA deltas merged in), with continuous batching on
 its own worker thread; ``sync`` calls ``engine.update_weights()``, which re-snapshots the module
 between decode steps. The trainer calls it only between its optimizer steps, so a snapshot never
-sees half-updated weights. Models the engine cannot run (non-Llama architectures) use
-:class:`~rl_backend.sources.torch_source.TorchSource` instead.
+sees half-updated weights. Architectures the fused path cannot run exactly (Qwen3, Gemma, Phi, ...)
+run on the engine's Hugging Face forward fallback behind the same worker and contracts
+(``[inference] engine`` chooses: ``auto``, ``fused`` or ``hf``). The engine sits on the trainer's
+device, so a trainer placed with ``[trainer] gpus`` samples on that GPU too.
 
 Randomness: after ``reseed(seed)`` the n-th request gets its own seed derived from ``seed`` and
 ``n``, so a step's rollouts are reproducible on resume yet differ within a group.
@@ -24,12 +26,15 @@ from evalkit.types import SamplingArgs
 class EngineSource:
     name = "torch"
 
-    def __init__(self, policy: Any, model_name: str, seed: int, max_batch_size: int, dtype: str):
+    def __init__(self, policy: Any, model_name: str, seed: int, max_batch_size: int, dtype: str, backend: str = "auto"):
         from evalkit.clients.local import LocalClient
         from evalkit.model.engine import Engine
 
         self.policy = policy
-        self.engine = Engine(policy.model, policy.tokenizer, dtype=dtype, max_batch=max_batch_size, name=model_name)
+        self.engine = Engine(
+            policy.model, policy.tokenizer, dtype=dtype, max_batch=max_batch_size, name=model_name,
+            device=str(policy.device), backend=backend,
+        )
         self.client = LocalClient(model_name, engine=self.engine, seed=seed)
         self.sampling = SamplingArgs(logprobs=True)
         self.sync_seconds = 0.0
