@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -81,3 +82,61 @@ class LoopThread:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class DaemonThreadPool(concurrent.futures.Executor):
+    """An executor for user code that may never return (reward functions): its threads are daemons.
+
+    ``concurrent.futures.ThreadPoolExecutor`` joins its threads when the interpreter exits, so one
+    reward function stuck in a loop would keep ``prime`` from ever exiting after its rollout timed
+    out. These threads die with the process instead. At most ``max_workers`` threads; a thread
+    whose call never returns stays taken, and work queues for the others (a caller's timeout, which
+    counts the wait in the queue, then fires). Python code holding the GIL still shares it with the
+    event loop: threads keep the loop responsive, they do not make CPU-bound scoring parallel.
+    """
+
+    def __init__(self, max_workers: int = 64, name: str = "evalkit-worker") -> None:
+        self._max_workers = max(1, max_workers)
+        self._name = name
+        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple, dict] | None] = (
+            queue.SimpleQueue()
+        )
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            self._work.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max_workers:
+                thread = threading.Thread(target=self._serve, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            return future
+
+    def _serve(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            future, fn, args, kwargs = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as exc:  # handed to the caller, like ThreadPoolExecutor
+                    future.set_exception(exc)
+                del future, fn, args, kwargs, item
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            for _ in self._threads:
+                self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()

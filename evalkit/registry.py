@@ -71,6 +71,11 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
             raise UserError(f"{env_id} is not an environment folder (expected {folder}/{module}.py)")
         return EnvSource(folder.name.replace("_", "-"), module, "local", folder)
     module = module_name_for(env_id)
+    if not module.isidentifier():
+        raise UserError(
+            f"'{env_id}' is not an environment id: ids are names like 'reverse-text' or 'owner/name' "
+            f"(letters, digits, '-', '_'; '{module}' is not a module name), or a folder path like ./environments/my_env"
+        )
     if _is_installed_module(module):
         return EnvSource(env_id.split("/")[-1], module, "installed")
     folder = Path(environments_dir) / module

@@ -5,7 +5,8 @@ model conversations at a time, and hands each finished *group* (all rollouts of 
 ``on_group`` as soon as it is complete, so callers can write rows and update progress while work
 continues. Once a group's rollouts are done, ``env.score_group(states)`` runs (a no-op for native
 environments; group-scored verifiers rubrics score there). Rollout failures are rows with ``error``
-set (see Environment.rollout); this function raises only for programming errors or cancellation.
+set (see Environment.rollout); this function raises only for programming errors, cancellation, or
+what ``on_group`` raises; then the groups still running are cancelled before it returns.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.types import RolloutState, SamplingArgs
 
 GroupCallback = Callable[[list[RolloutState]], Awaitable[None] | None]
@@ -34,12 +36,14 @@ async def run_groups(
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
     semaphore: asyncio.Semaphore | None = None,
+    score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
 ) -> list[list[RolloutState]]:
     """Run every group; return them in input order.
 
     ``example_ids`` label rows (default 0..n-1). ``rollout_indices`` restricts, per example id, which
     rollout indices to run (``--resume`` runs only the missing ones). ``semaphore`` replaces the one
     built from ``max_concurrent``, so several calls (one per environment of a mixture) share one bound.
+    ``score_timeout`` bounds the scoring of each rollout (see :meth:`Environment.rollout`).
     """
     ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
     semaphore = semaphore or asyncio.Semaphore(max(1, max_concurrent))
@@ -47,7 +51,8 @@ async def run_groups(
     async def one(row: dict[str, Any], example_id: int, rollout_idx: int) -> RolloutState:
         async with semaphore:
             return await env.rollout(
-                client, row, example_id=example_id, rollout_idx=rollout_idx, sampling=sampling, system_prompt=system_prompt
+                client, row, example_id=example_id, rollout_idx=rollout_idx, sampling=sampling, system_prompt=system_prompt,
+                score_timeout=score_timeout,
             )
 
     async def group(row: dict[str, Any], example_id: int) -> list[RolloutState]:
@@ -61,4 +66,14 @@ async def run_groups(
                 await result
         return states
 
-    return list(await asyncio.gather(*(group(row, eid) for row, eid in zip(rows, ids))))
+    tasks = [asyncio.ensure_future(group(row, eid)) for row, eid in zip(rows, ids)]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        # ``on_group`` raised (e.g. the disk is full) or we were cancelled: stop the other groups
+        # too, rather than leave them running (and calling ``on_group``) after the caller gave up
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        raise

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evalkit.errors import UNSCORED_KINDS, ConfigError, classify_error
+from evalkit.sampling_rules import sampling_problems
+
 Message = dict[str, Any]
 """An OpenAI-style chat message: ``{"role": ..., "content": ..., "tool_calls"?: [...], "tool_call_id"?: ...}``."""
 
@@ -31,8 +34,14 @@ class SamplingArgs:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "SamplingArgs":
-        """Build from a user dict (``-S`` JSON, a TOML ``[sampling]`` table); unknown keys go to ``extra``."""
+        """Build from a user dict (``-S`` JSON, a TOML ``[sampling]`` table); unknown keys go to ``extra``.
+
+        Known keys of the wrong type or range are a :class:`ConfigError` (:mod:`evalkit.sampling_rules`).
+        """
         data = dict(data or {})
+        problems = sampling_problems(data)
+        if problems:
+            raise ConfigError("sampling args: " + "; ".join(problems))
         known = {k: data.pop(k) for k in list(data) if k in _SAMPLING_FIELDS}
         if "max_completion_tokens" in data and "max_tokens" not in known:
             known["max_tokens"] = data.pop("max_completion_tokens")
@@ -144,12 +153,33 @@ class RolloutState:
     reward: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    error_kind: str | None = None
+    """``model``, ``environment``, ``reward`` or ``timeout`` (see :mod:`evalkit.errors`); ``None``
+    with an ``error`` set means it is classified from the message."""
     stop_condition: str | None = None
     is_truncated: bool = False
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def record_error(self, kind: str, message: str) -> None:
+        """Add an error of ``kind``; a second error joins the first, and an unscored kind wins."""
+        if self.error and self.error_kind is None:
+            self.error_kind = classify_error(self.error)
+        self.error = f"{self.error}; {message}" if self.error else message
+        if self.error_kind is None or kind in UNSCORED_KINDS:
+            self.error_kind = kind
+
+    @property
+    def kind_of_error(self) -> str | None:
+        """The error's kind, classified from the message when none was recorded."""
+        return (self.error_kind or classify_error(self.error)) if self.error else None
+
+    @property
+    def scored(self) -> bool:
+        """Whether ``reward`` is a score: no error, or only reward-function errors."""
+        return self.kind_of_error not in UNSCORED_KINDS
 
     def to_row(self, state_columns: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
         """The JSON-serialisable ``results.jsonl`` row (no token ids/logprobs: those stay in memory)."""
@@ -163,6 +193,7 @@ class RolloutState:
             "reward": self.reward,
             "metrics": self.metrics,
             "error": self.error,
+            "error_kind": self.kind_of_error,
             "stop_condition": self.stop_condition,
             "is_truncated": self.is_truncated,
             "timing": self.timing,

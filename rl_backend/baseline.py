@@ -26,6 +26,8 @@ class BaselineReport:
     num_examples: int
     rollouts_per_example: int
     attempts: int
+    scored: int
+    """Attempts with a reward (errored rollouts without one are left out of the mean and std)."""
     mean_reward: float
     std_reward: float
     diverse_groups: int
@@ -47,16 +49,17 @@ class BaselineReport:
 
 def summarize(groups: Sequence[list[RolloutState]], config: BaselineConfig) -> BaselineReport:
     """Numbers and verdict for finished baseline groups."""
-    rewards = [state.reward for group in groups for state in group]
-    n = len(rewards)
-    mean = sum(rewards) / n if n else 0.0
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n) if n else 0.0
+    n = sum(len(group) for group in groups)
+    rewards = [state.reward for group in groups for state in group if state.scored]  # errors are not scores
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else 0.0
     diverse = sum(1 for group in groups if not is_uniform(group))
     errored = [state.error for group in groups for state in group if state.error]
     report = BaselineReport(
         num_examples=len(groups),
         rollouts_per_example=len(groups[0]) if groups else 0,
         attempts=n,
+        scored=len(rewards),
         mean_reward=mean,
         std_reward=std,
         diverse_groups=diverse,

@@ -4,12 +4,15 @@
 ``optimizer.pt``, ``rng.pt`` and ``state.json`` (step, data cursor). ``weights/step_N/``: the merged
 full model plus tokenizer in Hugging Face format, loadable by ``prime eval run -m`` and ``prime
 serve --model``. A folder is built under a temporary name and renamed when complete, so a killed run
-never leaves a half-written ``step_N`` that ``--resume`` would pick.
+never leaves a half-written ``step_N`` that ``--resume`` would pick. The temporary folder is private
+(``mkdtemp`` makes it 0700); before the rename everything in it gets the permissions any new file
+would get (0644 / 0755 under the usual umask), so others can read a published step.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -29,11 +32,37 @@ def steps_in(folder: Path) -> list[int]:
 
 
 def _atomic_dir(parent: Path, name: str) -> tuple[Path, Path]:
+    """A fresh temporary folder for ``name`` (a killed earlier attempt's is removed: the run is locked)."""
     parent.mkdir(parents=True, exist_ok=True)
+    for stale in parent.glob(f".{name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)), parent / name
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (Linux); 0o022 where it cannot be read."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def _normal_permissions(folder: Path) -> None:
+    """Folders 0777 and files 0666, less the umask: what ``mkdir`` / ``open`` would have given."""
+    mask = _umask()
+    os.chmod(folder, 0o777 & ~mask)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o777 & ~mask)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o666 & ~mask)
+
+
 def _publish(tmp: Path, final: Path) -> None:
+    _normal_permissions(tmp)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)

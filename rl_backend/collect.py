@@ -92,7 +92,8 @@ class BatchCollector:
             env_of=env_of,
         )
         for group in batch.kept:
-            for state, advantage in zip(group, self.rule([s.reward for s in group])):
+            scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
+            for state, advantage in zip(scored, self.rule([s.reward for s in scored])):
                 batch.advantages[(state.example_id, state.rollout_idx)] = advantage
         return batch
 
@@ -139,7 +140,9 @@ def to_samples(batch: StepBatch) -> list[Sample]:
     samples = []
     for group in batch.kept:
         for state in group:
-            advantage = batch.advantages[(state.example_id, state.rollout_idx)]
+            advantage = batch.advantages.get((state.example_id, state.rollout_idx))
+            if advantage is None:  # errored without a score: nothing to learn from
+                continue
             for response in state.responses:
                 samples.append(_sample(response, advantage))
     return samples

@@ -14,8 +14,11 @@ from evalkit.types import RolloutState
 
 
 def is_uniform(group: Sequence[RolloutState], tol: float = 1e-9) -> bool:
-    """True when every rollout of the group got the same reward (no learning signal)."""
-    rewards = [state.reward for state in group]
+    """True when every scored rollout of the group got the same reward (no learning signal).
+
+    Rollouts that errored without a score (:attr:`RolloutState.scored`) have no reward to compare.
+    """
+    rewards = [state.reward for state in group if state.scored]
     return not rewards or max(rewards) - min(rewards) <= tol
 
 

@@ -59,10 +59,15 @@ def run_dir_for(config: RLConfig, output_dir: Path, resume: Resume = None) -> Pa
     slug = "+".join(spec.label for spec in config.env)
     if resume is None or resume is False:
         return root / f"{slug}-{runs.timestamp()}"
-    found = runs.newest_run(root.glob(f"{slug}-*"), lambda p: (p / "checkpoints").is_dir()) if root.is_dir() else None
+    found = runs.newest_run(root.glob(f"{slug}-*"), _is_rl_run) if root.is_dir() else None
     if found is None:
         raise UserError(f"--resume found no earlier run of '{slug}' under {root}; set run_name in the config or pass --resume RUN_DIR")
     return found
+
+
+def _is_rl_run(path: Path) -> bool:
+    """A folder a training run started in (it writes config.resolved.toml first), checkpoints or not."""
+    return (path / "checkpoints").is_dir() or (path / "config.resolved.toml").is_file()
 
 
 RESUME_FIXED = ("model", "env", "buffer")
@@ -80,11 +85,18 @@ def _check_same_run(run_dir: Path, config: RLConfig) -> None:
                           hint="resume with the same model, [[env]] tables and [buffer], or start a new run (another run_name)")
 
 
-def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
-    """The checkpoint step to continue from (None for a new run); refuses what cannot be resumed."""
-    max_steps = config.max_steps
+def resume_step(run_dir: Path, resume: Resume, config: RLConfig, notes: list[str] | None = None) -> int | None:
+    """The checkpoint step to continue from (None: start at step 0); refuses what cannot be resumed.
+
+    A run killed before its first checkpoint starts over from step 0 (baseline included). A run
+    whose last checkpoint is at ``max_steps`` but whose final eval or weight export did not finish
+    (killed while exporting) resumes at ``max_steps`` and redoes only those; a finished one is refused.
+    ``notes`` collects what a person should be told.
+    """
     from rl_backend.checkpoints import steps_in
 
+    notes = notes if notes is not None else []
+    max_steps = config.max_steps
     if resume is None or resume is False:
         if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
             raise UserError(f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir")
@@ -92,11 +104,40 @@ def resume_step(run_dir: Path, resume: Resume, config: RLConfig) -> int | None:
     _check_same_run(run_dir, config)
     available = steps_in(run_dir / "checkpoints")
     if not available:
-        raise UserError(f"--resume: no checkpoints in {run_dir / 'checkpoints'}")
+        if isinstance(resume, int) and resume is not True:
+            raise UserError(f"--resume {resume}: no checkpoints in {run_dir / 'checkpoints'}; pass --resume alone to start it over")
+        notes.append(f"--resume: {run_dir} was stopped before its first checkpoint; starting it over from step 0")
+        return None
     step = int(resume) if isinstance(resume, int) and resume is not True else available[-1]
-    if step >= max_steps:
-        raise UserError(f"--resume: checkpoint step {step} is already at max_steps ({max_steps}); raise max_steps")
+    if step > max_steps or (step == max_steps and not final_work_left(run_dir, config)):
+        raise UserError(f"--resume: checkpoint step {step} is already at max_steps ({max_steps}) and its final "
+                        "eval and weights are done; raise max_steps to train further")
+    if step == max_steps:
+        notes.append(f"--resume: training reached max_steps ({max_steps}); finishing the final eval/weight export only")
     return step
+
+
+def final_work_left(run_dir: Path, config: RLConfig) -> bool:
+    """Whether the step-``max_steps`` eval or weight export of a run is missing (it was killed in them)."""
+    step = config.max_steps
+    weights_missing = config.ckpt.save_weights and not (run_dir / "weights" / f"step_{step}").is_dir()
+    eval_missing = bool(config.eval.interval) and step not in recorded_evals(run_dir / "metrics.jsonl")
+    return weights_missing or eval_missing
+
+
+def recorded_evals(path: Path) -> dict[int, float]:
+    """``step -> eval_reward`` from metrics.jsonl (a cut last line is ignored)."""
+    found: dict[int, float] = {}
+    if not path.is_file():
+        return found
+    for line in path.read_text().splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "eval_reward" in data and "step" in data:
+            found[int(data["step"])] = float(data["eval_reward"])
+    return found
 
 
 def _rows_jsonl(groups: list[list[Any]], batch: Any) -> str:
@@ -239,11 +280,15 @@ class Trainer:
         return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {})}
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
-        """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due."""
+        """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due.
+
+        At the step a run resumed from, only what is missing is done: an eval not in
+        ``eval_rewards`` when it is the final step, weights not on disk (a run killed in between).
+        """
         from rl_backend.checkpoints import export_weights, prune
 
         cfg = self.config
-        periodic = bool(cfg.eval.interval) and step > start_step and (step % cfg.eval.interval == 0 or final)
+        periodic = bool(cfg.eval.interval) and (step > start_step or final) and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             line = self.evaluate(step)
             per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if "/" in k)
@@ -252,7 +297,8 @@ class Trainer:
             )
             self._append_metrics({"step": step, **line})
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
-        if step > start_step and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
+        exported = (self.run_dir / "weights" / f"step_{step}").is_dir()
+        if (step > start_step or not exported) and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
             model = getattr(self.source, "export_model", None)
             if model is not None:
                 export_weights(self.run_dir, step, model(), self.policy.tokenizer)
@@ -316,7 +362,7 @@ class Trainer:
         train_started = time.perf_counter()
         stats = self.policy.train_step(samples, step)
         train_s = time.perf_counter() - train_started
-        rewards = [s.reward for g in batch.generated for s in g]
+        rewards = [s.reward for g in batch.generated for s in g if s.scored]  # errors are not scores
         generated = len(batch.generated)
         metrics = {
             "step": step,
@@ -425,7 +471,14 @@ def _truncate_metrics(path: Path, step: int) -> None:
     """On resume, forget metric lines of steps after the checkpoint (they will be redone)."""
     if not path.is_file():
         return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if isinstance(data, dict) and data.get("step", 0) <= step:
+            kept.append(line)
     write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
@@ -443,6 +496,9 @@ def run(
     run_dir = run_dir_for(config, output_dir, resume)
     backend = resolve_backend(config)
     if dry_run:
+        from evalkit.model.registry import resolve_model
+
+        resolve_model(config.model)  # an unknown model fails here, as it would at the start of a real run
         lines = plan_lines(config, run_dir, backend)  # refuses what the run would refuse, before printing anything
         out = Console()
         out.print(to_toml(config), markup=False, highlight=False, soft_wrap=True)
@@ -451,7 +507,12 @@ def run(
     if isinstance(resume, Path) and not (resume / "checkpoints").is_dir():
         raise UserError(f"--resume: {resume} is not an RL run dir with checkpoints")
     with runs.RunLock(run_dir):
-        step = resume_step(run_dir, resume, config)
+        notes: list[str] = []
+        step = resume_step(run_dir, resume, config, notes)
+        for note in notes:
+            console.print(note, markup=False, highlight=False)
+        if step is None and resume:  # starting over: what the stopped attempt wrote goes
+            _truncate_metrics(run_dir / "metrics.jsonl", -1)
         write_text_atomic(run_dir / "config.resolved.toml", to_toml(config))
         for line in plan_lines(config, run_dir, backend):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -475,6 +536,8 @@ def _start_and_train(trainer: Trainer, resume_from: int | None, skip_baseline: b
         start_step, cursor = resume_from, int(state["cursor"])
         trainer.eval_rewards = {int(k): v for k, v in state.get("eval_rewards", {}).items()}
         _truncate_metrics(run_dir / "metrics.jsonl", resume_from)
+        # evals of the checkpoint's own step that finished after it was saved are not redone
+        trainer.eval_rewards.update(recorded_evals(run_dir / "metrics.jsonl"))
         trainer.console.print(f"resumed from checkpoint step {resume_from}")
     elif config.baseline.enabled and not skip_baseline:
         trainer.source.sync(trainer.policy, 0)

@@ -8,8 +8,9 @@ Faults are deterministic per conversation: the server counts requests per *promp
 k-th request for a prompt gets ``faults[k]`` (then plain success once the list is used up), so a
 test knows how many retries each prompt needs no matter how requests interleave. A prompt that
 contains ``ALWAYS_FAIL`` always gets HTTP 500; with ``--always FAULT`` every request gets FAULT except
-one-token requests (preflights), so a run gets past its preflight and every rollout fails. Fault names: ``429`` (with ``Retry-After``),
-``500``, ``503``, ``400``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
+one-token requests (preflights), so a run gets past its preflight and every rollout fails; with
+``--fail-every K`` every K-th such request gets ``--fail-with`` (default 503). Fault names: ``429`` (with ``Retry-After``),
+``500``, ``503``, ``400``, ``401``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
 connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
 ``echo401``/``echo500`` (an error whose message repeats the request's headers, as some gateways
 do), ``silent`` (never answers), ``drip`` (200 and headers at once, then one body byte every
@@ -44,8 +45,9 @@ async def _drip(request: web.Request, interval_s: float) -> web.StreamResponse:
 
 
 def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float,
-             drip_interval_s: float = 0.1, always: str = "") -> web.Application:
+             drip_interval_s: float = 0.1, always: str = "", fail_every: int = 0, fail_with: str = "503") -> web.Application:
     counts: dict[str, int] = defaultdict(int)
+    served = [0]  # non-preflight chat requests so far
     seen_auth: list[str] = []
     seen_bodies: list[dict] = []
     seen_x_headers: list[dict] = []
@@ -64,11 +66,15 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
             fault = "500"
         if always and body.get("max_tokens") != 1:
             fault = always
+        if fail_every and body.get("max_tokens") != 1:
+            served[0] += 1
+            if served[0] % fail_every == 0:
+                fault = fail_with
         if latency_s:
             await asyncio.sleep(latency_s)
         if fault == "429":
             return web.json_response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after})
-        if fault in ("500", "503", "400"):
+        if fault in ("500", "503", "400", "401"):
             return web.json_response({"error": {"message": f"injected {fault}"}}, status=int(fault))
         if fault in ("echo401", "echo500"):
             headers = {name: value for name, value in request.headers.items()}
@@ -155,9 +161,12 @@ def main() -> None:
     parser.add_argument("--timeout-sleep", type=float, default=3.0)
     parser.add_argument("--drip-interval", type=float, default=0.1)
     parser.add_argument("--always", default="")
+    parser.add_argument("--fail-every", type=int, default=0)
+    parser.add_argument("--fail-with", default="503")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
-    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always)
+    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always,
+                   args.fail_every, args.fail_with)
 
     async def serve() -> None:
         runner = web.AppRunner(app, access_log=None)

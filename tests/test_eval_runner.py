@@ -86,9 +86,13 @@ def test_failures_are_rows_not_crashes(tmp_path):
     assert "bad reward" in by_example[1]["error"] and by_example[1]["reward"] == 0.0
     assert "server gone" in by_example[2]["error"] and by_example[2]["reward"] == 0.0
     assert by_example[0]["error"] is None and by_example[0]["reward"] == 1.0
-    assert result.metadata["num_errors"] == 4 and result.metadata["status"] == "complete"
-    assert sorted(error_lines(result.rows)) == ["2 × model call failed: server gone",
-                                                "2 × reward function boom raised ValueError: bad reward"]
+    assert result.metadata["num_errors"] == 4 and result.metadata["status"] == "complete_with_errors"
+    assert {r["example_id"]: r["error_kind"] for r in result.rows if r["error"]} == {1: "reward", 2: "model"}
+    # the model errors are not scores: 6 scored rows (2 of them with a raising reward function, scored 0)
+    assert result.metadata["num_scored"] == 6 and result.metadata["avg_reward"] == pytest.approx(4 / 6)
+    assert result.metadata["errors_by_kind"] == {"model": 2, "reward": 2} and result.metadata["avg_error"] == 0.5
+    assert sorted(error_lines(result.rows)) == ["2 × [model] model call failed: server gone",
+                                                "2 × [reward] reward function boom raised ValueError: bad reward"]
 
 
 class Game(MultiTurnEnv):
@@ -127,7 +131,9 @@ def test_model_faults_end_to_end_against_http_server(tmp_path):
     assert [r["example_id"] for r in result.rows if r["error"]] == [5]
     assert "HTTP 500" in result.rows[5]["error"] and "after 6 attempts" in result.rows[5]["error"]
     assert [r["reward"] for r in result.rows] == [1.0] * 5 + [0.0]
-    assert result.metadata["num_errors"] == 1 and result.metadata["status"] == "complete"
+    assert result.rows[5]["error_kind"] == "model"
+    assert result.metadata["num_errors"] == 1 and result.metadata["status"] == "complete_with_errors"
+    assert result.metadata["avg_reward"] == 1.0 and result.metadata["num_scored"] == 5  # the failure is not a 0
 
 
 def test_resume_drops_half_line_and_duplicates(tmp_path):

@@ -14,9 +14,12 @@ the system prompt and the question of ``question`` rows (rows that bring their o
 used as they are, as verifiers does).
 
 ``rollout`` is the one entry point callers use (eval runner, GEPA, RL). It never raises for
-problems *inside* a rollout: a failing model call, a raising ``env_response`` or tool, or a raising
-reward function end up in ``state.error`` with reward 0 for what failed. Subclasses implement
-``generate`` (the conversation) and nothing else.
+problems *inside* a rollout: a failing model call, a raising ``env_response`` or tool, a raising
+reward function or scoring past ``score_timeout`` end up in ``state.error`` with its kind in
+``state.error_kind`` (``model``, ``environment``, ``reward``, ``timeout``; see :mod:`evalkit.errors`).
+A rollout whose conversation failed is not scored (reward 0, not counted as a score); a raising
+reward function scores 0 for that function only. Subclasses implement ``generate`` (the
+conversation) and nothing else.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from datasets import Dataset
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
-from evalkit.envs.rubric import Rubric
-from evalkit.errors import ModelCallError, UserError
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S, Rubric
+from evalkit.errors import ENVIRONMENT, MODEL, ModelCallError, UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 
 DatasetLike = Dataset | Iterable[dict[str, Any]] | Callable[[], Any] | None
@@ -166,8 +169,10 @@ class Environment:
         rollout_idx: int = 0,
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
+        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
     ) -> RolloutState:
-        """One full rollout: generate, then score. Never raises for in-rollout failures."""
+        """One full rollout: generate, then score (within ``score_timeout`` seconds; ``None``: no
+        limit). Never raises for in-rollout failures."""
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
         sampling = self.sampling_args.merged(sampling)
         started = time.perf_counter()
@@ -176,18 +181,18 @@ class Environment:
         except asyncio.CancelledError:
             raise
         except ModelCallError as exc:
-            state.error = f"model call failed: {exc}"
+            state.record_error(MODEL, f"model call failed: {exc}")
         except Exception as exc:  # environment code is user code: a bad rollout is data
-            state.error = f"environment raised {type(exc).__name__}: {exc}"
+            state.record_error(ENVIRONMENT, f"environment raised {type(exc).__name__}: {exc}")
         generated = time.perf_counter()
         state.is_truncated = state.is_truncated or any(r.finish_reason == "length" for r in state.responses)
         for response in state.responses:
             state.usage.add(response.usage)
         if state.error is None:
-            score = await self.rubric.score(state)
+            score = await self.rubric.score(state, score_timeout)
             state.reward, state.metrics = score.reward, score.metrics
-            if score.errors:
-                state.error = "; ".join(score.errors)
+            if score.error_kind is not None:
+                state.record_error(score.error_kind, "; ".join(score.errors))
         else:
             state.stop_condition = "error"
             state.reward = 0.0

@@ -1,21 +1,38 @@
-"""Rubrics: weighted reward functions that never crash a run.
+"""Rubrics: weighted reward functions that never crash or stall a run.
 
 A reward function takes only the keyword arguments it names from ``prompt, completion, answer,
 state, info, parser, task`` (all of them when it takes ``**kwargs``), may be sync or async, and
 returns a number. Its name is its metric name. Weight 0 makes it a logged metric that does not move
-the reward. A function that raises scores 0, and the error is recorded on the rollout.
+the reward. A function that raises scores 0, and the error (kind ``reward``) is recorded on the rollout.
+
+Sync functions run on a pool of worker threads (:class:`evalkit.aio.DaemonThreadPool`), async ones
+on the event loop, so a slow or sleeping function holds up only its own rollout. A function that
+computes in pure Python holds the GIL while it runs: other rollouts still progress (the loop gets
+the GIL back every few milliseconds) but the CPU is shared, not multiplied. Scoring one rollout (all
+its functions) is bounded by ``timeout`` seconds; past it the rollout records an error of kind
+``timeout`` and gets no score, and a sync function still running is left to finish on its thread
+(Python cannot stop a thread), where it holds one of the pool's workers until it returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.aio import DaemonThreadPool
 from evalkit.envs.parsers import Parser
+from evalkit.errors import REWARD, TIMEOUT
 from evalkit.types import RolloutState
+
+DEFAULT_SCORE_TIMEOUT_S = 120.0
+"""Seconds the scoring of one rollout may take (``--score-timeout``)."""
+SCORING_THREADS = 64
+"""Worker threads for sync reward functions, shared by every rubric of the process."""
+_POOL = DaemonThreadPool(SCORING_THREADS, "reward")  # threads start on first use
 
 RewardFunc = Callable[..., Any]
 INJECTABLE = ("prompt", "completion", "answer", "state", "info", "parser", "task")
@@ -23,9 +40,16 @@ INJECTABLE = ("prompt", "completion", "answer", "state", "info", "parser", "task
 
 @dataclass
 class Score:
+    """The weighted reward, each function's value, and what went wrong (``timed_out``: no score)."""
+
     reward: float
     metrics: dict[str, float]
     errors: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+    @property
+    def error_kind(self) -> str | None:
+        return TIMEOUT if self.timed_out else REWARD if self.errors else None
 
 
 class Rubric:
@@ -53,8 +77,12 @@ class Rubric:
     def names(self) -> list[str]:
         return [_func_name(f) for f in self.funcs]
 
-    async def score(self, state: RolloutState) -> Score:
-        """Run every function on one finished rollout; the weighted sum is the reward."""
+    async def score(self, state: RolloutState, timeout: float | None = DEFAULT_SCORE_TIMEOUT_S) -> Score:
+        """Run every function on one finished rollout; the weighted sum is the reward.
+
+        ``timeout`` (seconds, ``None`` for none) bounds the whole scoring; past it the result has
+        ``timed_out`` set, reward 0, and 0 for each function that had not finished.
+        """
         available = {
             "prompt": state.prompt,
             "completion": state.completion,
@@ -64,25 +92,43 @@ class Rubric:
             "parser": self.parser,
             "task": state.task,
         }
-        metrics: dict[str, float] = {}
-        errors: list[str] = []
-        reward = 0.0
-        for func, weight, wanted in zip(self.funcs, self.weights, self._wanted):
-            name = _func_name(func)
-            kwargs = available if wanted is None else {k: available[k] for k in wanted}
-            try:
-                value = func(**kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-                value = float(value)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bad reward function is data, not a crash
-                errors.append(f"reward function {name} raised {type(exc).__name__}: {exc}")
-                value = 0.0
-            metrics[name] = value
-            reward += weight * value
-        return Score(reward=reward, metrics=metrics, errors=errors)
+        result = Score(reward=0.0, metrics={})
+        try:
+            async with asyncio.timeout(timeout):
+                for func, weight, wanted in zip(self.funcs, self.weights, self._wanted):
+                    value = await _call_reward(func, available if wanted is None else {k: available[k] for k in wanted},
+                                               result.errors)
+                    result.metrics[_func_name(func)] = value
+                    result.reward += weight * value
+        except TimeoutError:
+            running = next((name for name in self.names if name not in result.metrics), "?")
+            result.errors.append(f"scoring timed out after {timeout:g} s in reward function {running} "
+                                 "(raise --score-timeout if it needs longer)")
+            result.timed_out = True
+            result.reward = 0.0
+            result.metrics = {name: result.metrics.get(name, 0.0) for name in self.names}
+        return result
+
+
+async def _call_reward(func: RewardFunc, kwargs: dict[str, Any], errors: list[str]) -> float:
+    """One function's value; a sync function runs on a worker thread. Raising scores 0 and is recorded."""
+    try:
+        if _is_async(func):
+            value = func(**kwargs)
+        else:
+            value = await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(func, **kwargs))
+        if inspect.isawaitable(value):
+            value = await value
+        return float(value)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a bad reward function is data, not a crash
+        errors.append(f"reward function {_func_name(func)} raised {type(exc).__name__}: {exc}")
+        return 0.0
+
+
+def _is_async(func: RewardFunc) -> bool:
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
 
 
 def _func_name(func: RewardFunc) -> str:

@@ -34,7 +34,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
-from evalkit.errors import ConfigError
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.errors import ConfigError, UserError
+from evalkit.sampling_rules import check_sampling
 from evalkit.tomlio import load_toml, validate
 
 DEFAULT_PASS_THRESHOLD = 1.0
@@ -107,6 +109,12 @@ class EvalConfig(BaseModel):
     """A rollout passes (for pass@k) when its reward is at least this."""
     preflight: bool = True
     """Send one small request first so an unreachable server fails fast."""
+    score_timeout: float = DEFAULT_SCORE_TIMEOUT_S
+    """Seconds the scoring of one rollout (all its reward functions) may take; past it the rollout
+    records an error of kind ``timeout`` and the run goes on. Must be positive."""
+    retry_errors: bool = True
+    """On resume, run again the rollouts that errored without a score (error kinds ``model``,
+    ``environment``, ``timeout``); rows whose reward function raised are kept (they would repeat)."""
 
     @field_validator("num_examples")
     @classmethod
@@ -134,6 +142,19 @@ class EvalConfig(BaseModel):
     def _positive_timeout(cls, value: float) -> float:
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"must be a positive number of seconds (default {DEFAULT_TIMEOUT_S:g})")
+        return value
+
+    @field_validator("score_timeout")
+    @classmethod
+    def _positive_score_timeout(cls, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be a positive number of seconds (default {DEFAULT_SCORE_TIMEOUT_S:g})")
+        return value
+
+    @field_validator("sampling")
+    @classmethod
+    def _known_sampling_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_sampling(value)
         return value
 
     @property
@@ -261,6 +282,8 @@ class EvalFile(BaseModel):
     system_prompt_file: str | None = None
     state_columns: list[str] | None = None
     pass_threshold: float | None = None
+    score_timeout: float | None = None
+    retry_errors: bool | None = None
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Default sampling args for every entry."""
     env_args: dict[str, Any] = Field(default_factory=dict)
@@ -348,7 +371,9 @@ def _resolve_env(env_id: str, base: Path) -> str:
 
 
 def _read_prompt(value: str, base: Path, file: Path) -> str:
-    path = Path(_resolve(value, base))
-    if not path.is_file():
-        raise ConfigError(f"{file}: system_prompt_file not found: {path}")
-    return path.read_text(encoding="utf-8")
+    from evalkit.fileio import read_user_text
+
+    try:
+        return read_user_text(_resolve(value, base), "system_prompt_file")
+    except UserError as exc:
+        raise ConfigError(f"{file}: {exc}") from None

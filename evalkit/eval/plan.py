@@ -4,6 +4,15 @@ Planning touches no model and writes nothing. The dataset selection is determini
 (``split``, ``num_examples``, ``seed``, ``shuffle``), so example ids mean the same thing across
 resumes; :func:`identity` is what a run dir must have been run with to be resumed by a config.
 Run dirs are named and found through :mod:`evalkit.runs`.
+
+What is missing: every ``(example_id, rollout_idx)`` without a row, plus, with ``retry_errors``
+(the default), every row that errored without a score (``plan.retry``; error kinds ``model``,
+``environment``, ``timeout``). Rows whose reward function raised are scored and stay.
+
+``resume="latest"`` (a bare ``-R``) continues the newest matching run that is not ``complete``
+(``incomplete``, or ``complete_with_errors`` with rows to retry). When the newest matching run is
+complete there is nothing to do: that run dir is planned with nothing missing and a note says so;
+a new run starts (with a note) only when no run with these settings exists.
 """
 
 from __future__ import annotations
@@ -14,9 +23,10 @@ from typing import Any
 
 from evalkit import runs
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
+from evalkit.errors import UserError, is_scored
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.results import read_rows
+from evalkit.fileio import check_output_dir
 from evalkit.types import SamplingArgs
 
 MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
@@ -40,6 +50,8 @@ class EvalPlan:
     existing: list[dict[str, Any]] = field(default_factory=list)
     missing: dict[int, list[int]] = field(default_factory=dict)
     previous: dict[str, Any] = field(default_factory=dict)
+    retry: list[dict[str, Any]] = field(default_factory=list)
+    """Rows on disk that errored without a score and run again (``retry_errors``); part of ``missing``."""
 
     @property
     def total(self) -> int:
@@ -51,7 +63,10 @@ class EvalPlan:
 
     def refresh(self) -> None:
         """Re-read the run dir: rows already written (a cut last line repaired) and what is missing."""
-        self.existing = read_rows(self.run_dir, repair=True)
+        rows = read_rows(self.run_dir, repair=True)
+        self.retry = [r for r in rows if not is_scored(r)] if self.config.retry_errors else []
+        retry_ids = {id(r) for r in self.retry}
+        self.existing = [r for r in rows if id(r) not in retry_ids]
         done: dict[int, set[int]] = {}
         for row in self.existing:
             done.setdefault(int(row["example_id"]), set()).add(int(row["rollout_idx"]))
@@ -82,8 +97,17 @@ def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     sampling = SamplingArgs.from_dict(config.sampling)
     ident = identity(config, sampling)
     notes: list[str] = []
-    plan = EvalPlan(config, env, examples, sampling, ident, pick_run_dir(config, ident, notes), notes)
+    if config.num_examples > len(examples):
+        notes.append(f"-n {config.num_examples}: the {config.split} split of '{config.env_id}' has only "
+                     f"{len(examples)} examples; evaluating all {len(examples)}")
+    check_output_dir(config.output_dir)
+    run_dir = pick_run_dir(config, ident, notes)
+    check_output_dir(run_dir, "run dir")
+    plan = EvalPlan(config, env, examples, sampling, ident, run_dir, notes)
     plan.refresh()
+    if plan.retry:
+        notes.append(f"running again {len(plan.retry)} rollouts that errored without a score "
+                     "(--no-retry-errors keeps them)")
     return plan
 
 
@@ -114,12 +138,14 @@ def runs_parent(config: EvalConfig) -> Path:
     return runs.runs_parent(config.output_root, "evals", config.env_id, config.model_label)
 
 
-def find_resumable(config: EvalConfig, ident: dict[str, Any]) -> Path | None:
-    """The newest incomplete run dir of this env+model whose settings match ``ident``."""
+def find_resumable(config: EvalConfig, ident: dict[str, Any], *, complete: bool = False) -> Path | None:
+    """The newest run dir of this env+model whose settings match ``ident`` and whose status is not
+    ``complete`` (``complete=True``: the newest matching run whatever its status)."""
 
     def matches(run_dir: Path) -> bool:
         meta = runs.read_metadata(run_dir)
-        return bool(meta) and meta.get("status") != "complete" and not runs.mismatches(meta, ident, MATCH_KEYS, MATCH_DEFAULTS)
+        return (bool(meta) and (complete or meta.get("status") != "complete")
+                and not runs.mismatches(meta, ident, MATCH_KEYS, MATCH_DEFAULTS))
 
     return runs.newest_in(runs_parent(config), matches)
 
@@ -132,11 +158,16 @@ def pick_run_dir(config: EvalConfig, ident: dict[str, Any], notes: list[str]) ->
         return runs.new_run_dir(runs_parent(config))
     if config.resume == "latest":
         found = find_resumable(config, ident)
-        if found is None:
-            notes.append("no incomplete run with these settings to resume; started a new one")
-            return runs.new_run_dir(runs_parent(config))
-        notes.append(f"resuming {found}")
-        return found
+        if found is not None:
+            notes.append(f"resuming {found}")
+            return found
+        done = find_resumable(config, ident, complete=True)
+        if done is not None:
+            notes.append(f"nothing to resume: the newest run with these settings is complete ({done}); "
+                         "drop -R to start a new run")
+            return done
+        notes.append("no earlier run with these settings to resume; starting a new one")
+        return runs.new_run_dir(runs_parent(config))
     return _checked(Path(config.resume), ident, required=True, notes=notes)
 
 

@@ -1,5 +1,7 @@
 """The live progress bar of an eval: rollouts done/total, running mean reward, rate, errors.
 
+The mean reward is over scored rollouts only (errors are not scores; see :mod:`evalkit.eval.summary`).
+
 Updates are cheap counter bumps; rich redraws at a few Hz on its own thread, so the bar costs the
 event loop almost nothing even at thousands of rollouts per second.
 """
@@ -21,6 +23,7 @@ class EvalProgress:
         self.done = done
         self.errors = 0
         self._reward_sum = 0.0
+        self._scored = 0
         self._new = 0
         self._started = time.perf_counter()
         self._progress = Progress(
@@ -46,7 +49,9 @@ class EvalProgress:
 
     def add_group(self, states: list[RolloutState]) -> None:
         for state in states:
-            self._reward_sum += state.reward
+            if state.scored:
+                self._reward_sum += state.reward
+                self._scored += 1
             self.errors += state.error is not None
         self._new += len(states)
         self.done += len(states)
@@ -54,7 +59,7 @@ class EvalProgress:
         self._progress.update(
             self._task,
             completed=self.done,
-            reward=f"{self._reward_sum / self._new:.3f}",
+            reward=f"{self._reward_sum / self._scored:.3f}" if self._scored else "-",
             rate=_rate(self._new / elapsed) if elapsed > 0 else "-",
             errors=self.errors,
         )

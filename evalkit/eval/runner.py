@@ -15,9 +15,15 @@ here) and ``env=`` to reuse a loaded environment. Progress goes to ``console`` o
 Three steps: :func:`evalkit.eval.plan.plan_eval` (examples, run dir, what is missing; no model, no
 writes), :func:`execute` (the missing rollouts through :func:`evalkit.rollouts.run_groups`, rows
 appended per finished group, a progress bar) and :class:`MetadataWriter` (metadata.json with the
-summary: ``incomplete`` before the first rollout, ``complete`` at the end). The run dir is locked
+summary: ``incomplete`` before the first rollout; at the end ``complete``, or
+``complete_with_errors`` when any row has an error). The run dir is locked
 (:class:`evalkit.runs.RunLock`) from the first write to the last and what is missing is re-read
 under the lock, so two resumes of one run never both run the same rollouts.
+
+Errors are not scores (:mod:`evalkit.eval.summary`); the runner never raises for a failed rollout.
+Deciding what a run where every rollout failed means (the CLI exits 1) is the caller's job:
+``EvalResult.all_errored``. A failed write of the run dir (full disk, read-only folder) is a
+``UserError`` naming the file; the rows already written stay whole.
 """
 
 from __future__ import annotations
@@ -38,15 +44,15 @@ from evalkit.eval.config import EvalConfig
 from evalkit.eval.plan import EvalPlan, plan_eval
 from evalkit.eval.anchor_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
 from evalkit.eval.progress import EvalProgress
-from evalkit.eval.results import METADATA, ResultsWriter
-from evalkit.eval.summary import summarize
-from evalkit.fileio import write_json_atomic
+from evalkit.eval.results import METADATA, ResultsWriter, drop_rows
+from evalkit.eval.summary import first_error, run_status, summarize
+from evalkit.fileio import write_json_atomic, writing_to
 from evalkit.rollouts import run_groups
 from evalkit.runs import RunLock
 from evalkit.types import RolloutState
 
-SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_errors", "usage",
-                "reward_diversity")
+SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_scored", "num_errors",
+                "avg_error", "errors_by_kind", "usage", "reward_diversity")
 
 
 @dataclass
@@ -66,7 +72,18 @@ class EvalResult:
 
     @property
     def complete(self) -> bool:
-        return self.metadata.get("status") == "complete"
+        """Every rollout has a row (some may hold errors: see ``metadata["status"]``)."""
+        return self.metadata.get("status") in ("complete", "complete_with_errors")
+
+    @property
+    def all_errored(self) -> bool:
+        """Every rollout of the run (resumed rows included) has an error, of any kind."""
+        return bool(self.rows) and all(row.get("error") for row in self.rows)
+
+    @property
+    def first_error(self) -> str | None:
+        """The first errored row's error, kind first (what a failing run prints)."""
+        return first_error(self.rows)
 
 
 def run_eval(
@@ -89,9 +106,14 @@ async def arun_eval(
 ) -> EvalResult:
     """Plan, then (when anything is missing) run it and write the run dir; see the module docstring."""
     plan = plan_eval(config, env)
+    if not plan.missing and not any(note.startswith("nothing to resume") for note in plan.notes):
+        plan.notes.append(f"nothing left to run in {plan.run_dir}: every rollout has a row")
+    if console is not None:
+        for note in plan.notes:
+            console.print(f"[dim]{note}[/dim]", soft_wrap=True)
     if not plan.missing:
-        with RunLock(plan.run_dir):
-            meta = MetadataWriter(plan, None).write("complete", [])
+        with writing_to(plan.run_dir), RunLock(plan.run_dir):
+            meta = MetadataWriter(plan, None).write(None, [])
         return _result(plan, [], [], meta)
     own_client = client is None
     if client is None:
@@ -101,7 +123,7 @@ async def arun_eval(
             from evalkit.clients.factory import preflight
 
             await preflight(client)
-        with RunLock(plan.run_dir):
+        with writing_to(plan.run_dir), RunLock(plan.run_dir):
             plan.refresh()  # what is missing now that no other process can write here
             states, new_rows, meta = await execute(plan, client, console)
     finally:
@@ -116,13 +138,15 @@ async def execute(
     """Run the plan's missing rollouts into its run dir (the caller holds the lock).
 
     Returns this invocation's states, their rows, and the final metadata. A failure or a
-    cancellation leaves metadata ``incomplete`` with every finished group's rows on disk.
+    cancellation leaves metadata ``incomplete`` with every finished group's rows on disk. Rows to
+    retry (``plan.retry``) are taken out of results.jsonl first; their rollouts run again.
     """
     config = plan.config
     metadata = MetadataWriter(plan, client)
     states: list[RolloutState] = []
     new_rows: list[dict[str, Any]] = []
     metadata.write("incomplete", new_rows)
+    drop_rows(plan.run_dir, {(int(r["example_id"]), int(r["rollout_idx"])) for r in plan.retry})
     writer = ResultsWriter(plan.run_dir)
     progress = EvalProgress(plan.total, plan.total - plan.todo, description=env_label(config),
                             console=console, enabled=console is not None)
@@ -143,14 +167,17 @@ async def execute(
                 plan.env, client, [plan.examples[eid] for eid in ids], example_ids=ids,
                 rollouts_per_example=config.rollouts_per_example, sampling=plan.sampling,
                 max_concurrent=config.max_concurrent, system_prompt=config.system_prompt,
-                rollout_indices=plan.missing, on_group=on_group,
+                rollout_indices=plan.missing, on_group=on_group, score_timeout=config.score_timeout,
             )
     except BaseException:
         writer.close()
-        metadata.write("incomplete", new_rows)
+        try:
+            metadata.write("incomplete", new_rows)
+        except OSError:
+            pass  # e.g. the disk is full: the error being raised says so; metadata already says incomplete
         raise
     writer.close()
-    return states, new_rows, metadata.write("complete", new_rows)
+    return states, new_rows, metadata.write(None, new_rows)
 
 
 class MetadataWriter:
@@ -175,9 +202,12 @@ class MetadataWriter:
             **anchor_run_fields(plan),
         }
 
-    def write(self, status: str, new_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def write(self, status: str | None, new_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Write metadata.json; ``status`` None means the run is over (``complete`` or
+        ``complete_with_errors``, from its rows)."""
         plan, client = self.plan, self.client
         summary = summarize(plan.existing + new_rows, plan.config.rollouts_per_example, plan.config.pass_threshold)
+        status = status or run_status(summary)
         prior = float(plan.previous.get("duration_s") or 0.0)
         meta = {
             **self.base,

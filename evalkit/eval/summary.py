@@ -8,6 +8,14 @@ usual 0..1 rewards; set ``pass_threshold`` for rubrics on another scale).
 
 Reward diversity is the fraction of groups whose rewards are not all equal: groups where every
 rollout scores the same carry no learning signal for group-relative RL.
+
+Errors are not scores. A rollout whose model call, environment code or scoring failed (error kinds
+``model``, ``environment``, ``timeout``; :mod:`evalkit.errors`) has no reward: it is left out of
+``avg_reward``, ``std_reward``, ``avg_metrics``, ``pass_at_k``, ``pass_all_k`` and ``reward_diversity``, which cover
+the ``num_scored`` rollouts. A rollout whose reward function raised is scored (that function 0) and
+counted in both. ``num_errors`` counts every rollout with an error, ``errors_by_kind`` splits them,
+and ``avg_error`` is their fraction of all rollouts (verifiers' ``avg_error``: rollouts with an
+error / rollouts). Token usage counts every rollout (errored ones spent tokens too).
 """
 
 from __future__ import annotations
@@ -18,23 +26,37 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
+from evalkit.errors import ERROR_KINDS, error_kind
+
 
 def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float = 1.0) -> dict[str, Any]:
-    """Aggregate numbers for metadata.json and the summary table."""
+    """Aggregate numbers for metadata.json and the summary table (see the module docstring)."""
+    kinds = [error_kind(r) for r in rows]
+    by_kind = {kind: kinds.count(kind) for kind in ERROR_KINDS if kind in kinds}
+    scored = [r for r, kind in zip(rows, kinds) if kind in (None, "reward")]
+    out: dict[str, Any] = {
+        "num_rollouts": len(rows),
+        "num_groups": len({r["example_id"] for r in rows}),
+        "num_scored": len(scored),
+        "num_errors": sum(by_kind.values()),
+        "errors_by_kind": by_kind,
+        "avg_error": round(sum(by_kind.values()) / len(rows), 6) if rows else None,
+        "usage": {
+            "input_tokens": sum(int((r.get("token_usage") or {}).get("input_tokens", 0)) for r in rows),
+            "output_tokens": sum(int((r.get("token_usage") or {}).get("output_tokens", 0)) for r in rows),
+        },
+        "pass_threshold": pass_threshold,
+    }
+    return {**out, **_reward_numbers(scored, rollouts_per_example, pass_threshold)}
+
+
+def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float) -> dict[str, Any]:
+    """Mean/std reward, metric means, pass@k, pass^k and reward diversity over scored rows only."""
     if not rows:
-        return {
-            "num_rollouts": 0, "num_groups": 0, "avg_reward": None, "std_reward": None, "avg_metrics": {},
-            "pass_at_k": {}, "pass_all_k": {}, "num_errors": 0, "reward_diversity": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0}, "pass_threshold": pass_threshold,
-        }
+        return {"avg_reward": None, "std_reward": None, "avg_metrics": {}, "pass_at_k": {}, "pass_all_k": {},
+                "reward_diversity": None}
     frame = pd.DataFrame(
-        {
-            "example_id": [r["example_id"] for r in rows],
-            "reward": [float(r.get("reward") or 0.0) for r in rows],
-            "error": [r.get("error") is not None for r in rows],
-            "input_tokens": [int((r.get("token_usage") or {}).get("input_tokens", 0)) for r in rows],
-            "output_tokens": [int((r.get("token_usage") or {}).get("output_tokens", 0)) for r in rows],
-        }
+        {"example_id": [r["example_id"] for r in rows], "reward": [float(r.get("reward") or 0.0) for r in rows]}
     )
     metrics = pd.DataFrame([r.get("metrics") or {} for r in rows])
     groups = frame.groupby("example_id")["reward"]
@@ -49,18 +71,18 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
     multi = groups.agg(["size", "nunique"])
     multi = multi[multi["size"] > 1]
     return {
-        "num_rollouts": int(len(frame)),
-        "num_groups": int(frame["example_id"].nunique()),
         "avg_reward": round(float(frame["reward"].mean()), 6),
         "std_reward": round(float(frame["reward"].std(ddof=0)), 6),
         "avg_metrics": {name: round(float(value), 6) for name, value in metrics.mean(numeric_only=True).items()},
         "pass_at_k": pass_at_k,
         "pass_all_k": pass_all_k,
-        "num_errors": int(frame["error"].sum()),
         "reward_diversity": round(float((multi["nunique"] > 1).mean()), 6) if len(multi) else None,
-        "usage": {"input_tokens": int(frame["input_tokens"].sum()), "output_tokens": int(frame["output_tokens"].sum())},
-        "pass_threshold": pass_threshold,
     }
+
+
+def run_status(summary: dict[str, Any]) -> str:
+    """``complete``, or ``complete_with_errors`` when any rollout has an error (of any kind)."""
+    return "complete_with_errors" if summary.get("num_errors") else "complete"
 
 
 def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, title: str = "Summary") -> Table:
@@ -70,8 +92,13 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     table.add_column("value", justify="right")
     n = summary["num_rollouts"]
     table.add_row("rollouts", f"{n} ({summary['num_groups']} examples)")
+    scored = summary.get("num_scored", n)
+    if scored < n:
+        table.add_row("scored", f"[yellow]{scored}[/yellow] ({n - scored} errored, not scored)")
     if summary["avg_reward"] is not None:
         table.add_row("reward (avg ± std)", f"{summary['avg_reward']:.4f} ± {summary['std_reward']:.4f}")
+    else:
+        table.add_row("reward (avg ± std)", "[red]n/a (no rollout was scored)[/red]")
     ks = list(summary["pass_at_k"])
     for k, value in summary["pass_at_k"].items():
         if int(k) & (int(k) - 1) and k != ks[-1]:  # show k = 1, 2, 4, 8, ... and the largest; metadata has all
@@ -79,8 +106,7 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
         table.add_row(f"pass@{k} (reward ≥ {summary['pass_threshold']:g})", f"{value:.4f}")
     for name, value in summary["avg_metrics"].items():
         table.add_row(f"  {name}", f"{value:.4f}")
-    errors = summary["num_errors"]
-    table.add_row("errors", f"[red]{errors}[/red]" if errors else "0")
+    table.add_row("errors", error_cell(summary))
     usage = summary["usage"]
     table.add_row("tokens (in / out)", f"{usage['input_tokens']:,} / {usage['output_tokens']:,}")
     if duration_s is not None:
@@ -90,12 +116,31 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     return table
 
 
+def error_cell(summary: dict[str, Any]) -> str:
+    """``0``, or the count, its share and the kinds: ``5 (8.3%: model 3, reward 2)``."""
+    errors = summary["num_errors"]
+    if not errors:
+        return "0"
+    kinds = ", ".join(f"{kind} {count}" for kind, count in (summary.get("errors_by_kind") or {}).items())
+    share = f"{summary['avg_error']:.1%}" if summary.get("avg_error") is not None else ""
+    detail = ": ".join(part for part in (share, kinds) if part)
+    return f"[red]{errors}[/red]" + (f" ({detail})" if detail else "")
+
+
+def first_error(rows: list[dict[str, Any]]) -> str | None:
+    """The error of the first errored row in (example, rollout) order, kind first."""
+    for row in sorted(rows, key=lambda r: (r["example_id"], r["rollout_idx"])):
+        if row.get("error"):
+            return f"[{error_kind(row)}] {row['error']}"
+    return None
+
+
 def error_lines(rows: list[dict[str, Any]], limit: int = 3) -> list[str]:
-    """The most common error messages (first 160 chars), so a failing run says why at a glance."""
+    """The most common error messages (first 160 chars, kind first), so a failing run says why at a glance."""
     counts: dict[str, int] = {}
     for row in rows:
         if row.get("error"):
-            key = str(row["error"])[:160]
+            key = f"[{error_kind(row)}] {str(row['error'])[:160]}"
             counts[key] = counts.get(key, 0) + 1
     top = sorted(counts.items(), key=lambda item: -item[1])[:limit]
     return [f"{n} × {message}" for message, n in top]

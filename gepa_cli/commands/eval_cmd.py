@@ -10,6 +10,7 @@ import typer
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.clients.providers import PROVIDER_CHOICES
 from gepa_cli.anchor_flags import EVAL_NOOPS, EVAL_REFUSED, anchor_command, help_section
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
 from gepa_cli.resume_option import LATEST, resume_command
@@ -34,6 +35,13 @@ Examples:
   prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
+
+Errors: a rollout whose model call, environment code or scoring failed is a row with `error` and
+`error_kind` (model, environment, timeout) and no score: it is left out of the reward numbers and
+counted under errors. A raising reward function scores 0 for that function (`error_kind` reward) and
+the row is still scored. A run with any error ends `complete_with_errors`; when every rollout
+errored the command prints the first error and exits 1. `-R` runs errored rollouts without a score
+again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
@@ -76,9 +84,15 @@ def run(
     timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
     pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
+    score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
+    retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
 ) -> None:
-    """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json."""
+    """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
+
+    Exit codes: 0 when the run finished (check the errors line: failed rollouts are rows, not
+    crashes), 1 when every rollout errored, 2 for bad input, 130/143 when interrupted (resume with -R).
+    """
     from rich.console import Console
 
     from evalkit.errors import UserError
@@ -90,13 +104,16 @@ def run(
     if system_prompt is not None and system_prompt_file is not None:
         raise UserError("pass --system-prompt or --system-prompt-file, not both")
     if system_prompt_file is not None:
-        system_prompt = _read_text(system_prompt_file)
+        from evalkit.fileio import read_user_text
+
+        system_prompt = read_user_text(system_prompt_file, "--system-prompt-file")
     overrides = _overrides(
         model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
         endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
         max_concurrent=max_concurrent, system_prompt=system_prompt, shuffle=shuffle, seed=shuffle_seed,
         output_dir=output_dir, env_dir_path=env_dir_path, resume=resume, max_retries=max_retries, timeout=timeout,
-        pass_threshold=pass_threshold, independent_scoring=independent_scoring,
+        pass_threshold=pass_threshold, independent_scoring=independent_scoring, score_timeout=score_timeout,
+        retry_errors=retry_errors,
         state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
@@ -109,11 +126,16 @@ def run(
         configs = [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
 
     console = Console(highlight=False)
+    failed: list[str] = []
     try:
         for config in configs:
-            _run_one(config, console)
+            failure = _run_one(config, console)
+            if failure is not None:
+                failed.append(failure)
     finally:
         _close_embedded_engines()
+    if failed:
+        _exit_all_errored(failed)
 
 
 def _overrides(**values: Any) -> dict[str, Any]:
@@ -166,23 +188,43 @@ def _close_embedded_engines() -> None:
         shared.shutdown_engines()
 
 
-def _run_one(config: Any, console: Any) -> None:
+def _exit_all_errored(failed: list[str]) -> None:
+    """Print one ``error:`` line per eval whose every rollout errored, then exit 1."""
+    import sys
+
+    import typer
+
+    from evalkit.clients.redact import redact
+
+    for line in failed:
+        print(f"error: {redact(line)}", file=sys.stderr, flush=True)
+    raise typer.Exit(code=1)
+
+
+def _run_one(config: Any, console: Any) -> str | None:
+    """Run one eval and print its summary; returns the failure line when every rollout errored."""
     from rich.text import Text
 
     from evalkit.eval.runner import run_eval
     from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
     result = run_eval(config, console=console)
-    for note in result.notes:
-        console.print(f"[dim]{note}[/dim]")
     title = f"{config.env_id} · {config.model_label}"
     console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
     console.print(diversity_line(result.summary))
     for line in error_lines(result.rows):
         console.print(Text("error ", style="red") + Text(line))
+    status = result.metadata.get("status")
+    if status != "complete":
+        console.print(f"status: [yellow]{status}[/yellow]")
     if result.resumed_rows:
         console.print(f"{result.resumed_rows} rollouts were already done; ran {len(result.states)} more")
     console.print(f"results: [bold]{result.run_dir}[/bold]", soft_wrap=True)
+    if result.all_errored:
+        first = " ".join(str(result.first_error).split())[:500]
+        return (f"every rollout of {config.env_id} errored ({len(result.rows)}/{len(result.rows)}); "
+                f"first error: {first}")
+    return None
 
 
 VIEW_EPILOG = """
@@ -286,10 +328,3 @@ def tui(
 
     RunsBrowser(output_dir).run()
 
-
-def _read_text(path: Path) -> str:
-    from evalkit.errors import UserError
-
-    if not path.is_file():
-        raise UserError(f"system prompt file not found: {path}")
-    return path.read_text(encoding="utf-8")

@@ -5,7 +5,11 @@ Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 * ``evaluate(batch, candidate, capture_traces)`` runs one rollout per :class:`Example` through
   ``evalkit.rollouts.run_groups`` on the job's event loop (concurrently, ``max_concurrent`` at a time)
   and returns per-example rewards. Every rollout is reserved on the :class:`RolloutBudget` first;
-  an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing.
+  an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing. gepa needs a
+  score for every example, so a rollout that errored without a score (model, environment or
+  scoring timeout; :mod:`evalkit.errors`) scores 0 there; it is counted in ``errors`` /
+  ``errors_by_kind``, passed to ``on_rollouts``, and shown in the progress bar, ``gepa.log`` and
+  ``metadata.json`` (``num_rollout_errors``), so a failing server is never read as a bad prompt.
 * ``make_reflective_dataset`` gives the teacher, per example: query, completion, expected answer,
   reward, error and the chosen ``state_columns``.
 * Proposals do not come from here: the adapter's ``propose_new_texts`` is ``None`` and the runner
@@ -51,7 +55,7 @@ class SystemPromptAdapter:
         sampling: SamplingArgs | None = None,
         max_concurrent: int = 32,
         state_columns: Sequence[str] = (),
-        on_rollouts: Callable[[int, float], None] | None = None,
+        on_rollouts: Callable[[int, float, list[RolloutState]], None] | None = None,
         replay_seed: tuple[dict[str, str], dict[int, float]] | None = None,
     ):
         self.envs = envs
@@ -63,6 +67,9 @@ class SystemPromptAdapter:
         self.state_columns = list(state_columns)
         self.on_rollouts = on_rollouts
         self._replay_seed = replay_seed
+        self.errors = 0
+        """Rollouts of this invocation that ended with an error (any kind)."""
+        self.errors_by_kind: dict[str, int] = {}
         self.discovered_at_calls: dict[int, int] = {}
         """Candidate index -> rollouts spent when its validation pass finished (persisted in gepa's state)."""
 
@@ -82,11 +89,17 @@ class SystemPromptAdapter:
             return replayed
         self.budget.reserve(len(batch))
         states = self.loop.run(self._rollouts(batch, candidate[COMPONENT]))
-        scores = [float(state.reward) for state in states]
+        scores = [float(state.reward) if state.scored else 0.0 for state in states]
+        errored = [state for state in states if state.error]
+        self.errors += len(errored)
+        for state in errored:
+            kind = state.kind_of_error or "environment"
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
         if self.on_rollouts is not None:
-            self.on_rollouts(len(states), sum(scores))
+            self.on_rollouts(len(states), sum(scores), errored)
         outputs = [
-            {"example_id": ex.uid, "env": ex.env_id, "completion": _last_text(state), "reward": state.reward, "error": state.error}
+            {"example_id": ex.uid, "env": ex.env_id, "completion": _last_text(state), "reward": state.reward, "error": state.error,
+             "error_kind": state.kind_of_error}
             for ex, state in zip(batch, states)
         ]
         return EvaluationBatch(

@@ -6,12 +6,14 @@ Both are gepa callbacks/loggers: the library calls them; they never change its d
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from evalkit.types import RolloutState
 from gepa_cli.gepa_job.budget import RolloutBudget
 
 
@@ -37,24 +39,30 @@ class FileLogger:
 
 
 class ProgressReporter:
-    """A rich bar over the rollout budget with the best validation score and accepted candidates."""
+    """A rich bar over the rollout budget with the best validation score, accepted candidates and
+    rollout errors (errored rollouts score 0 for gepa; the count says how many there were)."""
 
-    def __init__(self, console: Console, budget: RolloutBudget, enabled: bool = True):
+    def __init__(self, console: Console, budget: RolloutBudget, enabled: bool = True,
+                 log: Callable[[str], None] | None = None):
         self.budget = budget
         self.best_val: float | None = None
         self.seed_val: float | None = None
         self.accepted = 0
+        self.errors = 0
+        self._log = log
         self._progress = Progress(
             TextColumn("[bold]gepa[/bold]"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("rollouts · best val {task.fields[best]} · accepted {task.fields[accepted]}"),
+            TextColumn("rollouts · best val {task.fields[best]} · accepted {task.fields[accepted]} · "
+                       "errors {task.fields[errors]}"),
             TimeElapsedColumn(),
             console=console,
             disable=not enabled,
             transient=False,
         )
-        self._task = self._progress.add_task("gepa", total=budget.max_calls, completed=budget.used, best="-", accepted=0)
+        self._task = self._progress.add_task("gepa", total=budget.max_calls, completed=budget.used, best="-", accepted=0,
+                                            errors=0)
 
     def __enter__(self) -> "ProgressReporter":
         self._progress.start()
@@ -66,10 +74,17 @@ class ProgressReporter:
 
     def _refresh(self) -> None:
         best = "-" if self.best_val is None else f"{self.best_val:.3f}"
-        self._progress.update(self._task, completed=self.budget.used, best=best, accepted=self.accepted)
+        errors = f"[red]{self.errors}[/red]" if self.errors else "0"
+        self._progress.update(self._task, completed=self.budget.used, best=best, accepted=self.accepted, errors=errors)
 
     # adapter hook
-    def on_rollouts(self, n: int, reward_sum: float) -> None:
+    def on_rollouts(self, n: int, reward_sum: float, errored: Sequence[RolloutState] = ()) -> None:
+        if errored:
+            self.errors += len(errored)
+            if self._log is not None:
+                first = errored[0]
+                self._log(f"{len(errored)} of {n} rollouts errored (scored 0 for gepa); first: "
+                          f"[{first.kind_of_error}] {first.error}")
         self._refresh()
 
     # gepa callbacks

@@ -230,6 +230,7 @@ class _Job:
         self.logger = FileLogger(run_dir / "gepa.log", console, verbose)
         self.owned_clients: list[ModelClient] = []
         self.tracker: _StateTracker | None = None
+        self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
 
     def optimize(self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool) -> str:
@@ -247,8 +248,9 @@ class _Job:
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
         )
-        with ProgressReporter(self.console, self.budget, enabled=show_progress) as progress:
+        with ProgressReporter(self.console, self.budget, enabled=show_progress, log=self.logger.log) as progress:
             adapter = self._adapter(task, progress.on_rollouts, saved_state)
+            self.adapter = adapter
             self.tracker = _StateTracker(self.run_dir, adapter)
             if saved_state is not None:
                 progress.restore(saved_state)
@@ -345,7 +347,7 @@ class _Job:
                 "best_prompt_sha256": rows[best_idx]["info"]["system_prompt_sha256"],
             }
         metadata = self._metadata(status)
-        metadata.update(self.summary, duration_s=self.duration_s)
+        metadata.update(self.summary, duration_s=self.duration_s, **self._error_counts())
         metadata["completed_at"] = datetime.now().isoformat()
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
@@ -353,6 +355,16 @@ class _Job:
         budget = self.budget
         self.logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
         self.logger.close()
+
+    def _error_counts(self) -> dict[str, Any]:
+        """Rollouts that errored (scored 0 for gepa), this invocation's plus the killed runs' before it."""
+        total = int(self.previous.get("num_rollout_errors") or 0)
+        kinds = dict(self.previous.get("rollout_errors_by_kind") or {})
+        if self.adapter is not None:
+            total += self.adapter.errors
+            for kind, count in self.adapter.errors_by_kind.items():
+                kinds[kind] = int(kinds.get(kind, 0)) + count
+        return {"num_rollout_errors": total, "rollout_errors_by_kind": kinds}
 
     @property
     def duration_s(self) -> float:
