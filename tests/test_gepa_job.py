@@ -301,3 +301,19 @@ def test_reflective_dataset_has_what_the_teacher_needs():
             "missing": None,
         }
     ]
+
+
+def test_errored_rollouts_score_0_and_are_counted(tmp_path):
+    """A task server failing some requests: gepa gets 0 for those rollouts (it needs a number), and
+    the run says how many there were instead of reading them as a bad prompt."""
+
+    def flaky(messages, sampling, tools):
+        number = int(re.search(r"q(\d+)", messages[-1]["content"]).group(1))
+        return ModelCallError("HTTP 503") if number % 2 == 0 else task_model(messages, sampling, tools)
+
+    cfg = config(tmp_path, max_calls=30)
+    run(cfg, task=ScriptedClient(flaky))
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert meta["num_rollout_errors"] >= 2 and meta["rollout_errors_by_kind"] == {"model": meta["num_rollout_errors"]}
+    log = (tmp_path / "run" / "gepa.log").read_text()
+    assert "rollouts errored (scored 0 for gepa); first: [model] model call failed: HTTP 503" in log

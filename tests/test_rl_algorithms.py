@@ -92,3 +92,21 @@ def test_mismatch_kl_is_zero_when_on_policy():
     trainer, _, adv, mask = _inputs()
     out = make_loss("mask", 0.125, 8.0, 0.2)(trainer, trainer.detach(), adv, mask, total_tokens=5)
     assert out.mismatch_kl == pytest.approx(0.0, abs=1e-7) and out.masked_tokens == 0.0
+
+
+def test_errored_rollouts_are_not_scores_in_rl():
+    """A rollout whose model call failed has no reward: it neither makes a group look varied nor drags
+    the baseline mean down, and the baseline still refuses when every rollout failed."""
+    from rl_backend.baseline import summarize
+    from rl_backend.config import BaselineConfig
+
+    failed = RolloutState(example_id=0, rollout_idx=1, prompt=[], reward=0.0, error="model call failed: 503",
+                          error_kind="model")
+    group = [_state(1.0), failed]
+    assert is_uniform(group)  # one scored rollout: no learning signal, however the failure scored
+    report = summarize([group, [_state(0.5), _state(0.5, 1)]], BaselineConfig(min_reward=0.0, max_reward=1.0,
+                                                                              min_diverse_groups=0.0))
+    assert report.attempts == 4 and report.scored == 3 and report.errors == 1
+    assert report.mean_reward == pytest.approx(2.0 / 3)
+    all_failed = summarize([[failed]], BaselineConfig())
+    assert not all_failed.passed and "all 1 baseline rollouts failed" in all_failed.problems[0]
