@@ -73,6 +73,9 @@ def test_some_errors_are_left_out_of_the_reward_and_counted_apart(tmp_path):
     assert meta["status"] == "complete_with_errors"
     assert "status: complete_with_errors" in result.output
     assert "4 (2 errored, not scored)" in result.output and "model 2" in result.output
+    view = prime("eval", "view", str(only_run_dir(tmp_path)), "-s", "3")
+    assert view.exit_code == 0 and "4 (2 errored, not scored)" in view.output and "1.0000 ± 0.0000" in view.output
+    assert "reward: none (errored before it was scored)" in view.output and "error (model)" in view.output
 
 
 def test_resume_retries_errored_rollouts_and_no_retry_errors_keeps_them(tmp_path):

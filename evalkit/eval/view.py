@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from evalkit.errors import UserError
+from evalkit.errors import UserError, error_kind, is_scored
 from evalkit.eval.results import newest_run_dir, read_metadata, read_rows
 from evalkit.eval.summary import diversity_line, error_lines, summarize, summary_table
 
@@ -56,9 +56,11 @@ def render_report(run_dir: Path, console: Console, samples: int = 3) -> None:
 
 
 def _pick_samples(rows: list[dict[str, Any]], samples: int) -> list[tuple[str, dict[str, Any]]]:
-    if not rows:
-        return []
-    ordered = sorted(rows, key=lambda row: float(row.get("reward") or 0.0))
+    """Best and worst *scored* rollouts (an errored one without a score is no "lowest reward"), then an error."""
+    scored = [row for row in rows if is_scored(row)]
+    if not scored:
+        return [("an error", rows[0])][:samples] if rows else []
+    ordered = sorted(scored, key=lambda row: float(row.get("reward") or 0.0))
     picks: list[tuple[str, dict[str, Any]]] = [("highest reward", ordered[-1])]
     if len(ordered) > 1:
         picks.append(("lowest reward", ordered[0]))
@@ -85,9 +87,12 @@ def _sample_panel(title: str, row: dict[str, Any]) -> Panel:
     if row.get("answer"):
         parts.append(Text(f"answer: {_clip(str(row['answer']))}", style="green"))
     metrics = ", ".join(f"{k}={v:.3g}" for k, v in (row.get("metrics") or {}).items())
-    parts.append(Text(f"reward: {float(row.get('reward') or 0):.4f}" + (f"  ({metrics})" if metrics else "")))
+    if is_scored(row):
+        parts.append(Text(f"reward: {float(row.get('reward') or 0):.4f}" + (f"  ({metrics})" if metrics else "")))
+    else:
+        parts.append(Text("reward: none (errored before it was scored)"))
     if row.get("error"):
-        parts.append(Text(f"error: {row['error']}", style="red"))
+        parts.append(Text(f"error ({error_kind(row)}): {row['error']}", style="red"))
     header = f"{title} · example {row.get('example_id')} · rollout {row.get('rollout_idx')}"
     return Panel(Group(*parts), title=header, title_align="left")
 
