@@ -121,3 +121,27 @@ def test_raising_reward_function_in_a_thread_is_still_a_row(kind, tmp_path):
     env = SingleTurnEnv(eval_dataset=ROWS, rubric=Rubric([boom if kind == "sync" else aboom]))
     result = run_eval(config(tmp_path), client=ScriptedClient(["x"]), env=env)
     assert all(row["error_kind"] == "reward" and "raised RuntimeError: nope" in row["error"] for row in result.rows)
+
+
+def test_sync_callable_returning_a_coroutine_is_awaited_on_the_run_loop(tmp_path):
+    import asyncio
+
+    loops = []
+
+    async def inner(completion) -> float:
+        loops.append(asyncio.get_running_loop())
+        return 0.25
+
+    def wrapper(completion):  # not a coroutine function, but returns a coroutine
+        return inner(completion)
+
+    env = SingleTurnEnv(eval_dataset=ROWS[:2], rubric=Rubric([wrapper]))
+
+    async def main():
+        from evalkit.eval.runner import arun_eval
+
+        result = await arun_eval(config(tmp_path).model_copy(update={"num_examples": 2}), client=ScriptedClient(["x"]), env=env)
+        return result, asyncio.get_running_loop()
+
+    result, loop = asyncio.run(main())
+    assert result.summary["avg_reward"] == 0.25 and loops and all(seen is loop for seen in loops)

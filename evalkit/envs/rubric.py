@@ -17,7 +17,6 @@ its functions) is bounded by ``timeout`` seconds; past it the rollout records an
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -92,34 +91,62 @@ class Rubric:
             "parser": self.parser,
             "task": state.task,
         }
-        result = Score(reward=0.0, metrics={})
+        kwargs = [available if wanted is None else {k: available[k] for k in wanted} for wanted in self._wanted]
+        values: list[float] = []  # in function order; appended as each function finishes
+        errors: list[str] = []
         try:
             async with asyncio.timeout(timeout):
-                for func, weight, wanted in zip(self.funcs, self.weights, self._wanted):
-                    value = await _call_reward(func, available if wanted is None else {k: available[k] for k in wanted},
-                                               result.errors)
-                    result.metrics[_func_name(func)] = value
-                    result.reward += weight * value
+                start = 0
+                while start < len(self.funcs):
+                    end = start + 1
+                    if _is_async(self.funcs[start]):
+                        values.append(await _call_async(self.funcs[start], kwargs[start], errors))
+                    else:  # a run of sync functions: one hop to a worker thread for all of them
+                        while end < len(self.funcs) and not _is_async(self.funcs[end]):
+                            end += 1
+                        calls = list(zip(self.funcs[start:end], kwargs[start:end]))
+                        loop = asyncio.get_running_loop()
+                        await loop.run_in_executor(_POOL, _call_sync, calls, values, errors, loop)
+                    start = end
         except TimeoutError:
-            running = next((name for name in self.names if name not in result.metrics), "?")
-            result.errors.append(f"scoring timed out after {timeout:g} s in reward function {running} "
-                                 "(raise --score-timeout if it needs longer)")
-            result.timed_out = True
-            result.reward = 0.0
-            result.metrics = {name: result.metrics.get(name, 0.0) for name in self.names}
-        return result
+            names = self.names
+            finished = list(values)  # a snapshot: a function still running on its thread may append later
+            running = names[len(finished)] if len(finished) < len(names) else "?"
+            metrics = {name: finished[i] if i < len(finished) else 0.0 for i, name in enumerate(names)}
+            message = (f"scoring timed out after {timeout:g} s in reward function {running} "
+                       "(raise --score-timeout if it needs longer)")
+            return Score(reward=0.0, metrics=metrics, errors=[*list(errors), message], timed_out=True)
+        metrics: dict[str, float] = {}
+        reward = 0.0
+        for func, weight, value in zip(self.funcs, self.weights, values):
+            metrics[_func_name(func)] = value
+            reward += weight * value
+        return Score(reward=reward, metrics=metrics, errors=errors)
 
 
-async def _call_reward(func: RewardFunc, kwargs: dict[str, Any], errors: list[str]) -> float:
-    """One function's value; a sync function runs on a worker thread. Raising scores 0 and is recorded."""
-    try:
-        if _is_async(func):
+def _call_sync(calls: list[tuple[RewardFunc, dict[str, Any]]], values: list[float], errors: list[str],
+               loop: asyncio.AbstractEventLoop) -> None:
+    """On a worker thread: each function in turn; a raising one scores 0 and is recorded. A sync
+    callable that returns an awaitable has it awaited on ``loop`` (where its resources live)."""
+    for func, kwargs in calls:
+        try:
             value = func(**kwargs)
-        else:
-            value = await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(func, **kwargs))
-        if inspect.isawaitable(value):
-            value = await value
-        return float(value)
+            if inspect.isawaitable(value):
+                value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
+            values.append(float(value))
+        except Exception as exc:  # a bad reward function is data, not a crash
+            errors.append(f"reward function {_func_name(func)} raised {type(exc).__name__}: {exc}")
+            values.append(0.0)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+async def _call_async(func: RewardFunc, kwargs: dict[str, Any], errors: list[str]) -> float:
+    """An async function's value, on the event loop; raising scores 0 and is recorded."""
+    try:
+        return float(await func(**kwargs))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a bad reward function is data, not a crash
