@@ -60,7 +60,8 @@ def even_model(messages, sampling, tools):
 
 
 def make_eval_runs(out: Path) -> tuple[Path, Path]:
-    """Returns (tools run, even run); expected avg rewards 8/12 and 6/12, 2 errors in the first."""
+    """Returns (tools run, even run); expected avg rewards 8/10 (the 2 failed model calls are errors, not
+    scores) and 6/12."""
     dirs = []
     for model, reply in (("tools", tools_model), ("even", even_model)):
         config = EvalConfig(env_id="toy-tools", model=model, output_dir=str(out), num_examples=6, rollouts_per_example=2,

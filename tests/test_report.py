@@ -139,7 +139,7 @@ def test_rl_loader_reads_the_eval_dirs_inside_the_run(rl_run, evals, tmp_path):
 def test_view_text_for_each_kind_and_errors(evals, gepa_run, tmp_path):
     both = prime("eval", "view", str(evals[0]), str(evals[1]))
     assert both.exit_code == 0, both.output
-    assert "Comparison" in both.output and "0.6667" in both.output and "0.5000" in both.output
+    assert "Comparison" in both.output and "0.8000" in both.output and "0.5000" in both.output
     gepa = prime("eval", "view", str(gepa_run))
     assert gepa.exit_code == 0, gepa.output
     assert "1.000 (candidate 1 of 2)" in gepa.output and "+Answer the question. Use KEYWORD." in gepa.output
@@ -211,7 +211,7 @@ def test_eval_comparison_page_in_chromium(browser, evals, tmp_path):
     text, summary, info, top, (info3, list3) = _visit(browser, page, [
         TEXT, "document.getElementById('summary-table').innerText", set_search, sort_by_delta, open_example,
     ], tmp_path / "eval-compare.png")
-    assert f"{a['avg_reward']:.4f}" in summary and f"{b['avg_reward']:.4f}" in summary  # 0.6667 and 0.5000
+    assert f"{a['avg_reward']:.4f}" in summary and f"{b['avg_reward']:.4f}" in summary  # 0.8000 and 0.5000
     assert "2 (16.7%)" in summary and f"pass@{a['rollouts_per_example']}" in summary
     assert "server gone (HTTP 503)" in text and "tokens (in / out)" in text
     assert info.startswith("2 of 24 rollouts")  # the two failed rollouts of q5

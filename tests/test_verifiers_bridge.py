@@ -79,6 +79,46 @@ async def _raise(*args, **kwargs):
     raise RuntimeError("bug in env_response")
 
 
+async def test_error_kinds_of_wrapped_rollouts(environments):
+    env = load_environment("vf-single", {})
+    row = env.get_eval_dataset(n=1)[0]
+    state = await env.rollout(ScriptedClient([ModelCallError("HTTP 503 from server")]), row)
+    assert state.to_row()["error_kind"] == "model" and not state.scored
+    buggy = load_environment("vf-buggy", {})
+    state = await buggy.rollout(ScriptedClient(["1"]), buggy.get_eval_dataset(n=1)[0])
+    assert state.error_kind == "reward" and state.scored
+
+
+SLOW_ENV = """
+import time
+import verifiers as vf
+from datasets import Dataset
+
+
+def load_environment(sleep_s: float = 1.0):
+    def slow(completion) -> float:
+        time.sleep(sleep_s)
+        return 1.0
+
+    rows = [{"question": f"q{i}", "answer": "a"} for i in range(4)]
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[slow]))
+"""
+
+
+async def test_slow_sync_reward_function_of_a_verifiers_env_runs_off_the_loop(environments):
+    import time
+
+    (environments / "vf_slow").mkdir()
+    (environments / "vf_slow" / "vf_slow.py").write_text(SLOW_ENV)
+    env = load_environment("vf-slow", {"sleep_s": 1.0})
+    started = time.perf_counter()
+    groups = await run_groups(env, ScriptedClient(["a"]), env.get_eval_dataset(), rollouts_per_example=1)
+    assert time.perf_counter() - started < 3.0  # 4 x 1 s one after the other on the event loop before
+    assert [g[0].reward for g in groups] == [1.0] * 4
+    state = await env.rollout(ScriptedClient(["a"]), env.get_eval_dataset(n=1)[0], score_timeout=0.2)
+    assert state.error_kind == "timeout" and "scoring timed out after 0.2 s" in state.error and not state.scored
+
+
 async def test_group_rubric_is_scored_once_per_group_by_run_groups(environments):
     env = load_environment("vf-group", {"num_examples": 2})
     assert env.group_scored

@@ -144,10 +144,13 @@ def test_v1_taskset_runs_offline_through_prime_eval_run(project, solver):
 def test_buggy_reward_function_gives_error_rows_not_a_crash(project, solver):
     done = prime(project, "eval", "run", "vf-buggy", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1")
     assert "Traceback" not in done.stderr
+    assert done.returncode == 1 and "error: every rollout of vf-buggy errored (2/2); first error: [reward]" in done.stderr
     rows, meta = run_rows(project, "vf-buggy")
-    assert len(rows) == 2 and meta["num_errors"] == 2 and meta["status"] == "complete"
+    assert len(rows) == 2 and meta["num_errors"] == 2 and meta["status"] == "complete_with_errors"
+    assert meta["errors_by_kind"] == {"reward": 2} and meta["num_scored"] == 2  # scored, the raising function 0
     for row in rows:
         assert row["error"] == "reward function broken raised ZeroDivisionError: float division by zero"
+        assert row["error_kind"] == "reward"
         assert row["metrics"]["broken"] == 0.0 and row["metrics"]["length"] == 1.0
 
 

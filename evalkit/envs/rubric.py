@@ -143,6 +143,15 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
+async def call_reward_func(func: RewardFunc, **kwargs: Any) -> Any:
+    """``func(**kwargs)`` off the event loop when it is sync (on the scoring threads), awaited when
+    async: for reward functions that another library's rubric calls (wrapped verifiers environments)."""
+    if _is_async(func):
+        return await func(**kwargs)
+    value = await asyncio.get_running_loop().run_in_executor(_POOL, lambda: func(**kwargs))
+    return await value if inspect.isawaitable(value) else value
+
+
 async def _call_async(func: RewardFunc, kwargs: dict[str, Any], errors: list[str]) -> float:
     """An async function's value, on the event loop; raising scores 0 and is recorded."""
     try:

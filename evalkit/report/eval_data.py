@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.eval.results import read_metadata, read_rows
+from evalkit.errors import is_scored
 from evalkit.eval.summary import summarize
 
 
@@ -116,10 +117,12 @@ def examples(run: EvalRun) -> list[ExampleStat]:
         stat = stats.get(eid)
         if stat is None:
             stat = stats[eid] = ExampleStat(eid, question_text(row), text_of(row.get("answer")))
+        stat.errors += bool(row.get("error"))
+        if not is_scored(row):  # errors are not scores (evalkit.errors)
+            continue
         reward = _float(row.get("reward")) or 0.0
         stat.rewards.append(reward)
         stat.passed += reward >= threshold
-        stat.errors += bool(row.get("error"))
     return [stats[eid] for eid in sorted(stats)]
 
 
@@ -152,6 +155,7 @@ def error_groups(rows: list[dict[str, Any]], limit: int = 50) -> list[ErrorGroup
         if not row.get("error"):
             continue
         kind, message = error_kind_and_message(row["error"])
+        kind = str(row.get("error_kind") or kind)  # the kind the run recorded, when it did
         key = (kind, message[:200])
         group = groups.setdefault(key, ErrorGroup(kind, message[:200], 0, []))
         group.count += 1

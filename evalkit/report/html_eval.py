@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.errors import is_scored
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
 from evalkit.report.payload import RolloutPayload
@@ -102,7 +103,7 @@ def _example_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 def _plots(runs: list[EvalRun], example_rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     labels = [run.label for run in runs]
     charts = []
-    rewards = [[float(row.get("reward") or 0.0) for row in run.rows] for run in runs]
+    rewards = [[float(row.get("reward") or 0.0) for row in run.rows if is_scored(row)] for run in runs]  # errors are not scores
     if any(rewards):
         charts.append({"title": "Reward distribution", "svg": plots.histogram(rewards, labels, "reward")})
     pass_series = [(run.label, [int(k) for k in run.summary["pass_at_k"]], list(run.summary["pass_at_k"].values())) for run in runs]

@@ -34,7 +34,8 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.errors import REWARD, TIMEOUT, UserError
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
@@ -103,12 +104,14 @@ class VerifiersEnvironment(Environment):
         rollout_idx: int = 0,
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
+        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
     ) -> RolloutState:
         """verifiers runs the rollout (see the module docstring); never raises for in-rollout failures.
 
-        Scored here, unless the rubric has group-level functions: then ``reward``/``metrics`` are filled by
-        :meth:`score_group` once the group is done (:func:`evalkit.rollouts.run_groups` calls it; a caller
-        running single rollouts itself must call it too).
+        Scored here, within ``score_timeout`` seconds (past it: an error of kind ``timeout``), unless the
+        rubric has group-level functions: then ``reward``/``metrics`` are filled by :meth:`score_group` once
+        the group is done (:func:`evalkit.rollouts.run_groups` calls it; a caller running single rollouts
+        itself must call it too; group scoring has no timeout).
         """
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
         started = time.perf_counter()
@@ -129,7 +132,13 @@ class VerifiersEnvironment(Environment):
         if self.group_scored and vf_state is not None:
             vf_state[PENDING_GROUP_SCORE] = True
         else:
-            await self._score([state])
+            try:
+                async with asyncio.timeout(score_timeout):
+                    await self._score([state])
+            except TimeoutError:
+                state.reward, state.metrics, state.stop_condition = 0.0, {}, state.stop_condition or "error"
+                state.record_error(TIMEOUT, f"scoring timed out after {score_timeout:g} s "
+                                            "(raise --score-timeout if it needs longer)")
         _set_timing(state, started, generated, time.perf_counter())
         return state
 
@@ -191,7 +200,7 @@ class VerifiersEnvironment(Environment):
         state.reward = float(vf_state.get("reward") or 0.0)
         state.metrics = {k: float(v) for k, v in (vf_state.get("metrics") or {}).items() if isinstance(v, (int, float))}
         if problems:  # like a native rubric: the failing function scored 0 and the row says why
-            state.error = "; ".join(problems)
+            state.record_error(REWARD, "; ".join(problems))
 
 
 def _vf_state(state: RolloutState) -> Any:

@@ -8,7 +8,8 @@ see it is the call itself: :func:`record_reward_errors` replaces each function i
 ``RubricGroup`` rubrics) with a :class:`RecordedRewardFunc` that presents verifiers the same name, signature
 and return annotation, records the exception on the rollout's verifiers state (``state[ERRORS_KEY]``; for a
 group function, on every state of the group) and re-raises it, so verifiers' own handling (log line, 0.0) is
-unchanged.
+unchanged. A sync function runs on primekit's scoring threads (:func:`evalkit.envs.rubric.call_reward_func`),
+so a slow one holds up only its own rollout, as in a native rubric.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+from evalkit.envs.rubric import call_reward_func
 
 ERRORS_KEY = "primekit_reward_errors"
 """The verifiers state key holding this rollout's reward-function error messages."""
@@ -49,10 +52,7 @@ class RecordedRewardFunc:
         if self._added:
             kwargs.pop(self._state_key, None)
         try:
-            value = self.func(**kwargs)
-            if inspect.isawaitable(value):
-                value = await value
-            return value
+            return await call_reward_func(self.func, **kwargs)  # a sync function runs on a worker thread
         except Exception as exc:
             message = f"reward function {self.__name__} raised {type(exc).__name__}: {exc}"
             for state in (target if self._group else [target]) or []:

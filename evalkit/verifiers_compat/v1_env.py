@@ -30,6 +30,7 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
+from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages
@@ -145,8 +146,13 @@ class TasksetEnvironment(Environment):
         rollout_idx: int = 0,
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
+        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
     ) -> RolloutState:
-        """One episode run by verifiers through a per-rollout model bridge; never raises for in-rollout failures."""
+        """One episode run by verifiers through a per-rollout model bridge; never raises for in-rollout failures.
+
+        verifiers scores inside the episode, so ``score_timeout`` is accepted (the rollout contract) but
+        cannot bound scoring apart from the episode; the model request timeout still bounds each call.
+        """
         import verifiers.v1 as vf
 
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
