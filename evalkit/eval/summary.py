@@ -149,6 +149,10 @@ def error_lines(rows: list[dict[str, Any]], limit: int = 3) -> list[str]:
 def diversity_line(summary: dict[str, Any]) -> str:
     """One sentence on within-group reward variance (what RL's baseline check looks at)."""
     value = summary.get("reward_diversity")
+    if value is None and not summary.get("num_scored", summary.get("num_rollouts")):
+        return "reward diversity: n/a (no rollout was scored)"
+    if value is None and summary.get("num_scored", 0) < summary.get("num_rollouts", 0):
+        return "reward diversity: n/a (no example has 2 scored rollouts)"
     if value is None:
         return "reward diversity: n/a (one rollout per example; use -r 2 or more)"
     return f"reward diversity: {value:.0%} of groups have rollouts with different rewards"
