@@ -49,7 +49,7 @@ def test_server_failing_after_first_request_exits_1_and_is_not_a_score(fault, tm
     assert result.exit_code == 1, result.output
     error_lines = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1 and "every rollout of reverse-text errored (8/8)" in error_lines[0]
-    assert f"first error: [model] model call failed" in error_lines[0] and f"HTTP {fault}" in error_lines[0]
+    assert "first error: [model] model call failed" in error_lines[0] and f"HTTP {fault}" in error_lines[0]
     assert "Traceback" not in result.output
     meta = json.loads((only_run_dir(tmp_path) / "metadata.json").read_text())
     assert meta["status"] == "complete_with_errors"
