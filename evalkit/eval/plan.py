@@ -100,7 +100,7 @@ def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     if config.num_examples > len(examples):
         notes.append(f"-n {config.num_examples}: the {config.split} split of '{config.env_id}' has only "
                      f"{len(examples)} examples; evaluating all {len(examples)}")
-    check_output_dir(config.output_dir)
+    check_output_dir(config.output_root)
     run_dir = pick_run_dir(config, ident, notes)
     check_output_dir(run_dir, "run dir")
     plan = EvalPlan(config, env, examples, sampling, ident, run_dir, notes)
