@@ -105,8 +105,9 @@ def combine(reports: dict[str, BaselineReport], config: BaselineConfig) -> Basel
     """Several environments' reports as one (their rollouts pooled); its problems are each
     environment's own, named, since an environment without a learning signal only costs compute."""
     n = sum(r.attempts for r in reports.values())
-    mean = sum(r.mean_reward * r.attempts for r in reports.values()) / n if n else 0.0
-    spread = sum(r.attempts * (r.std_reward**2 + (r.mean_reward - mean) ** 2) for r in reports.values())
+    scored = sum(r.scored for r in reports.values())  # means pool scored rollouts only: errors are not scores
+    mean = sum(r.mean_reward * r.scored for r in reports.values()) / scored if scored else 0.0
+    spread = sum(r.scored * (r.std_reward**2 + (r.mean_reward - mean) ** 2) for r in reports.values())
     groups = sum(r.num_examples for r in reports.values())
     diverse = sum(r.diverse_groups for r in reports.values())
     first = next((r.first_error for r in reports.values() if r.first_error), None)
@@ -114,8 +115,9 @@ def combine(reports: dict[str, BaselineReport], config: BaselineConfig) -> Basel
         num_examples=groups,
         rollouts_per_example=max((r.rollouts_per_example for r in reports.values()), default=0),
         attempts=n,
+        scored=scored,
         mean_reward=mean,
-        std_reward=math.sqrt(spread / n) if n else 0.0,
+        std_reward=math.sqrt(spread / scored) if scored else 0.0,
         diverse_groups=diverse,
         diverse_fraction=diverse / groups if groups else 0.0,
         errors=sum(r.errors for r in reports.values()),
