@@ -131,10 +131,25 @@ class TrainerConfig(_Strict):
     """Policy loss."""
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
+    device: str = "auto"
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
     gpus: list[int] | None = None
     """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
     """Generate each step's rollouts with the current weights (no overlap). Default: one-step off-policy, generation of step n+1 overlaps training of step n. On a 2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the cores); it pays when generation and training run on different devices or many cores."""
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        from evalkit.model.devices import check_device
+
+        return check_device(value)
+
+    @model_validator(mode="after")
+    def _device_or_gpus(self) -> "TrainerConfig":
+        if self.gpus is not None and self.device not in ("auto", "cuda", f"cuda:{self.gpus[0]}"):
+            raise ValueError(f"trainer.device = '{self.device}' contradicts trainer.gpus = {self.gpus}; set one of them")
+        return self
 
     @field_validator("gpus")
     @classmethod

@@ -63,9 +63,16 @@ def cuda_available() -> bool:
 
 
 def trainer_device(config: RLConfig) -> str:
-    """``cuda:N`` for ``trainer.gpus = [N]``, else ``cuda`` when present, else ``cpu``."""
+    """``trainer.device`` when it names one; else ``cuda:N`` for ``trainer.gpus = [N]``, else ``cuda``
+    when present, else ``cpu``."""
     import torch
 
+    from evalkit.model.devices import resolve_device
+
+    if config.trainer.device == "cpu" or config.trainer.device.startswith("cuda:"):
+        return resolve_device(config.trainer.device)
+    if config.trainer.device == "cuda" and not config.trainer.gpus:
+        return resolve_device("cuda")
     gpus = config.trainer.gpus
     if not torch.cuda.is_available():
         if gpus:

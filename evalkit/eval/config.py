@@ -109,6 +109,9 @@ class EvalConfig(BaseModel):
     """A rollout passes (for pass@k) when its reward is at least this."""
     preflight: bool = True
     """Send one small request first so an unreachable server fails fast."""
+    device: str | None = None
+    """Where an in-process model (the embedded engine, ``hf/...``, a model folder) runs: ``auto`` (CUDA
+    when present, else CPU), ``cpu``, ``cuda``, ``cuda:N``; ignored for models behind a server."""
     score_timeout: float = DEFAULT_SCORE_TIMEOUT_S
     """Seconds the scoring of one rollout (all its reward functions) may take; past it the rollout
     records an error of kind ``timeout`` and the run goes on. Must be positive."""
@@ -143,6 +146,13 @@ class EvalConfig(BaseModel):
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"must be a positive number of seconds (default {DEFAULT_TIMEOUT_S:g})")
         return value
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str | None) -> str | None:
+        from evalkit.model.devices import check_device
+
+        return None if value is None else check_device(value)
 
     @field_validator("score_timeout")
     @classmethod
@@ -183,6 +193,7 @@ class EvalConfig(BaseModel):
         return ClientSpec(
             model=self.model, base_url=base_url, api_key_var=api_key_var, endpoints_path=self.endpoints_path,
             endpoint_id=self.endpoint_id, max_retries=self.max_retries, timeout=self.timeout, headers=dict(self.headers),
+            device=self.device,
         )
 
     def system_prompt_sha256(self) -> str | None:
@@ -284,6 +295,7 @@ class EvalFile(BaseModel):
     pass_threshold: float | None = None
     score_timeout: float | None = None
     retry_errors: bool | None = None
+    device: str | None = None
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Default sampling args for every entry."""
     env_args: dict[str, Any] = Field(default_factory=dict)

@@ -75,6 +75,7 @@ def run(
     timeout: float = typer.Option(
         None, "--timeout", help=f"Seconds per model request attempt, task and teacher; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"
     ),
+    device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
     max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
     num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
     num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
@@ -114,7 +115,7 @@ def run(
 
     flags: dict[str, Any] = {
         "model": model, "reflection_model": reflection_model, "endpoints_path": endpoints_path, "base_url": base_url,
-        "api_key_var": api_key_var, "max_retries": max_retries, "timeout": timeout, "max_calls": max_calls,
+        "api_key_var": api_key_var, "max_retries": max_retries, "timeout": timeout, "device": device, "max_calls": max_calls,
         "num_train": num_train, "num_val": num_val, "minibatch_size": minibatch_size, "perfect_score": perfect_score,
         "stop_at_score": stop_at_score, "state_columns": _split_columns(state_columns), "max_concurrent": max_concurrent,
         "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),

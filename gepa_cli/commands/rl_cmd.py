@@ -52,11 +52,13 @@ def run(
     ),
     skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
+    device: str = typer.Option(None, "--device", help="Trainer and in-process sampler: auto, cpu, cuda or cuda:N (the config's trainer.device). [default: auto]"),
 ) -> None:
     from rl_backend.config import load_rl_config
     from rl_backend.runner import run as run_rl
 
-    cfg = load_rl_config(config, list(ctx.args))
+    overrides = list(ctx.args) + (["--trainer.device", device] if device is not None else [])
+    cfg = load_rl_config(config, overrides)
     summary = run_rl(cfg, output_dir=output_dir, resume=_resume_value(resume), skip_baseline=skip_baseline, dry_run=dry_run)
     if summary is None:
         return

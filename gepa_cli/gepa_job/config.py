@@ -92,6 +92,8 @@ class GepaToml(BaseModel):
     """Retries per model request (429/5xx/timeouts/dropped connections); default 3."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds per model request attempt, the whole reply included; default 600."""
+    device: str | None = None
+    """Where in-process models run (auto, cpu, cuda, cuda:N); default auto."""
     env: list[EnvSpec] = Field(min_length=1)
     """``[[env]]`` tables (a single ``[env]`` table is accepted too)."""
     gepa: GepaSection = Field(default_factory=GepaSection)
@@ -126,6 +128,8 @@ class GepaJobConfig(BaseModel):
     """Retries per model request, task and teacher alike."""
     timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
     """Seconds per model request attempt, task and teacher alike."""
+    device: str | None = None
+    """Where in-process models (embedded, ``hf/...``, a folder) run, task and teacher: auto, cpu, cuda, cuda:N."""
     max_calls: int = Field(default=500, ge=1)
     """Rollout budget (seed validation included; reflection calls are counted separately)."""
     num_train: int = Field(default=100, ge=1)
@@ -161,10 +165,18 @@ class GepaJobConfig(BaseModel):
         default = 256 if is_embedded(self.teacher_spec()) else 1024
         return {"max_tokens": default, **(self.reflection_sampling or {})}
 
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str | None) -> str | None:
+        from evalkit.model.devices import check_device
+
+        return None if value is None else check_device(value)
+
     def task_spec(self) -> ClientSpec:
         """The task model's client spec (rollouts)."""
         return ClientSpec(model=self.model, base_url=self.base_url, api_key_var=self.api_key_var,
-                          endpoints_path=self.endpoints_path, max_retries=self.max_retries, timeout=self.timeout)
+                          endpoints_path=self.endpoints_path, max_retries=self.max_retries, timeout=self.timeout,
+                          device=self.device)
 
     def teacher_spec(self) -> ClientSpec:
         """The reflection model's spec: the task's, with the teacher's name.
@@ -213,7 +225,7 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
         if parsed.base_url is not None:
             raise ConfigError("set base_url or api_base_url (the same thing), not both")
         fields["base_url"] = parsed.api_base_url
-    for key in ("model", "reflection_model", "base_url", "api_key_var", "max_retries", "timeout"):
+    for key in ("model", "reflection_model", "base_url", "api_key_var", "max_retries", "timeout", "device"):
         value = getattr(parsed, key)
         if value is not None:
             fields[key] = value
