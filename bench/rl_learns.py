@@ -1,4 +1,4 @@
-"""Does `prime rl run` learn? Before/after held-out reward of LoRA RL on easy arithmetic, on CPU.
+"""Does `prime rl run` learn, and where does a step's time go? LoRA RL on easy arithmetic.
 
 Trains the embedded SmolLM2-135M with LoRA on the built-in ``arithmetic`` environment at the
 ``easy`` level (where the starting model scores between 10% and 80%), evaluating the same held-out
@@ -7,6 +7,7 @@ standard error. Budget: sized to fit in about 20 minutes on a 2-core machine. Ru
 
     python bench/rl_learns.py                  # defaults below
     python bench/rl_learns.py --steps 30 --lr 2e-4 --eval-examples 100
+    python bench/rl_learns.py --device cuda    # on a GPU; prints the step-time split too
 
 The run folder (metrics.jsonl, rollouts/, weights/) is printed at the end.
 
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--eval-examples", type=int, default=64)
     parser.add_argument("--eval-temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--on-policy", action="store_true")
+    parser.add_argument("--device", default="auto", help="trainer + in-process sampler: auto, cpu, cuda, cuda:N")
     parser.add_argument("--output-dir", default="outputs/bench")
     args = parser.parse_args()
 
@@ -54,7 +56,8 @@ def main() -> None:
             "rollouts_per_example": args.group,
             "sampling": {"max_tokens": args.max_tokens, "temperature": 1.0},
             "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
-            "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": args.on_policy, "micro_batch_size": 16},
+            "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": args.on_policy, "micro_batch_size": 16,
+                        "device": args.device},
             "ckpt": {"interval": 0, "keep_last": 1},
             "eval": {"interval": args.steps, "num_examples": args.eval_examples, "temperature": args.eval_temperature, "at_start": True},
             "baseline": {"num_examples": 8},
@@ -72,8 +75,22 @@ def main() -> None:
     print(f"\nrun dir: {summary.run_dir}")
     print(f"wall time: {elapsed / 60:.1f} min for {args.steps} steps x {args.batch_size} rollouts")
     print("train reward by step: " + " ".join(f"{m['reward_mean']:.2f}" for m in train))
+    print(_time_split(train))
     print(f"held-out reward ({n} examples, eval temperature {args.eval_temperature:g}): before {before:.3f}  after {after:.3f}  "
           f"difference {after - before:+.3f} (~{se:.3f} s.e.)")
+
+
+def _time_split(train: list[dict]) -> str:
+    """Mean seconds per step in generation, training and the trainer's wait for rollouts, and how
+    fast the sampler generated: the numbers that say whether generation holds the trainer back."""
+    if not train:
+        return "no training steps"
+    mean = {key: sum(m[key] for m in train) / len(train) for key in ("gen_s", "train_s", "wait_s", "step_s", "tokens_per_s")}
+    return (
+        f"per step (mean of {len(train)}): {mean['step_s']:.2f} s = generate {mean['gen_s']:.2f} s (overlapped unless "
+        f"on-policy) | train {mean['train_s']:.2f} s | wait for rollouts {mean['wait_s']:.2f} s; "
+        f"sampler {mean['tokens_per_s']:.0f} tok/s; wait/step {mean['wait_s'] / max(mean['step_s'], 1e-9):.0%}"
+    )
 
 
 if __name__ == "__main__":

@@ -97,8 +97,6 @@ def run(
     from rich.console import Console
 
     from evalkit.errors import UserError
-    from evalkit.eval.config import EvalConfig, load_eval_file
-    from evalkit.tomlio import validate
 
     if verbose:
         _enable_verbose_logging()
@@ -119,13 +117,7 @@ def run(
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
 
-    if env_or_config.endswith(".toml"):
-        if "resume" in overrides and overrides["resume"] != LATEST:
-            raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
-        configs = load_eval_file(env_or_config, overrides)
-    else:
-        configs = [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
-
+    configs = _configs(env_or_config, overrides)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
@@ -137,6 +129,19 @@ def run(
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
+
+
+def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
+    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id; flags win."""
+    from evalkit.errors import UserError
+    from evalkit.eval.config import EvalConfig, load_eval_file
+    from evalkit.tomlio import validate
+
+    if env_or_config.endswith(".toml"):
+        if "resume" in overrides and overrides["resume"] != LATEST:
+            raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
+        return load_eval_file(env_or_config, overrides)
+    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
 
 
 def _overrides(**values: Any) -> dict[str, Any]:
