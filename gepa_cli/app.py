@@ -6,6 +6,8 @@ functions, so ``prime --help`` stays instant.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from gepa_cli import __version__
@@ -42,4 +44,7 @@ def _root(
 
 
 def main() -> None:
+    # `datasets` draws a tqdm bar for every `map` an environment does while it loads (verifiers envs
+    # map their rows); beside our own progress bar it is noise. A user's explicit setting wins.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     app()

@@ -25,10 +25,9 @@ from typing import Any
 from evalkit.aio import DaemonThreadPool
 from evalkit.envs.parsers import Parser
 from evalkit.errors import REWARD, TIMEOUT
+from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.types import RolloutState
 
-DEFAULT_SCORE_TIMEOUT_S = 120.0
-"""Seconds the scoring of one rollout may take (``--score-timeout``)."""
 SCORING_THREADS = 64
 """Worker threads for sync reward functions, shared by every rubric of the process."""
 _POOL = DaemonThreadPool(SCORING_THREADS, "reward")  # threads start on first use

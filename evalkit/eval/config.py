@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
-from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.errors import ConfigError, UserError
 from evalkit.sampling_rules import check_sampling
 from evalkit.tomlio import load_toml, validate

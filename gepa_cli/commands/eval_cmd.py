@@ -10,7 +10,7 @@ import typer
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.clients.providers import PROVIDER_CHOICES
 from gepa_cli.anchor_flags import EVAL_NOOPS, EVAL_REFUSED, anchor_command, help_section
-from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
 from gepa_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from gepa_cli.errors import user_errors
 from gepa_cli.resume_option import LATEST, resume_command
