@@ -168,13 +168,19 @@ def main() -> None:
     app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always,
                    args.fail_every, args.fail_with)
 
+    serve_forever(app, args.port)
+
+
+def serve_forever(app: web.Application, port: int) -> None:
+    """Serve ``app`` on 127.0.0.1 until killed, printing ``PORT n`` first (what the test wrappers read)."""
+
     async def serve() -> None:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
+        site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(f"PORT {port}", flush=True)
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"PORT {bound}", flush=True)
         await asyncio.Event().wait()
 
     os.environ.setdefault("PYTHONUNBUFFERED", "1")

@@ -20,9 +20,7 @@ Every request is appended to ``GET /requests`` so a test can check what verifier
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -130,17 +128,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
 
-    async def serve() -> None:
-        runner = web.AppRunner(make_app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", args.port)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(f"PORT {port}", flush=True)
-        await asyncio.Event().wait()
+    from fault_server import serve_forever
 
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(serve())
+    serve_forever(make_app(), args.port)
 
 
 if __name__ == "__main__":
