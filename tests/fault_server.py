@@ -123,19 +123,22 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
     return app
 
 
-class FaultServer:
-    """Start the server script as a subprocess on a free port; ``stop()`` ends that PID only."""
+class ScriptServer:
+    """A server script (``SCRIPT``, taking ``--port``) started as a subprocess on a free port; it prints
+    ``PORT n`` once listening (see :func:`serve_forever`). ``stop()`` ends that PID only."""
+
+    SCRIPT = Path(__file__).resolve()
 
     def __init__(self, *args: str):
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--port", "0", *args],
+            [sys.executable, str(self.SCRIPT), "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line.startswith("PORT "):
             self.stop()
-            raise RuntimeError(f"fault server did not start: {line!r}")
+            raise RuntimeError(f"{self.SCRIPT.stem} did not start: {line!r}")
         self.port = int(line.split()[1])
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
@@ -149,6 +152,10 @@ class FaultServer:
                 self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+class FaultServer(ScriptServer):
+    """This file's fault-injecting server; ``*args`` are its command-line flags (faults, latency, ...)."""
 
 
 def main() -> None:

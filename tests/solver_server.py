@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from fault_server import ScriptServer, serve_forever  # the script's folder is on sys.path, run or imported
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -91,21 +91,10 @@ def make_app() -> web.Application:
     return app
 
 
-class SolverServer:
-    """Start the server script as a subprocess on a free port; ``stop()`` ends that PID only."""
+class SolverServer(ScriptServer):
+    """This file's solving server, started as a subprocess (see :class:`fault_server.ScriptServer`)."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("PORT "):
-            self.stop()
-            raise RuntimeError(f"solver server did not start: {line!r}")
-        self.port = int(line.split()[1])
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+    SCRIPT = Path(__file__).resolve()
 
     def requests(self) -> list[dict[str, Any]]:
         import urllib.request
@@ -113,22 +102,11 @@ class SolverServer:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/requests", timeout=5) as response:
             return json.loads(response.read())
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
-
-    from fault_server import serve_forever
 
     serve_forever(make_app(), args.port)
 
