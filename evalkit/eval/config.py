@@ -31,7 +31,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
 from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
@@ -140,11 +140,12 @@ class EvalConfig(BaseModel):
             raise ValueError("must be 0 or more")
         return value
 
-    @field_validator("timeout")
+    @field_validator("timeout", "score_timeout")
     @classmethod
-    def _positive_timeout(cls, value: float) -> float:
+    def _positive_seconds(cls, value: float, info: ValidationInfo) -> float:
         if not math.isfinite(value) or value <= 0:
-            raise ValueError(f"must be a positive number of seconds (default {DEFAULT_TIMEOUT_S:g})")
+            default = DEFAULT_TIMEOUT_S if info.field_name == "timeout" else DEFAULT_SCORE_TIMEOUT_S
+            raise ValueError(f"must be a positive number of seconds (default {default:g})")
         return value
 
     @field_validator("device")
@@ -153,13 +154,6 @@ class EvalConfig(BaseModel):
         from evalkit.model.devices import check_device
 
         return None if value is None else check_device(value)
-
-    @field_validator("score_timeout")
-    @classmethod
-    def _positive_score_timeout(cls, value: float) -> float:
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError(f"must be a positive number of seconds (default {DEFAULT_SCORE_TIMEOUT_S:g})")
-        return value
 
     @field_validator("sampling")
     @classmethod
