@@ -10,6 +10,7 @@ them share one ``max_concurrent`` bound.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +53,7 @@ class BatchCollector:
         self.mixture = mixture
         self.source = source
         self.loop = loop
-        own = SamplingArgs(
-            max_tokens=config.sampling.max_tokens,
-            temperature=config.sampling.temperature,
-            top_p=config.sampling.top_p,
-            logprobs=True,
-        )
+        own = SamplingArgs.from_dict({**config.sampling.request_args(), "logprobs": True})
         self.sampling = source.sampling.merged(own)
         """The source's required settings (token ids, logprobs) with the config's sampling over them."""
         self.rule = make_advantage_rule(config.trainer.advantage.type, config.trainer.advantage.std_normalize)
@@ -70,11 +66,14 @@ class BatchCollector:
         env_of: dict[int, str] = {}
         started = time.perf_counter()
         rounds = 0
+        first = max(need, math.ceil(need * self.config.filter.oversampling_factor))
         while len(kept) < need and rounds < self.config.filter.max_rounds:
-            ids = list(range(cursor, cursor + need - len(kept)))
+            ids = list(range(cursor, cursor + (first if rounds == 0 else need - len(kept))))
             cursor += len(ids)
             self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
             groups = self.loop.run(self._roll_out(ids, env_of))
+            if self.config.trainer.zero_truncated_completions:
+                _zero_truncated(groups)
             generated.extend(groups)
             kept.extend(filter_groups(groups, self.config.filter.enabled).kept)
             rounds += 1
@@ -125,7 +124,16 @@ class BatchCollector:
         return out
 
 
-def to_samples(batch: StepBatch) -> list[Sample]:
+def _zero_truncated(groups: list[list[RolloutState]]) -> None:
+    """``zero_truncated_completions``: a rollout cut by ``max_tokens`` scores 0 (its own reward kept in metrics)."""
+    for group in groups:
+        for state in group:
+            if state.is_truncated and state.scored:
+                state.metrics["reward_before_truncation"] = state.reward
+                state.reward = 0.0
+
+
+def to_samples(batch: StepBatch, mask_truncated: bool = False) -> list[Sample]:
     """One sample per model turn of every kept rollout; each turn inherits its rollout's advantage.
 
     A tool or multi-turn rollout has several assistant turns, each a :class:`Completion` with the
@@ -136,12 +144,13 @@ def to_samples(batch: StepBatch) -> list[Sample]:
     but is only correct when each turn's prompt extends the previous turn's prompt + completion
     token for token, which re-rendering a chat (parsed tool calls, templates) does not guarantee.
     Environment and tool tokens are never trained on: they are in the prompts only.
+    ``mask_truncated`` (``trainer.mask_truncated_completions``) leaves out rollouts cut by ``max_tokens``.
     """
     samples = []
     for group in batch.kept:
         for state in group:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
-            if advantage is None:  # errored without a score: nothing to learn from
+            if advantage is None or (mask_truncated and state.is_truncated):  # no score, or masked: nothing to learn
                 continue
             for response in state.responses:
                 samples.append(_sample(response, advantage))

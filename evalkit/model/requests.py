@@ -27,9 +27,10 @@ class InvalidRequest(ValueError):
 class SamplingParams:
     """Validated, engine-side sampling settings of one request.
 
-    ``temperature == 0`` is greedy. ``top_k == 0`` and ``top_p == 1`` switch those filters off.
-    ``seed`` seeds the request's own random stream (one draw per sampled token), so a seeded
-    request does not depend on which other requests share its batch.
+    ``temperature == 0`` is greedy. ``top_k == 0``, ``top_p == 1`` and ``min_p == 0`` switch those
+    filters off; ``repetition_penalty == 1`` switches the penalty off. ``seed`` seeds the request's own
+    random stream (one draw per sampled token), so a seeded request does not depend on which other
+    requests share its batch.
     """
 
     max_tokens: int
@@ -39,6 +40,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
 
     @property
     def greedy(self) -> bool:
@@ -46,7 +49,11 @@ class SamplingParams:
 
     @property
     def filtered(self) -> bool:
-        return not self.greedy and (self.top_k > 0 or self.top_p < 1.0)
+        return not self.greedy and (self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0)
+
+    @property
+    def penalized(self) -> bool:
+        return self.repetition_penalty != 1.0
 
 
 @dataclass
@@ -98,6 +105,12 @@ def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_leng
     top_k = 0 if sampling.top_k is None or sampling.top_k == -1 else _integer("top_k", sampling.top_k)
     if top_k < 0:
         raise InvalidRequest(f"top_k must be >= 0 (0 or -1: off), got {top_k}")
+    min_p = _number("min_p", sampling.extra.get("min_p") or 0.0)
+    if not 0.0 <= min_p <= 1.0:
+        raise InvalidRequest(f"min_p must be in [0, 1], got {min_p}")
+    penalty = _number("repetition_penalty", sampling.extra.get("repetition_penalty") or 1.0)
+    if penalty <= 0:
+        raise InvalidRequest(f"repetition_penalty must be above 0, got {penalty}")
     stop = tuple(s for s in (sampling.stop or []) if s)
     if any(not isinstance(s, str) for s in stop):
         raise InvalidRequest("stop must be a string or a list of strings")
@@ -110,6 +123,8 @@ def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_leng
         stop=stop,
         seed=seed,
         ignore_eos=bool(sampling.extra.get("ignore_eos", False)),
+        min_p=min_p,
+        repetition_penalty=penalty,
     )
 
 
