@@ -90,10 +90,12 @@ class BatchCollector:
             weights_step=weights_step,
             env_of=env_of,
         )
+        masked = self.config.trainer.mask_truncated_completions
         for group in batch.kept:
             scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
             for state, advantage in zip(scored, self.rule([s.reward for s in scored])):
-                batch.advantages[(state.example_id, state.rollout_idx)] = advantage
+                if not (masked and state.is_truncated):  # still in the group's mean, out of the loss
+                    batch.advantages[(state.example_id, state.rollout_idx)] = advantage
         return batch
 
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
@@ -133,7 +135,7 @@ def _zero_truncated(groups: list[list[RolloutState]]) -> None:
                 state.reward = 0.0
 
 
-def to_samples(batch: StepBatch, mask_truncated: bool = False) -> list[Sample]:
+def to_samples(batch: StepBatch) -> list[Sample]:
     """One sample per model turn of every kept rollout; each turn inherits its rollout's advantage.
 
     A tool or multi-turn rollout has several assistant turns, each a :class:`Completion` with the
@@ -144,13 +146,12 @@ def to_samples(batch: StepBatch, mask_truncated: bool = False) -> list[Sample]:
     but is only correct when each turn's prompt extends the previous turn's prompt + completion
     token for token, which re-rendering a chat (parsed tool calls, templates) does not guarantee.
     Environment and tool tokens are never trained on: they are in the prompts only.
-    ``mask_truncated`` (``trainer.mask_truncated_completions``) leaves out rollouts cut by ``max_tokens``.
     """
     samples = []
     for group in batch.kept:
         for state in group:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
-            if advantage is None or (mask_truncated and state.is_truncated):  # no score, or masked: nothing to learn
+            if advantage is None:  # errored without a score, or masked as truncated: nothing to learn from
                 continue
             for response in state.responses:
                 samples.append(_sample(response, advantage))

@@ -32,6 +32,15 @@ def _strip_lora(model: Any) -> Any:
     return model
 
 
+def _enable_checkpointing(net: Any) -> None:
+    """Activation (gradient) checkpointing of every decoder layer; transformers 5 renamed the switch."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(net, "activation_checkpointing_enable"):
+        net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def lr_at(trainer: Any, step: int, max_steps: int) -> float:
     """Learning rate of optimizer step ``step`` (1-based): linear warm-up over ``warmup_steps``, then
     constant or decaying to ``min_lr`` at ``max_steps`` (``linear`` or ``cosine``)."""
@@ -93,7 +102,7 @@ class Policy:
         if trainer.kl_coef > 0 and self.lora is None:  # LoRA's reference is the base model: the adapter switched off
             self.reference = copy.deepcopy(net).eval().requires_grad_(False)
         if trainer.gradient_checkpointing:
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _enable_checkpointing(net)
         self.model.train()
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(

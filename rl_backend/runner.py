@@ -376,7 +376,7 @@ class Trainer:
     def train_one(self, batch: Any, step: int, wait_s: float, step_started: float) -> dict[str, Any]:
         from rl_backend.collect import to_samples
 
-        samples = to_samples(batch, self.config.trainer.mask_truncated_completions)
+        samples = to_samples(batch)
         train_started = time.perf_counter()
         stats = self.policy.train_step(samples, step)
         train_s = time.perf_counter() - train_started
