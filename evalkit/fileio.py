@@ -3,7 +3,8 @@
 A reader (a person, ``--resume``, a killed run's successor) must see either the old or the new
 version of a file, never half of one: write a uniquely named temp file in the same folder, fsync it,
 then rename it over the target. Append-only JSONL files do not go through here; they are flushed per
-group by their writers.
+group by their writers. Registered secret values (API keys read from the environment, the values of
+a run's secrets files: :mod:`evalkit.clients.redact`) are replaced before any text reaches a file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evalkit.clients.redact import scrub_secrets
 from evalkit.errors import UserError
 
 
@@ -25,7 +27,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(scrub_secrets(text))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by others

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evalkit.clients.redact import redact
 from evalkit.errors import UNSCORED_KINDS, ConfigError, classify_error
 from evalkit.sampling_rules import sampling_problems
 
@@ -164,9 +165,11 @@ class RolloutState:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def record_error(self, kind: str, message: str) -> None:
-        """Add an error of ``kind``; a second error joins the first, and an unscored kind wins."""
+        """Add an error of ``kind`` (keys and auth headers redacted: an error often quotes what failed);
+        a second error joins the first, and an unscored kind wins."""
         if self.error and self.error_kind is None:
             self.error_kind = classify_error(self.error)
+        message = redact(message)
         self.error = f"{self.error}; {message}" if self.error else message
         if self.error_kind is None or kind in UNSCORED_KINDS:
             self.error_kind = kind

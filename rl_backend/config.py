@@ -590,6 +590,9 @@ def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLCo
     except ConfigError as exc:  # cross-field checks name their keys in the message itself
         raise ConfigError(str(exc).replace("'(top level)': ", "")) from None
     folder = Path(path).resolve().parent
+    from evalkit.secrets_file import resolve_env_files
+
+    config.env_file = resolve_env_files(config.env_file, folder)
     if config.model.startswith((".", "~")) or ("/" in config.model and not config.model.startswith("local/")):
         candidate = (folder / Path(config.model).expanduser()).resolve()
         if candidate.exists():

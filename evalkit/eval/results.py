@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import runs
+from evalkit.clients.redact import scrub_secrets
 from evalkit.fileio import output_error, write_text_atomic
 from evalkit.runs import METADATA, read_metadata
 
@@ -95,7 +96,8 @@ class ResultsWriter:
     def write_group(self, rows: list[dict[str, Any]]) -> None:
         if self._fd is None:
             raise RuntimeError("ResultsWriter is closed")
-        data = memoryview("".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows).encode("utf-8"))
+        text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+        data = memoryview(scrub_secrets(text).encode("utf-8"))  # a secret a tool or judge echoed never lands here
         start = os.fstat(self._fd).st_size
         try:
             while data:

@@ -45,6 +45,10 @@ again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
+ENV_FILE_HELP = ("A KEY=VALUE secrets file (judge or tool API keys) loaded into the environment for this run; repeatable, "
+                 "added to the config's env_file. Values are scrubbed from outputs and never written.")
+STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
+              "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}] "
                 "(vf-eval's --timeout bounds a whole rollout instead.)")
@@ -87,6 +91,8 @@ def run(
     score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
     retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
     device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
+    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
@@ -118,6 +124,7 @@ def run(
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
 
     configs = _configs(env_or_config, overrides)
+    _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
@@ -129,6 +136,16 @@ def run(
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
+
+
+def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
+    """The configs' ``env_file`` and ``--env-file`` files, loaded once into this process's environment."""
+    from evalkit.secrets_file import load_env_files
+
+    extra = [str(path.expanduser().resolve()) for path in cli_files or []]
+    for config in configs:
+        config.env_file = [*config.env_file, *extra]
+    load_env_files(path for config in configs for path in config.env_file)
 
 
 def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:

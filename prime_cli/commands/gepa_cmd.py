@@ -99,6 +99,7 @@ def run(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
+    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
@@ -130,7 +131,12 @@ def run(
         fields = {**saved, **{key: value for key, value in flags.items() if value is not None}}
     if target is not None:
         _check_resume_unchanged(fields, source)
+    if env_file:
+        fields["env_file"] = [*fields.get("env_file", []), *(str(p.expanduser().resolve()) for p in env_file)]
     config = build_job_config(fields, source)
+    from evalkit.secrets_file import load_env_files
+
+    load_env_files(config.env_file, apply=not dry_run)
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=target, console=console, verbose=verbose, dry_run=dry_run)
     if outcome is not None:
