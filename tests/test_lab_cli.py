@@ -12,8 +12,15 @@ from prime_cli.commands.lab_cmd import lab_config_files
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
+FAMILIES = {  # the training docs' layout: one file per model family in each of eval/, gepa/, rl/
+    "qwen-3-5": "Qwen/Qwen3.5-4B",
+    "qwen-3-5-moe": "Qwen/Qwen3.5-35B-A3B",
+    "nemotron-3": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "llama-3": "meta-llama/Llama-3.2-1B-Instruct",
+}
 EXPECTED = {
     "endpoints.toml",
+    "endpoints.py",
     "eval/arithmetic.toml",
     "eval/reverse-text.toml",
     "gepa/arithmetic.toml",
@@ -21,6 +28,7 @@ EXPECTED = {
     "rl/arithmetic.toml",
     "rl/reverse-text.toml",
     "rl/mixed.toml",
+    *(f"{job}/{family}.toml" for job in ("eval", "gepa", "rl") for family in FAMILIES),
 }
 N = len(EXPECTED)
 
@@ -28,7 +36,7 @@ N = len(EXPECTED)
 def test_shipped_configs_match_repo_configs():
     shipped = lab_config_files()
     assert set(shipped) == EXPECTED
-    repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*.toml")}
+    repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*") if p.suffix in (".toml", ".py")}
     assert repo == shipped, "configs/ and prime_cli/lab_configs/ differ: edit one, copy it to the other"
 
 
@@ -36,7 +44,7 @@ def test_lab_setup_writes_then_refuses_then_forces(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = runner.invoke(app, ["lab", "setup"])
     assert first.exit_code == 0, first.output
-    assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*.toml")} == EXPECTED
+    assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*") if p.is_file()} == EXPECTED
     assert f"{N} written, 0 skipped" in first.stdout and "wrote    configs/endpoints.toml" in first.stdout
 
     mine = tmp_path / "configs" / "eval" / "reverse-text.toml"
@@ -74,7 +82,7 @@ def test_eval_examples_validate(name):
     from evalkit.eval.config import load_eval_file
 
     configs = load_eval_file(REPO / "configs" / name)
-    assert configs and all(c.env_id in ("arithmetic", "reverse-text") for c in configs)
+    assert configs and all(c.env_id in ("arithmetic", "reverse-text", "primeintellect/reverse-text") for c in configs)
 
 
 def test_endpoint_gepa_rl_examples_validate():
@@ -94,3 +102,31 @@ def test_endpoint_gepa_rl_examples_validate():
 def test_lab_help_has_examples():
     result = runner.invoke(app, ["lab", "setup", "--help"])
     assert result.exit_code == 0 and "Examples" in result.stdout
+
+
+def _prime(tmp_path: Path, *args: str) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    return subprocess.run([sys.executable, "-m", "prime_cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**env, "HF_HUB_CACHE": str(tmp_path / "empty-hub")})
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_path, family):
+    """Without the model in the local Hugging Face cache, each job stops on that one line (exit 2)."""
+    from evalkit.endpoints import load_endpoints
+
+    hub_id = FAMILIES[family]
+    for job, args in (("rl", ["rl", "run"]), ("eval", ["eval", "run"])):
+        path = REPO / "configs" / job / f"{family}.toml"
+        assert f'\nmodel = "{hub_id}"' in path.read_text()
+        result = _prime(tmp_path, *args, str(path), *(["--dry-run"] if job == "rl" else []))
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"error: model {hub_id} is not in the local Hugging Face cache")
+    gepa = _prime(tmp_path, "gepa", "run", str(REPO / "configs" / "gepa" / f"{family}.toml"), "--dry-run")
+    assert gepa.returncode == 0 and hub_id in gepa.stdout + gepa.stderr, gepa.stderr
+    assert "qwen3.5-4b" in load_endpoints(REPO / "configs" / "endpoints.py")

@@ -51,8 +51,22 @@ def _litellm(chosen: Route, spec: ClientSpec) -> ModelClient:
 
 def _http(chosen: Route, spec: ClientSpec) -> ModelClient:
     url = _check_url(chosen.base_url or DEFAULT_BASE_URL)
+    if url == DEFAULT_BASE_URL and spec.api_key_var is None and not os.environ.get(DEFAULT_KEY_VAR):
+        _explain_uncached_hub_model(chosen.model)
     key = _read_key(spec.api_key_var, required=spec.api_key_var is not None or url == DEFAULT_BASE_URL)
     return _openai_client(chosen.model, url, key, spec)
+
+
+def _explain_uncached_hub_model(model: str) -> None:
+    """A Hub id (``Qwen/Qwen3.5-4B``) that fell through to OpenAI's API only because it is not cached here:
+    say that (the registry's own line), not that ``OPENAI_API_KEY`` is unset."""
+    from evalkit.model.registry import hub_model_id, resolve_model
+
+    if hub_model_id(model) == model:
+        try:
+            resolve_model(model)
+        except UserError as exc:
+            raise UserError(f"{exc}, or name a server that serves it (-b URL, $OPENAI_BASE_URL or an endpoint id)") from None
 
 
 def _endpoints(chosen: Route, spec: ClientSpec) -> ModelClient:

@@ -1,7 +1,11 @@
 """`prime lab setup`: example configs (endpoints, eval, gepa, rl) written into a working folder.
 
-The examples ship as package data in ``prime_cli/lab_configs/``; the repository's own ``configs/``
-holds identical copies (a test keeps them in step), so what a user gets is what the project tests.
+Two sets side by side: primekit's offline examples (``arithmetic``, ``reverse-text``, ``mixed``: the
+embedded model, run as shipped) and the layout the training docs describe (``qwen-3-5``, ``qwen-3-5-moe``,
+``nemotron-3``, ``llama-3`` in each of ``eval/``, ``gepa/``, ``rl/``, and ``endpoints.py``), which name
+the Hub models the docs name. The examples ship as package data in ``prime_cli/lab_configs/``; the
+repository's own ``configs/`` holds identical copies (a test keeps them in step), so what a user gets
+is what the project tests.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ def lab_config_files() -> dict[str, str]:
         for child in sorted(node.iterdir(), key=lambda c: c.name):
             if child.is_dir() and not child.name.startswith(("_", ".")):
                 walk(child, f"{prefix}{child.name}/")
-            elif child.is_file() and child.name.endswith(".toml"):
+            elif child.is_file() and child.name.endswith((".toml", ".py")):
                 found[prefix + child.name] = child.read_text(encoding="utf-8")
 
     walk(resources.files("prime_cli").joinpath("lab_configs"), "")
@@ -58,9 +62,12 @@ def setup(
     force: bool = typer.Option(False, "--force", help="Overwrite config files that already exist."),
     directory: Path = typer.Option(Path("configs"), "--dir", help="Where to write the configs."),
 ) -> None:
-    """Write example configs: endpoints.toml, eval/, gepa/ and rl/ TOMLs that run as shipped.
+    """Write example configs: endpoints.toml and endpoints.py; eval/, gepa/ and rl/ TOMLs.
 
-    Existing files are kept (and listed as skipped) unless `--force`.
+    arithmetic / reverse-text / mixed run offline as shipped (the embedded model); qwen-3-5, qwen-3-5-moe,
+    nemotron-3 and llama-3 are the training docs' per-family files, naming their Hub models (fetch one with
+    `hf download ORG/NAME` first: without it they stop on that one line). Existing files are kept (and
+    listed as skipped) unless `--force`.
 
     Examples:
 
