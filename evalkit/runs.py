@@ -120,6 +120,18 @@ def new_run_dir(parent: str | Path) -> Path:
     return Path(parent) / new_run_id()
 
 
+STEP_DIR = re.compile(r"^step_(\d+)$")
+"""Per-step folders: an RL run's ``checkpoints/step_N``, ``weights/step_N``, ``evals/step_N``; a sweep's ``step_N``."""
+
+
+def step_numbers(folder: str | Path) -> list[int]:
+    """The N of every ``step_N`` folder directly in ``folder``, ascending (empty when it does not exist)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in folder.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name)))
+
+
 def newest_run(candidates: Iterable[Path], accept: Callable[[Path], bool] | None = None) -> Path | None:
     """The newest (by name, i.e. start time) folder among ``candidates`` that ``accept`` takes."""
     for path in sorted((p for p in candidates if p.is_dir()), key=lambda p: p.name, reverse=True):

@@ -14,21 +14,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UserError
-
-_STEP = re.compile(r"^step_(\d+)$")
-
+from evalkit.runs import step_numbers
 
 def steps_in(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in folder.iterdir() if p.is_dir() and (m := _STEP.match(p.name)))
+    """The steps of the ``step_N`` folders in ``folder`` (checkpoints or weight exports)."""
+    return step_numbers(folder)
 
 
 def _atomic_dir(parent: Path, name: str) -> tuple[Path, Path]:

@@ -7,6 +7,8 @@ The three jobs write different files into their run dirs; the report reads the k
   or a ``pareto_frontier.jsonl`` (both our names and verifiers' ``save_gepa_results`` layout).
 - eval (``<out>/evals/<env>--<model>/<run>``, and eval dirs inside RL runs): ``results.jsonl`` or
   ``metadata.json`` otherwise.
+- a checkpoint sweep (``<rl run>/sweeps/<env>``, :mod:`evalkit.eval.sweep`): ``sweep.json`` beside
+  ``step_N/`` eval run dirs.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from typing import Literal
 from evalkit.errors import UserError
 from evalkit.report.files import read_json
 
-Kind = Literal["eval", "gepa", "rl"]
+Kind = Literal["eval", "gepa", "rl", "sweep"]
 RL_MARKERS = ("metrics.jsonl", "config.resolved.toml", "baseline.json")
 
 
 def detect_kind(path: Path) -> Kind | None:
     """The kind of run in ``path``, or ``None`` when it holds none of the files above."""
+    if (path / "sweep.json").is_file():
+        return "sweep"
     if any((path / name).is_file() for name in RL_MARKERS):
         return "rl"
     meta = read_json(path / "metadata.json")
@@ -41,8 +45,8 @@ def require_kind(path: Path) -> Kind:
     kind = detect_kind(path)
     if kind is None:
         raise UserError(
-            f"{path} is not a run dir (no results.jsonl, metadata.json or metrics.jsonl in it); "
-            "pass an eval, GEPA or RL run dir"
+            f"{path} is not a run dir (no results.jsonl, metadata.json, metrics.jsonl or sweep.json in it); "
+            "pass an eval, GEPA or RL run dir or a checkpoint sweep"
         )
     return kind
 
@@ -73,7 +77,8 @@ def find_runs(output_dir: str | Path) -> list[RunRef]:
     candidates += [p for p in root.glob("gepa/*/*") if p.is_dir()]
     for rl_run in (p for p in root.glob("rl/*") if p.is_dir()):
         candidates.append(rl_run)
-        inside = [rl_run / "baseline", *rl_run.glob("baseline/*"), *rl_run.glob("evals/*"), *rl_run.glob("evals/*/*")]
+        inside = [rl_run / "baseline", *rl_run.glob("baseline/*"), *rl_run.glob("evals/*"), *rl_run.glob("evals/*/*"),
+                  *rl_run.glob("sweeps/*/step_*")]
         candidates += [p for p in inside if p.is_dir()]  # evals/step_N/<env>/: one per environment of a mixture
     runs = []
     for path in candidates:

@@ -36,6 +36,8 @@ Examples:
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
 
+  prime eval run arithmetic -m outputs/rl/my-run/weights --steps all   # every kept checkpoint + the starting model
+
 Errors: a rollout whose model call, environment code or scoring failed is a row with `error` and
 `error_kind` (model, environment, timeout) and no score: it is left out of the reward numbers and
 counted under errors. A raising reward function scores 0 for that function (`error_kind` reward) and
@@ -123,12 +125,16 @@ def run(
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
 
+    if steps is not None and (env_or_config.endswith(".toml") or resume is not None):
+        raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
     configs = _configs(env_or_config, overrides)
     _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
-        for config in configs:
+        if steps is not None:
+            failed = _run_sweep(configs[0], steps, output_dir, console)
+        for config in configs if steps is None else []:
             failure = _run_one(config, console)
             if failure is not None:
                 failed.append(failure)
@@ -136,6 +142,34 @@ def run(
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
+
+
+def _run_sweep(config: Any, steps: str, output_dir: str | None, console: Any) -> list[str]:
+    """One eval per checkpoint step (and the starting model as step 0), then the reward by step."""
+    from rich.table import Table
+
+    from evalkit.eval.sweep import plan_sweep, record, step_configs
+    from evalkit.runs import read_metadata
+
+    sweep = plan_sweep(config.model, steps, config.env_id, output_dir)
+    record(sweep, config)
+    console.print(f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True)
+    failed = []
+    for step, step_config in step_configs(config, sweep):
+        console.rule(f"step {step}" + (" (starting model)" if step == 0 else ""))
+        failure = _run_one(step_config, console)
+        if failure is not None:
+            failed.append(f"step {step}: {failure}")
+    table = Table(title=f"{config.env_id} by step")
+    for column in ("step", "model", "avg reward"):
+        table.add_column(column)
+    for step in sweep.steps:
+        meta = read_metadata(sweep.folder / f"step_{step}") or {}
+        reward = meta.get("avg_reward")
+        table.add_row(str(step), sweep.model_of(step), f"{reward:.3f}" if isinstance(reward, (int, float)) else "-")
+    console.print(table)
+    console.print(f"report: prime eval view --html {sweep.folder}", soft_wrap=True)
+    return failed
 
 
 def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
@@ -263,6 +297,8 @@ Examples:
 
   prime eval view outputs/rl/my-run --html             # reward, loss, entropy, KL, evals, step times
 
+  prime eval view outputs/rl/my-run/sweeps/arithmetic --html   # a checkpoint sweep: reward by step vs the start
+
 --html writes one self-contained HTML file (no network needed to open it) and prints its path:
 RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
 """
@@ -279,7 +315,7 @@ def _is_html_file(token: str) -> bool:
 @user_errors
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
-                                         help="Eval, GEPA or RL run dirs (several of one kind side by side). Default: the newest eval run."),
+                                         help="Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). Default: the newest eval run."),
     output_dir: str = typer.Option(None, "--output-dir", "-o",
                                    help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]"),
     samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
@@ -318,6 +354,10 @@ def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, sampl
             from evalkit.report.rl_data import load_rl_run
 
             terminal.render_rl(load_rl_run(path), console)
+        elif kind == "sweep":
+            from evalkit.report.sweep_data import load_sweep
+
+            terminal.render_sweep(load_sweep(path), console)
         else:
             render_eval(path, console, samples=samples)
             evals.append(path)
