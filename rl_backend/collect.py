@@ -154,11 +154,12 @@ def to_samples(batch: StepBatch) -> list[Sample]:
             if advantage is None:  # errored without a score, or masked as truncated: nothing to learn from
                 continue
             for response in state.responses:
-                samples.append(_sample(response, advantage))
+                samples.append(checked_sample(response, advantage))
     return samples
 
 
-def _sample(response: Completion, advantage: float) -> Sample:
+def checked_sample(response: Completion, advantage: float) -> Sample:
+    """One model turn as a sample; a UserError when the backend gave no token ids or a logprob per token."""
     if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
         raise UserError(
             "the rollout backend returned completions without token ids/logprobs; "

@@ -56,12 +56,24 @@ def lr_at(trainer: Any, step: int, max_steps: int) -> float:
 
 @dataclass
 class Sample:
-    """One model turn to train on: what the sampler saw, what it drew, and how good that was."""
+    """A sequence to train on: what the sampler saw, what it drew, and how good that was.
+
+    ``loss_mask`` (one flag per completion token; ``None``: all trained) leaves out tokens that were
+    not sampled, such as environment and tool messages between the turns of an interleaved rollout.
+    """
 
     prompt_ids: list[int]
     completion_ids: list[int]
     sampler_logprobs: list[float]
     advantage: float
+    loss_mask: list[bool] | None = None
+
+    def mask(self) -> list[bool]:
+        return list(self.loss_mask) if self.loss_mask is not None else [True] * len(self.completion_ids)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.mask())
 
 
 class Policy:
@@ -149,7 +161,7 @@ class Policy:
         limit = self.config.trainer.max_seq_len
         usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
         stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable))}
-        total_tokens = sum(len(s.completion_ids) for s in usable)
+        total_tokens = sum(s.trained_tokens for s in usable)
         sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0}
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -198,7 +210,7 @@ class Policy:
             ids[r, prompt_width - p : prompt_width] = torch.tensor(s.prompt_ids)
             ids[r, prompt_width : prompt_width + c] = torch.tensor(s.completion_ids)
             attention[r, prompt_width - p : prompt_width + c] = 1
-            comp_mask[r, :c] = 1
+            comp_mask[r, :c] = torch.tensor(s.mask(), dtype=torch.float32)
             old[r, :c] = torch.tensor(s.sampler_logprobs[:c], dtype=torch.float32)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)

@@ -168,6 +168,7 @@ class Trainer:
         self.console = console or Console(stderr=True)
         self.eval_rewards: dict[int, float] = {}
         self._exported: set[int] = set()
+        self._template_checked = False
         self._wandb: Any = None
         self.loop: LoopThread | None = None
 
@@ -237,6 +238,7 @@ class Trainer:
                 result = self.run_eval(self.eval_dir("baseline", member), self.collector.sampling, member, split="train",
                                        num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
             reports[member.name] = summarize(groups_of(result.states), cfg)
+            self.check_template(result.states)
             if len(self.mixture) > 1:
                 self._print_baseline(reports[member.name], f" {member.name}")
         report = next(iter(reports.values())) if len(reports) == 1 else combine(reports, cfg)
@@ -373,10 +375,37 @@ class Trainer:
         weights = bool(cfg.ckpt.interval) and cfg.ckpt.save_weights and step % cfg.ckpt.interval == 0
         return evals or weights
 
+    def check_template(self, states: list[Any]) -> None:
+        """The prefix-property check (:mod:`rl_backend.trajectories`) on the first real multi-turn rollouts,
+        before any optimizer step: refused for ``interleaved`` (unless ``retokenize``), else a note."""
+        from rl_backend.trajectories import check_prefix_property, describe_break, refusal
+
+        if self._template_checked:
+            return
+        checked, found = check_prefix_property(states)
+        if not checked:
+            return  # no multi-turn rollout yet: look again at the next ones
+        self._template_checked = True
+        cfg, tokenizer = self.config, self.policy.tokenizer
+        if found is None:
+            self.console.print(f"chat template: {checked} multi-turn rollouts checked, each turn's prompt extends the last")
+            return
+        if cfg.trajectory_strategy == "interleaved" and not cfg.retokenize:
+            raise refusal(found, tokenizer, cfg.model)
+        how = ("branching trains each turn after the prompt it saw, so training stays exact" if cfg.trajectory_strategy == "branching"
+               else "retokenize: a rollout's sample restarts at each re-rendered turn")
+        self.console.print(f"note: {describe_break(found, tokenizer, cfg.model)}; {how}", markup=False, highlight=False)
+
     def train_one(self, batch: Any, step: int, wait_s: float, step_started: float) -> dict[str, Any]:
         from rl_backend.collect import to_samples
+        from rl_backend.trajectories import interleave
 
-        samples = to_samples(batch)
+        self.check_template([state for group in batch.kept for state in group])
+        if self.config.trajectory_strategy == "interleaved":
+            samples = interleave(batch.kept, batch.advantages, retokenize=self.config.retokenize,
+                                 tokenizer=self.policy.tokenizer, model=self.config.model)
+        else:
+            samples = to_samples(batch)
         train_started = time.perf_counter()
         stats = self.policy.train_step(samples, step)
         train_s = time.perf_counter() - train_started
