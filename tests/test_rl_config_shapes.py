@@ -96,6 +96,9 @@ def toml_text(data: dict[str, Any]) -> str:
 def _file(tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "rl.toml"
     path.write_text(toml_text(data))
+    for name in data.get("env_file", []):  # the judge keys the hosted config points at
+        (tmp_path / name).write_text("JUDGE_API_KEY=judge-key-for-tests\n")
+        (tmp_path / name).chmod(0o600)
     return path
 
 
@@ -140,7 +143,7 @@ def test_hosted_keys_land_on_ours(tmp_path):
     assert config.sampling.request_args()["chat_template_kwargs"] == {"enable_thinking": False}
     assert config.filter.enabled and config.buffer.env_ratios == [0.5, 0.5]
     assert config.eval.at_start and [e.id for e in config.eval.env] == ["primeintellect/reverse-text"]
-    assert config.env_file == ["secrets.env"] and config.notes == []
+    assert config.env_file == [str(tmp_path / "secrets.env")] and config.notes == []  # relative to the config
 
 
 def test_prime_rl_guide_keys_land_on_ours(tmp_path):
