@@ -33,9 +33,12 @@ EXPECTED = {
 N = len(EXPECTED)
 
 
+PRIME_RL = {"prime-rl/reverse-text.toml", "prime-rl/wiki-search.toml"}
+
+
 def test_shipped_configs_match_repo_configs():
-    shipped = lab_config_files()
-    assert set(shipped) == EXPECTED
+    shipped = lab_config_files(prime_rl=True)
+    assert set(lab_config_files()) == EXPECTED and set(shipped) == EXPECTED | PRIME_RL
     repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*") if p.suffix in (".toml", ".py")}
     assert repo == shipped, "configs/ and prime_cli/lab_configs/ differ: edit one, copy it to the other"
 
@@ -130,3 +133,17 @@ def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_pa
     gepa = _prime(tmp_path, "gepa", "run", str(REPO / "configs" / "gepa" / f"{family}.toml"), "--dry-run")
     assert gepa.returncode == 0 and hub_id in gepa.stdout + gepa.stderr, gepa.stderr
     assert "qwen3.5-4b" in load_endpoints(REPO / "configs" / "endpoints.py")
+
+
+def test_prime_rl_flag_adds_prime_rl_configs_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["lab", "setup"]).exit_code == 0
+    assert not (tmp_path / "configs" / "prime-rl").exists()
+    result = runner.invoke(app, ["lab", "setup", "--prime-rl"])
+    assert result.exit_code == 0 and f"2 written, {N} skipped" in result.stdout
+    import tomllib
+
+    for name in PRIME_RL:
+        data = tomllib.loads((tmp_path / "configs" / name).read_text())
+        assert data["model"]["name"] and data["orchestrator"]["train"]["source"][0]["env"]["taskset"]["id"]
+        assert data["deployment"]["num_train_gpus"] >= 1 and "[orchestrator.renderer]" in (tmp_path / "configs" / name).read_text()
