@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -154,19 +155,9 @@ def test_truncated_completions_can_score_zero_or_leave_the_loss():
 
 # -- rollouts and the pipeline, end to end on the tiny model ---------------------------------------
 
-ENV_CODE = '''
-from evalkit.envs import Rubric, SingleTurnEnv
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_runs import RL_ENV as ENV_CODE  # noqa: E402  (rewards the digits in a reply: even random weights vary)
 
-
-def digit_fraction(completion) -> float:
-    text = completion[-1]["content"] if completion else ""
-    return sum(c.isdigit() for c in text) / max(1, len(text))
-
-
-def load_environment(**kwargs):
-    rows = [{"question": f"Say a number like {i}", "answer": str(i)} for i in range(64)]
-    return SingleTurnEnv(dataset=rows, eval_dataset=rows[:4], rubric=Rubric([digit_fraction]))
-'''
 
 
 def _run(tmp_path: Path, tiny_model: Path, top: str, tables: str) -> Path:

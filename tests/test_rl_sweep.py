@@ -15,22 +15,10 @@ from rl_backend.tiny import write_tiny_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chromium import Browser, find_chromium  # noqa: E402
+from report_runs import RL_ENV as ENV_CODE  # noqa: E402  (rewards the digits in a reply: even random weights vary)
 
 pytestmark = pytest.mark.slow
 
-ENV_CODE = '''
-from evalkit.envs import Rubric, SingleTurnEnv
-
-
-def digit_fraction(completion) -> float:
-    text = completion[-1]["content"] if completion else ""
-    return sum(c.isdigit() for c in text) / max(1, len(text))
-
-
-def load_environment(**kwargs):
-    rows = [{"question": f"Say a number like {i}", "answer": str(i)} for i in range(24)]
-    return SingleTurnEnv(dataset=rows, eval_dataset=rows[:4], rubric=Rubric([digit_fraction]))
-'''
 
 
 @pytest.fixture(scope="module")

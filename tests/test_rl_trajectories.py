@@ -9,6 +9,7 @@ refuse (or, with ``retokenize``, start a new sample there); ``branching`` stays 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import torch
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
-from evalkit.clients.scripted import ScriptedClient
 from evalkit.errors import UserError
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
@@ -25,6 +25,9 @@ from evalkit.types import Completion, RolloutState, SamplingArgs
 from prime_cli.app import app
 from rl_backend.tiny import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 from rl_backend.trajectories import check_prefix_property, first_break, interleave, refusal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_rl_tools import ScriptedSource  # noqa: E402  (a rollout source whose client is a script)
 
 DROPS_REASONING = CHAT_TEMPLATE.replace(
     "{{ message['content'] }}",
@@ -153,25 +156,7 @@ def test_multi_turn_rl_checks_the_template_on_real_rollouts_first(tmp_path, thin
 
     script = ScriptedThinker(thinking_model)
 
-    class Source:
-        name = "scripted"
-
-        def __init__(self, policy):
-            self.policy, self.client, self.sampling = policy, ScriptedClient(script, model="scripted"), SamplingArgs(logprobs=True)
-
-        def sync(self, policy, step):
-            return None
-
-        def reseed(self, seed):
-            return None
-
-        def export_model(self):
-            return self.policy.merged_copy()
-
-        def close(self):
-            return None
-
-    monkeypatch.setattr(sources, "make_source", lambda backend, config, policy, run_dir: Source(policy))
+    monkeypatch.setattr(sources, "make_source", lambda backend, config, policy, run_dir: ScriptedSource(policy, script))
     env_dir = tmp_path / "environments" / "count"
     env_dir.mkdir(parents=True)
     (env_dir / "count.py").write_text(ENV_CODE)

@@ -227,14 +227,7 @@ def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], eva
     for label, xs, ys in baselines:
         i = next((j for j, name in enumerate(train_labels) if name.startswith(label.rsplit(" baseline", 1)[0])), 0)
         ax.scatter(list(xs), list(ys), marker="s", s=40, color=color(i), edgecolor="black", zorder=4, label=label)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step")
-    ax.set_ylabel("reward")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
-    return _svg(fig)
+    return _step_axes(fig, ax, "reward")
 
 
 def sweep_curve(series: Sequence[Series], bands: Sequence[Sequence[float]], baselines: Sequence[tuple[str, float] | None]) -> str:
@@ -252,11 +245,16 @@ def sweep_curve(series: Sequence[Series], bands: Sequence[Sequence[float]], base
             label, value = base
             ax.axhline(value, color=color(i), linestyle="--", linewidth=1.2, alpha=0.8, label=f"{label} {value:.3f}")
             ax.scatter([0], [value], marker="s", s=40, color=color(i), edgecolor="black", zorder=4)
+    return _step_axes(fig, ax, "held-out reward")
+
+
+def _step_axes(fig: Any, ax: Any, ylabel: str) -> str:
+    """Whole-number steps on x, ``ylabel`` on y, a light grid and the legend; the figure as SVG."""
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
-    ax.set_ylabel("held-out reward")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)

@@ -27,7 +27,7 @@ Examples:
 
     prime rl run configs/rl/arithmetic.toml --resume outputs/rl/arithmetic-20260101-120000
 
-    prime rl run configs/rl/wiki.toml --env-file secrets.env      # judge keys for the run, never written
+    prime rl run configs/rl/qwen-3-5.toml --env-file secrets.env  # judge keys for the run, never written
 
 Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`, `--sampling.max_tokens 64`).
 Configs written for hosted training, prime-rl (its single-file shape: [model] name, [trainer.optim],
