@@ -124,34 +124,33 @@ def run(
         state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
-
-    if steps is not None and (env_or_config.endswith(".toml") or resume is not None):
-        raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
     configs = _configs(env_or_config, overrides)
     _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
         if steps is not None:
-            failed = _run_sweep(configs[0], steps, output_dir, console)
-        for config in configs if steps is None else []:
-            failure = _run_one(config, console)
-            if failure is not None:
-                failed.append(failure)
+            failed = _run_sweep(configs, steps, env_or_config, resume, console)
+        else:
+            failed = [failure for config in configs if (failure := _run_one(config, console)) is not None]
     finally:
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
 
 
-def _run_sweep(config: Any, steps: str, output_dir: str | None, console: Any) -> list[str]:
+def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str | None, console: Any) -> list[str]:
     """One eval per checkpoint step (and the starting model as step 0), then the reward by step."""
     from rich.table import Table
 
+    from evalkit.errors import UserError
     from evalkit.eval.sweep import plan_sweep, record, step_configs
     from evalkit.runs import read_metadata
 
-    sweep = plan_sweep(config.model, steps, config.env_id, output_dir)
+    if env_or_config.endswith(".toml") or resume is not None:
+        raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
+    config = configs[0]
+    sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
     record(sweep, config)
     console.print(f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True)
     failed = []

@@ -16,6 +16,7 @@ from evalkit import runs
 from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.registry import parse_env_args, parse_json_object
+from evalkit.secrets_file import load_env_files
 from prime_cli.anchor_flags import GEPA_GREEDY, GEPA_REFUSED, anchor_command, help_section
 from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
@@ -131,11 +132,8 @@ def run(
         fields = {**saved, **{key: value for key, value in flags.items() if value is not None}}
     if target is not None:
         _check_resume_unchanged(fields, source)
-    if env_file:
-        fields["env_file"] = [*fields.get("env_file", []), *(str(p.expanduser().resolve()) for p in env_file)]
+    fields["env_file"] = [*fields.get("env_file", []), *(str(p.expanduser().resolve()) for p in env_file or [])]
     config = build_job_config(fields, source)
-    from evalkit.secrets_file import load_env_files
-
     load_env_files(config.env_file, apply=not dry_run)
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=target, console=console, verbose=verbose, dry_run=dry_run)
