@@ -4,7 +4,7 @@ A reader (a person, ``--resume``, a killed run's successor) must see either the 
 version of a file, never half of one: write a uniquely named temp file in the same folder, fsync it,
 then rename it over the target. Append-only JSONL files do not go through here; they are flushed per
 group by their writers. Registered secret values (API keys read from the environment, the values of
-a run's secrets files: :mod:`evalkit.clients.redact`) are replaced before any text reaches a file.
+a run's secrets files: :mod:`evalkit.redact`) are replaced before any text reaches a file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evalkit.clients.redact import scrub_secrets
+from evalkit.redact import scrub_secrets
 from evalkit.errors import UserError
 
 

@@ -5,7 +5,7 @@ same key (a path relative to the config, or a list of them) and the commands tak
 (relative to the working folder). The file's lines are ``KEY=VALUE`` (``export KEY=VALUE`` too;
 blank lines and ``#`` comments skipped; a value may be quoted with ``'`` or ``"``; no ``$VAR``
 expansion). Its values are set in this process's environment for the run (over what was there:
-the file was named for this run) and registered with :mod:`evalkit.clients.redact`, so they are
+the file was named for this run) and registered with :mod:`evalkit.redact`, so they are
 scrubbed from errors, logs, rows and reports. Only the file's name is ever written (the resolved
 config records the path). A file other users may read gets a warning with the ``chmod`` that fixes
 it; a missing file or a malformed line is one ``error:`` (naming the line, never its value).
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from evalkit.clients.redact import register_secret
+from evalkit.redact import register_secret
 from evalkit.errors import UserError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.clients.redact import redact
+from evalkit.redact import redact
 from evalkit.errors import UNKNOWN, UNSCORED_KINDS, ConfigError
 from evalkit.sampling_rules import sampling_problems
 

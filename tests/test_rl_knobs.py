@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,7 +19,8 @@ import torch
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from rl_backend.config import RLConfig, TrainerConfig
 from rl_backend.policy import Policy, Sample, lr_at
-from rl_backend.tiny import write_tiny_model
+from report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
+from tiny_model import write_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +154,6 @@ def test_truncated_completions_can_score_zero_or_leave_the_loss():
 
 
 # -- rollouts and the pipeline, end to end on the tiny model ---------------------------------------
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_runs import RL_ENV as ENV_CODE  # noqa: E402  (rewards the digits in a reply: even random weights vary)
-
 
 
 def _run(tmp_path: Path, tiny_model: Path, top: str, tables: str) -> Path:

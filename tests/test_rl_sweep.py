@@ -4,21 +4,17 @@ and its report (reward by step with the baseline) rendered in headless Chromium.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from chromium import Browser, find_chromium
 from prime_cli.app import app
-from rl_backend.tiny import write_tiny_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium import Browser, find_chromium  # noqa: E402
-from report_runs import RL_ENV as ENV_CODE  # noqa: E402  (rewards the digits in a reply: even random weights vary)
+from report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
+from tiny_model import write_tiny_model
 
 pytestmark = pytest.mark.slow
-
 
 
 @pytest.fixture(scope="module")

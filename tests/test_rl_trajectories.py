@@ -9,7 +9,6 @@ refuse (or, with ``retokenize``, start a new sample there); ``branching`` stays 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
 from evalkit.types import Completion, RolloutState, SamplingArgs
 from prime_cli.app import app
-from rl_backend.tiny import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 from rl_backend.trajectories import check_prefix_property, first_break, interleave, refusal
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_rl_tools import ScriptedSource  # noqa: E402  (a rollout source whose client is a script)
+from test_rl_tools import ScriptedSource  # a rollout source whose client is a script
+from tiny_model import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 
 DROPS_REASONING = CHAT_TEMPLATE.replace(
     "{{ message['content'] }}",

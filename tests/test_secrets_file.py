@@ -12,8 +12,7 @@ import pytest
 from evalkit.errors import UserError
 from evalkit.secrets_file import check_permissions, load_env_files, parse_env_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fault_server import FaultServer  # noqa: E402
+from fault_server import FaultServer
 
 KEY = "judge-secret-8c1f0e77b2"
 
@@ -67,7 +66,7 @@ def test_a_file_others_can_read_gets_a_warning(tmp_path, capsys, monkeypatch):
     assert check_permissions(path) is None
     load_env_files([path])
     assert os.environ["WARN_TEST_KEY"] == KEY and capsys.readouterr().err == ""
-    from evalkit.clients.redact import redact
+    from evalkit.redact import redact
 
     assert redact(f"the judge said {KEY}") == "the judge said [redacted]"
 
@@ -106,7 +105,7 @@ def test_eval_config_env_file_reaches_the_judge_and_no_output(tmp_path):
 
 
 def test_rl_env_file_is_recorded_by_name_only(tmp_path):
-    from rl_backend.tiny import write_tiny_model
+    from tiny_model import write_tiny_model
 
     model = write_tiny_model(tmp_path / "model")
     env_dir = tmp_path / "environments" / "judged"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import runs
-from evalkit.clients.redact import scrub_secrets
+from evalkit.redact import scrub_secrets
 from evalkit.fileio import output_error, write_text_atomic
 from evalkit.runs import METADATA, read_metadata
 
