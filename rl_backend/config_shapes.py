@@ -341,7 +341,11 @@ def _gpu_counts(work: dict[str, Any], notes: list[str]) -> None:
     """GPU counts (vf-rl's ``[inference] gpus = N`` / ``[trainer] gpus = N``, the quick start's ``num_gpus`` and
     ``tensor_parallel_size``) as the indices primekit takes: inference first, then the trainer's one GPU."""
     inference, trainer = _get(work, "inference.gpus"), _get(work, "trainer.gpus")
-    if isinstance(inference, int) and not isinstance(inference, bool):
+    if isinstance(trainer, int) and not isinstance(trainer, bool) and not isinstance(inference, int):
+        if trainer != 1:
+            raise _Refused(f"trainer.gpus = {trainer}: {MULTI_GPU}")
+        _pop(work, "trainer.gpus")  # one GPU, the default placement
+    elif isinstance(inference, int) and not isinstance(inference, bool):
         _pop(work, "inference.gpus")
         trainer_count = trainer if isinstance(trainer, int) and not isinstance(trainer, bool) else 1
         if trainer_count != 1:
