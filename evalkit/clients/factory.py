@@ -134,8 +134,8 @@ def _read_key(var: str | None, *, required: bool, url: str | None = None) -> str
     if value:
         register_secret(value)
         return value
-    if name.lower() in PLACEHOLDER_KEY_NAMES or (url is not None and is_loopback(url)):
-        return PLACEHOLDER_KEY
+    if var is not None and (var.lower() in PLACEHOLDER_KEY_NAMES or (url is not None and is_loopback(url))):
+        return PLACEHOLDER_KEY  # a row naming no key at all sends none, as before
     if required:
         raise UserError(f"API key environment variable {name} is not set; export it or name another with -k VAR")
     return None
