@@ -107,18 +107,16 @@ def test_lab_help_has_examples():
     assert result.exit_code == 0 and "Examples" in result.stdout
 
 
-def _prime(tmp_path: Path, *args: str) -> "subprocess.CompletedProcess[str]":
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, env={**env, "HF_HUB_CACHE": str(tmp_path / "empty-hub")})
+def _prime(monkeypatch, tmp_path: Path, *args: str):
+    """`prime ...` in-process, with an empty Hugging Face cache and no OpenAI server configured."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    return runner.invoke(app, list(args))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_path, family):
+def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_path, monkeypatch, family):
     """Without the model in the local Hugging Face cache, each job stops on that one line (exit 2)."""
     from evalkit.endpoints import load_endpoints
 
@@ -126,12 +124,12 @@ def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_pa
     for job, args in (("rl", ["rl", "run"]), ("eval", ["eval", "run"])):
         path = REPO / "configs" / job / f"{family}.toml"
         assert f'\nmodel = "{hub_id}"' in path.read_text()
-        result = _prime(tmp_path, *args, str(path), *(["--dry-run"] if job == "rl" else []))
+        result = _prime(monkeypatch, tmp_path, *args, str(path), *(["--dry-run"] if job == "rl" else []))
         lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert result.exit_code == 2 and len(lines) == 1, result.output
         assert lines[0].startswith(f"error: model {hub_id} is not in the local Hugging Face cache")
-    gepa = _prime(tmp_path, "gepa", "run", str(REPO / "configs" / "gepa" / f"{family}.toml"), "--dry-run")
-    assert gepa.returncode == 0 and hub_id in gepa.stdout + gepa.stderr, gepa.stderr
+    gepa = _prime(monkeypatch, tmp_path, "gepa", "run", str(REPO / "configs" / "gepa" / f"{family}.toml"), "--dry-run")
+    assert gepa.exit_code == 0 and hub_id in gepa.output, gepa.output
     assert "qwen3.5-4b" in load_endpoints(REPO / "configs" / "endpoints.py")
 
 

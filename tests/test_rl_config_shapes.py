@@ -7,8 +7,6 @@ it names is not in the local Hugging Face cache. The same shapes with the embedd
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +100,20 @@ def _file(tmp_path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def _dry_run(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prime_cli", "rl", "run", str(path), "--dry-run", *extra],
-                          capture_output=True, text=True, timeout=120)
+def _dry_run(path: Path, *extra: str):
+    from typer.testing import CliRunner
+
+    from prime_cli.app import app
+
+    return CliRunner().invoke(app, ["rl", "run", str(path), "--dry-run", *extra])
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_each_doc_shape_stops_only_on_the_uncached_model(tmp_path, name):
     result = _dry_run(_file(tmp_path, SHAPES[name]))
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 2, result.stderr
-    assert len(lines) == 1 and "is not in the local Hugging Face cache" in lines[0], result.stderr
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and "is not in the local Hugging Face cache" in lines[0], result.output
 
 
 def _embedded(data: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +128,7 @@ def _embedded(data: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ["hosted", "prime-rl-example"])
 def test_shapes_without_gpus_plan_in_full_on_the_embedded_model(tmp_path, name):
     result = _dry_run(_file(tmp_path, _embedded(SHAPES[name])))
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.output
     assert "# plan" in result.stdout and "run dir" in result.stdout
 
 

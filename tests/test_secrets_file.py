@@ -118,9 +118,13 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
         f'[sampling]\nmax_tokens = 4\n[[env]]\nid = "{env_dir}"\n[baseline]\nenabled = false\n[ckpt]\nsave_weights = false\n'
     )
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
-    dry = subprocess.run([sys.executable, "-m", "prime_cli", "rl", "run", "rl.toml", "--dry-run"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120, env=env)
-    assert dry.returncode == 0 and f"secrets      {tmp_path / 'secrets.env'}" in dry.stdout, dry.stderr
+    from typer.testing import CliRunner
+
+    from prime_cli.app import app
+
+    dry = CliRunner().invoke(app, ["rl", "run", str(tmp_path / "rl.toml"), "--dry-run"])  # sets nothing in os.environ
+    assert dry.exit_code == 0 and f"secrets      {tmp_path / 'secrets.env'}" in dry.output, dry.output
+    assert "JUDGE_API_KEY" not in os.environ
     result = subprocess.run([sys.executable, "-m", "prime_cli", "rl", "run", "rl.toml", "-o", "out"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
