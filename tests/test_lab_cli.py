@@ -28,6 +28,8 @@ EXPECTED = {
     "rl/arithmetic.toml",
     "rl/reverse-text.toml",
     "rl/mixed.toml",
+    "rl/digit-sums.toml",
+    "rl/digit-sums-vf.toml",
     *(f"{job}/{family}.toml" for job in ("eval", "gepa", "rl") for family in FAMILIES),
 }
 N = len(EXPECTED)
