@@ -35,7 +35,7 @@ EXPECTED = {
 N = len(EXPECTED)
 
 
-PRIME_RL = {"prime-rl/reverse-text.toml", "prime-rl/wiki-search.toml"}
+PRIME_RL = {"prime-rl/reverse-text.toml", "prime-rl/wiki-search.toml", "prime-rl/digit-sums.toml"}
 
 
 def test_shipped_configs_match_repo_configs():
@@ -140,10 +140,22 @@ def test_prime_rl_flag_adds_prime_rl_configs_only_when_asked(tmp_path, monkeypat
     assert runner.invoke(app, ["lab", "setup"]).exit_code == 0
     assert not (tmp_path / "configs" / "prime-rl").exists()
     result = runner.invoke(app, ["lab", "setup", "--prime-rl"])
-    assert result.exit_code == 0 and f"2 written, {N} skipped" in result.stdout
+    assert result.exit_code == 0 and f"3 written, {N} skipped" in result.stdout
     import tomllib
 
     for name in PRIME_RL:
         data = tomllib.loads((tmp_path / "configs" / name).read_text())
         assert data["model"]["name"] and data["orchestrator"]["train"]["source"][0]["env"]["taskset"]["id"]
         assert data["deployment"]["num_train_gpus"] >= 1 and "[orchestrator.renderer]" in (tmp_path / "configs" / name).read_text()
+
+
+def test_the_prime_rl_example_of_a_shipped_config_is_its_export(monkeypatch):
+    """prime-rl/digit-sums.toml is `prime rl export configs/rl/digit-sums.toml --target prime-rl`, kept in step."""
+    from rl_backend.config import load_rl_config
+    from rl_backend.export import export_config
+
+    monkeypatch.chdir(REPO)  # the config names ./environments/digit_sums
+    exported = export_config(load_rl_config(REPO / "configs" / "rl" / "digit-sums.toml"), "prime-rl")
+    assert exported.text == lab_config_files(prime_rl=True)["prime-rl/digit-sums.toml"], (
+        "re-export it: prime rl export configs/rl/digit-sums.toml --target prime-rl -o prime_cli/lab_configs/_prime_rl/digit-sums.toml"
+    )
