@@ -3,7 +3,8 @@
 A reader (a person, ``--resume``, a killed run's successor) must see either the old or the new
 version of a file, never half of one: write a uniquely named temp file in the same folder, fsync it,
 then rename it over the target. Append-only JSONL files do not go through here; they are flushed per
-group by their writers.
+group by their writers. Registered secret values (API keys read from the environment, the values of
+a run's secrets files: :mod:`evalkit.redact`) are replaced before any text reaches a file.
 """
 
 from __future__ import annotations

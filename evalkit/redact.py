@@ -84,6 +84,17 @@ def register_env_secrets() -> None:
             register_secret(value)
 
 
+def scrub_secrets(text: str) -> str:
+    """``text`` with every registered secret value replaced, and nothing else touched.
+
+    For whole output files (results rows, reports, metadata): the credential patterns of
+    :func:`redact` would also rewrite what a model legitimately wrote about headers or keys."""
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 def redact(text: str) -> str:
     """``text`` with every registered secret and every credential-shaped substring replaced."""
     if not text:

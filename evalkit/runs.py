@@ -77,6 +77,8 @@ ROLLOUTS_DIR = "rollouts"
 """RL: each step's rollouts, ``rollouts/step_N.jsonl``."""
 CHECKPOINTS_DIR = "checkpoints"
 WEIGHTS_DIR = "weights"
+SWEEPS_DIR = "sweeps"
+"""An RL run's checkpoint sweeps (``prime eval run -m RUN/weights --steps ...``): ``sweeps/<env>/step_N/``."""
 LOCK_FILE = ".lock"
 
 EVAL_JOB, GEPA_JOB, RL_JOB = "evals", "gepa", "rl"
@@ -153,6 +155,18 @@ def new_run_id() -> str:
 def new_run_dir(parent: str | Path) -> Path:
     """A fresh run dir's path under ``parent`` (not created: a run that fails at once leaves nothing)."""
     return Path(parent) / new_run_id()
+
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+"""Per-step folders: an RL run's ``checkpoints/step_N``, ``weights/step_N``, ``evals/step_N``; a sweep's ``step_N``."""
+
+
+def step_numbers(folder: str | Path) -> list[int]:
+    """The N of every ``step_N`` folder directly in ``folder``, ascending (empty when it does not exist)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in folder.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name)))
 
 
 def newest_run(candidates: Iterable[Path], accept: Callable[[Path], bool] | None = None) -> Path | None:

@@ -109,6 +109,8 @@ class GepaToml(BaseModel):
     """Task-model sampling args passed through (``max_tokens``, ``temperature``, ...)."""
     reflection_sampling: dict[str, Any] = Field(default_factory=dict)
     """Teacher sampling args (default ``max_tokens`` 1024; 256 for an embedded teacher)."""
+    env_file: str | list[str] | None = None
+    """Secrets file(s), ``KEY=VALUE`` lines (judge or tool keys), relative to this file; never written anywhere."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -164,6 +166,8 @@ class GepaJobConfig(BaseModel):
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
     reflection_sampling: dict[str, Any] | None = None
     """Teacher sampling args; default ``max_tokens`` 1024, or 256 for an embedded teacher (which rambles)."""
+    env_file: list[str] = Field(default_factory=list)
+    """``KEY=VALUE`` secrets files the command loads into the environment for the run (names recorded, values never)."""
     rollout_timeout: float = Field(default=DEFAULT_ROLLOUT_TIMEOUT_S, gt=0, allow_inf_nan=False)
     """Seconds, wall clock, one task-model rollout's conversation may take; past it the rollout errors
     (kind ``timeout``) and scores 0 for GEPA."""
@@ -262,6 +266,10 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
         fields["sampling"] = dict(parsed.sampling)
     if parsed.reflection_sampling:
         fields["reflection_sampling"] = dict(parsed.reflection_sampling)
+    if parsed.env_file:
+        from evalkit.secrets_file import resolve_env_files
+
+        fields["env_file"] = resolve_env_files(parsed.env_file, base_dir)
     return fields
 
 

@@ -13,24 +13,20 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UserError
-from evalkit.runs import CHECKPOINTS_DIR, WEIGHTS_DIR
 from evalkit.readback import RL_CHECKPOINT_STATE, parse_line
+from evalkit.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_numbers
 from evalkit.untrusted import json_bytes
-
-_STEP = re.compile(r"^step_(\d+)$")
 
 
 def steps_in(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in folder.iterdir() if p.is_dir() and (m := _STEP.match(p.name)))
+    """The steps of the ``step_N`` folders in ``folder`` (checkpoints or weight exports)."""
+    return step_numbers(folder)
 
 
 def _atomic_dir(parent: Path, name: str) -> tuple[Path, Path]:

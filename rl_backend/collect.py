@@ -10,6 +10,7 @@ them share one ``max_concurrent`` bound.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,12 +53,7 @@ class BatchCollector:
         self.mixture = mixture
         self.source = source
         self.loop = loop
-        own = SamplingArgs(
-            max_tokens=config.sampling.max_tokens,
-            temperature=config.sampling.temperature,
-            top_p=config.sampling.top_p,
-            logprobs=True,
-        )
+        own = SamplingArgs.from_dict({**config.sampling.request_args(), "logprobs": True})
         self.sampling = source.sampling.merged(own)
         """The source's required settings (token ids, logprobs) with the config's sampling over them."""
         self.rule = make_advantage_rule(config.trainer.advantage.type, config.trainer.advantage.std_normalize)
@@ -70,11 +66,14 @@ class BatchCollector:
         env_of: dict[int, str] = {}
         started = time.perf_counter()
         rounds = 0
+        first = max(need, math.ceil(need * self.config.filter.oversampling_factor))
         while len(kept) < need and rounds < self.config.filter.max_rounds:
-            ids = list(range(cursor, cursor + need - len(kept)))
+            ids = list(range(cursor, cursor + (first if rounds == 0 else need - len(kept))))
             cursor += len(ids)
             self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
             groups = self.loop.run(self._roll_out(ids, env_of))
+            if self.config.trainer.zero_truncated_completions:
+                _zero_truncated(groups)
             generated.extend(groups)
             kept.extend(filter_groups(groups, self.config.filter.enabled).kept)
             rounds += 1
@@ -91,10 +90,12 @@ class BatchCollector:
             weights_step=weights_step,
             env_of=env_of,
         )
+        masked = self.config.trainer.mask_truncated_completions
         for group in batch.kept:
             scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
             for state, advantage in zip(scored, self.rule([s.reward for s in scored])):
-                batch.advantages[(state.example_id, state.rollout_idx)] = advantage
+                if not (masked and state.is_truncated):  # still in the group's mean, out of the loss
+                    batch.advantages[(state.example_id, state.rollout_idx)] = advantage
         return batch
 
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
@@ -126,6 +127,15 @@ class BatchCollector:
         return out
 
 
+def _zero_truncated(groups: list[list[RolloutState]]) -> None:
+    """``zero_truncated_completions``: a rollout cut by ``max_tokens`` scores 0 (its own reward kept in metrics)."""
+    for group in groups:
+        for state in group:
+            if state.is_truncated and state.scored:
+                state.metrics["reward_before_truncation"] = state.reward
+                state.reward = 0.0
+
+
 def to_samples(batch: StepBatch) -> list[Sample]:
     """One sample per model turn of every kept rollout; each turn inherits its rollout's advantage.
 
@@ -142,14 +152,15 @@ def to_samples(batch: StepBatch) -> list[Sample]:
     for group in batch.kept:
         for state in group:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
-            if advantage is None:  # errored without a score: nothing to learn from
+            if advantage is None:  # errored without a score, or masked as truncated: nothing to learn from
                 continue
             for response in state.responses:
-                samples.append(_sample(response, advantage))
+                samples.append(checked_sample(response, advantage))
     return samples
 
 
-def _sample(response: Completion, advantage: float) -> Sample:
+def checked_sample(response: Completion, advantage: float) -> Sample:
+    """One model turn as a sample; a UserError when the backend gave no token ids or a logprob per token."""
     if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
         raise UserError(
             "the rollout backend returned completions without token ids/logprobs; "

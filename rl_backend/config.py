@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ConfigError
@@ -61,12 +61,43 @@ class EnvConfig(_Strict):
 
 
 class SamplingConfig(_Strict):
+    """Sampling of training rollouts (and the baseline).
+
+    Filters and penalties (``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``) change the
+    distribution the sampler draws from; the sampler reports each token's logprob under that
+    distribution, and the trainer's importance ratio (its own temperature-scaled probability over
+    the sampler's) corrects for the difference like for any other policy lag. Tokens whose ratio
+    leaves ``[trainer.loss.mask_low, mask_high]`` are masked (``masked_frac`` in metrics.jsonl).
+    """
+
     max_tokens: int = Field(128, gt=0)
     """Most tokens the policy may generate per turn."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature; the trainer divides its logits by the same value so ratios compare like with like."""
     top_p: float = Field(1.0, gt=0, le=1)
-    """Nucleus sampling; keep 1.0 for RL (truncation makes the sampler's distribution differ from the trainer's)."""
+    """Nucleus sampling (1.0: off)."""
+    top_k: int | None = Field(None, ge=-1)
+    """Sample among the k most likely tokens only (``None``, 0 or -1: off)."""
+    min_p: float | None = Field(None, ge=0, le=1)
+    """Drop tokens whose probability is below ``min_p`` times the most likely token's (``None`` or 0: off)."""
+    repetition_penalty: float | None = Field(None, gt=0)
+    """Penalise tokens already in the prompt or the completion (vLLM's rule: a positive logit is divided
+    by it, a negative one multiplied); 1.0 or ``None``: off."""
+    enable_thinking: bool | None = None
+    """Chat-template switch for models with a thinking mode (Qwen3/3.5, Nemotron 3); ``None``: the template's default."""
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    """Reasoning effort for models whose template takes one (gpt-oss); ``None``: the template's default."""
+
+    def request_args(self) -> dict[str, Any]:
+        """What every rollout request carries: the set keys, chat-template switches under
+        ``chat_template_kwargs`` (the key vLLM and the in-process engine read)."""
+        out: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p}
+        for key in ("top_k", "min_p", "repetition_penalty", "reasoning_effort"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.enable_thinking is not None:
+            out["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+        return out
 
 
 class LoraConfig(_Strict):
@@ -108,13 +139,36 @@ class AdvantageConfig(_Strict):
 
 class TrainerConfig(_Strict):
     lr: float = Field(5e-5, gt=0)
-    """AdamW learning rate."""
+    """AdamW learning rate (the peak, after warm-up)."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW weight decay."""
+    adam_beta1: float = Field(0.9, ge=0, lt=1)
+    """AdamW beta1."""
+    adam_beta2: float = Field(0.999, ge=0, lt=1)
+    """AdamW beta2."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning rate after warm-up: ``constant``, or decaying to ``min_lr`` at ``max_steps`` linearly or on a half cosine."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up over this many steps."""
-    max_grad_norm: float = Field(1.0, gt=0)
-    """Gradients are clipped to this global norm."""
+    min_lr: float = Field(0.0, ge=0)
+    """Where ``linear`` and ``cosine`` decay end (at ``max_steps``)."""
+    max_grad_norm: float = Field(1.0, ge=0)
+    """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before clipping)."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Weight of a KL(policy || starting model) penalty per completion token (verifiers' ``beta``); 0: off.
+    With LoRA the reference is the base model (the adapter switched off, one extra forward per
+    micro-batch); full fine-tuning keeps a frozen copy of the starting weights (twice the memory)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more compute)."""
+    async_level: int = Field(1, ge=0)
+    """How many steps generation may run ahead of training: 0 strictly on-policy (no overlap), 1 (default)
+    one-step off-policy, N up to N steps (the sampler takes new weights whenever it runs out of batches to
+    generate). The importance ratio against the sampler's logprobs corrects for the lag; ``policy_lag`` in
+    metrics.jsonl is each step's. prime-rl's and hosted training's ``max_async_level``."""
+    mask_truncated_completions: bool = False
+    """Leave rollouts cut by ``max_tokens`` out of the loss (they still count in the group's mean)."""
+    zero_truncated_completions: bool = False
+    """Score rollouts cut by ``max_tokens`` 0 before advantages are computed."""
     micro_batch_size: int = Field(8, gt=0)
     """Sequences per forward/backward pass; gradients accumulate over the whole batch (one optimizer step per RL step)."""
     max_seq_len: int = Field(2048, gt=0)
@@ -132,7 +186,18 @@ class TrainerConfig(_Strict):
     gpus: list[int] | None = None
     """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
-    """Generate each step's rollouts with the current weights (no overlap). Default: one-step off-policy, generation of step n+1 overlaps training of step n. On a 2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the cores); it pays when generation and training run on different devices or many cores."""
+    """``true`` is ``async_level = 0``: each step's rollouts come from the current weights (no overlap). On a
+    2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the
+    cores); it pays when generation and training run on different devices or many cores."""
+
+    @model_validator(mode="after")
+    def _on_policy_is_async_0(self) -> "TrainerConfig":
+        if self.on_policy and self.async_level not in (0, 1):
+            raise ValueError(f"trainer.on_policy = true contradicts trainer.async_level = {self.async_level}; set one of them")
+        if self.on_policy:
+            self.async_level = 0
+        self.on_policy = self.async_level == 0
+        return self
 
     @field_validator("device")
     @classmethod
@@ -214,7 +279,11 @@ class EvalConfig(_Strict):
     temperature: float | None = Field(None, ge=0)
     """Sampling temperature for evaluation (default: the training temperature; 0 = greedy)."""
     at_start: bool = False
-    """Also evaluate the starting model (step 0), for a before/after comparison on the same examples."""
+    """Also evaluate the starting model (step 0), for a before/after comparison on the same examples
+    (hosted training's ``eval_base_model``)."""
+    env: list[EnvConfig] | None = None
+    """Environments to evaluate on (``[[eval.env]]``, as hosted training writes them); default: the held-out
+    split of each training environment."""
 
 
 class BaselineConfig(_Strict):
@@ -234,9 +303,13 @@ class BaselineConfig(_Strict):
 
 class FilterConfig(_Strict):
     enabled: bool = True
-    """Drop groups whose rollouts all got the same reward (zero advantage) and draw replacement examples."""
+    """Drop groups whose rollouts all got the same reward (zero advantage) and draw replacement examples
+    (hosted training's and prime-rl's ``[buffer] online_difficulty_filtering``)."""
     max_rounds: int = Field(4, gt=0)
     """Most generation rounds per step while replacing dropped groups; a step trains on what it has after that."""
+    oversampling_factor: float = Field(1.0, ge=1)
+    """The first round of a step rolls out this many times the examples a step needs, so that fewer
+    refill rounds follow when groups are dropped; kept groups beyond the step's need are not trained on."""
 
 
 class BufferConfig(_Strict):
@@ -261,6 +334,8 @@ class WandbConfig(_Strict):
 
 
 class RLConfig(_Strict):
+    _notes: list[str] = PrivateAttr(default_factory=list)
+
     model: str = DEFAULT_MODEL
     """Model to train: ``local/smollm2-135m`` (embedded) or a local Hugging Face model folder."""
     run_name: str | None = None
@@ -315,24 +390,38 @@ class RLConfig(_Strict):
     """Online difficulty filtering."""
     wandb: WandbConfig | None = None
     """Optional Weights & Biases logging."""
+    trajectory_strategy: Literal["branching", "interleaved"] = "branching"
+    """How a multi-turn rollout becomes training samples (hosted training's and prime-rl's key): ``branching``,
+    each model turn its own sample after the prompt it was sampled after (exact for any chat template);
+    ``interleaved``, the turns of a rollout as one sequence (environment tokens masked), which needs each
+    turn's prompt to extend the previous turn's prompt and completion token for token; checked on real
+    rollouts before training (see ``retokenize``)."""
+    retokenize: bool = False
+    """For ``interleaved``: where a rollout's next prompt does not extend its previous turn token for token (a
+    chat template that rewrites earlier turns, e.g. drops their reasoning), start a new sample from that
+    turn's own prompt, the whole conversation so far tokenized afresh, instead of refusing to train."""
+    env_file: list[str] = Field(default_factory=list)
+    """``KEY=VALUE`` files (relative to the config) loaded into the environment for the run, e.g. judge API
+    keys (``env_file = "secrets.env"`` or a list); values never reach outputs, logs or config.resolved.toml."""
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _gpu_id_keys(cls, data: Any) -> Any:
-        """prime-rl's top-level ``inference_gpu_ids`` / ``trainer_gpu_ids`` are ``[inference] gpus`` / ``[trainer] gpus``."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        for theirs, table in (("inference_gpu_ids", "inference"), ("trainer_gpu_ids", "trainer")):
-            if theirs in data:
-                section = dict(data.get(table) or {})
-                if "gpus" in section:
-                    raise ValueError(f"set {theirs} or [{table}] gpus (the same thing), not both")
-                section["gpus"] = data.pop(theirs)
-                data[table] = section
-        if isinstance(data.get("env"), dict):  # a single [env] table
-            data["env"] = [data["env"]]
-        return data
+    def _other_shapes(cls, data: Any, handler: Any) -> "RLConfig":
+        """Keys of the shapes prime-rl, vf-rl and the quick-start guides document, as ours
+        (:mod:`rl_backend.config_shapes`); the notes go to the plan."""
+        from rl_backend.config_shapes import translate
+
+        notes: list[str] = []
+        if isinstance(data, dict):
+            data, notes = translate(data)
+        config = handler(data)
+        config._notes = notes
+        return config
+
+    @field_validator("env_file", mode="before")
+    @classmethod
+    def _one_file(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> "RLConfig":
@@ -342,6 +431,8 @@ class RLConfig(_Strict):
                 f"({self.rollouts_per_example}); e.g. batch_size = {max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
             )
         _check_envs(self.env, self.buffer)
+        if self.eval.env is not None:
+            _check_envs(self.eval.env, BufferConfig(), table="eval.env")
         if self.sampling.max_tokens >= self.trainer.max_seq_len:
             raise ValueError(
                 f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
@@ -372,6 +463,11 @@ class RLConfig(_Strict):
                              max_message_chars=self.max_message_chars)
 
     @property
+    def notes(self) -> list[str]:
+        """Keys of another trainer's shape that were accepted but change nothing here, each with why."""
+        return list(self._notes)
+
+    @property
     def examples_per_step(self) -> int:
         return self.batch_size // self.rollouts_per_example
 
@@ -381,17 +477,17 @@ class RLConfig(_Strict):
         return self.inference.vllm_command is not None or self.inference.base_url is not None
 
 
-def _check_envs(envs: list[EnvConfig], buffer: BufferConfig) -> None:
+def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env") -> None:
     """At least one environment, distinct safe labels, one ratio per environment."""
     if not envs:
-        raise ValueError("add one [[env]] table with the environment id")
+        raise ValueError(f"add one [[{table}]] table with the environment id")
     seen: set[str] = set()
     for spec in envs:
         if spec.name is not None and (not ENV_NAME.fullmatch(spec.name) or name_problem(spec.name)):
-            raise ValueError(f"env name '{spec.name}' may hold only letters, digits and . _ + - and may not be "
+            raise ValueError(f"{table} name '{spec.name}' may hold only letters, digits and . _ + - and may not be "
                              "'.' or '..' (it names folders)")
         if spec.label in seen:
-            raise ValueError(f"two [[env]] tables are both named '{spec.label}'; give each a distinct name = \"...\"")
+            raise ValueError(f"two [[{table}]] tables are both named '{spec.label}'; give each a distinct name = \"...\"")
         seen.add(spec.label)
     ratios = buffer.env_ratios
     if ratios is not None and len(ratios) != len(envs):
@@ -514,6 +610,9 @@ def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLCo
     except ConfigError as exc:  # cross-field checks name their keys in the message itself
         raise ConfigError(str(exc).replace("'(top level)': ", "")) from None
     folder = Path(path).resolve().parent
+    from evalkit.secrets_file import resolve_env_files
+
+    config.env_file = resolve_env_files(config.env_file, folder)
     if config.model.startswith((".", "~")) or ("/" in config.model and not config.model.startswith("local/")):
         candidate = (folder / Path(config.model).expanduser()).resolve()
         if candidate.exists():

@@ -97,7 +97,7 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
                 "top_p": config.sampling.top_p}
 
     def evaluate(spec: Any) -> Any:
-        folder = "baseline" if len(config.env) == 1 else f"baseline/{spec.label}"
+        folder = runs.BASELINE_DIR if len(config.env) == 1 else f"{runs.BASELINE_DIR}/{spec.label}"
         eval_config = EvalConfig(
             env_id=spec.id, env_args=spec.args, model=config.model, base_url=config.inference.base_url,
             max_concurrent=config.max_concurrent, system_prompt=config.system_prompt, sampling=sampling, shuffle=True,

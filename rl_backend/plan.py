@@ -84,22 +84,24 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
     ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
     per_env = " per environment" if len(config.env) > 1 else ""
-    evals = (
-        f"every {config.eval.interval} steps on {config.eval.num_examples} held-out examples{per_env}"
-        if config.eval.interval
-        else "off"
-    )
+    where = f"of {', '.join(e.label for e in config.eval.env)}" if config.eval.env else f"held-out examples{per_env}"
+    evals = f"every {config.eval.interval} steps on {config.eval.num_examples} {where}" if config.eval.interval else "off"
+    if config.eval.at_start:
+        evals += ", and of the starting model"
     return [
         f"run dir      {run_dir}",
-        f"model        {config.model} ({mode}, lr {config.trainer.lr:g}, loss '{config.trainer.loss.type}')",
+        f"model        {config.model} ({mode}, loss '{config.trainer.loss.type}')",
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
         f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
-        f"rollouts     {_inference_text(config, backend)}, "
-        + ("strictly on-policy" if config.trainer.on_policy else "one-step off-policy (generation overlaps training)"),
+        f"rollouts     {_inference_text(config, backend)}, {_async_text(config.trainer.async_level)}",
+        f"sampling     {_sampling_text(config)}",
         f"trainer      {_trainer_text(config)}",
+        f"optimizer    {_optimizer_text(config)}",
         baseline_line(config),
         f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
+        *([f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"] if config.env_file else []),
+        *(f"note         {line}" for line in config.notes),
     ]
 
 
@@ -113,6 +115,32 @@ def baseline_line(config: RLConfig, skip: bool = False) -> str:
         f"baseline     {cfg.num_examples} examples x {cfg.rollouts_per_example or config.rollouts_per_example}{per_env} "
         f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
     )
+
+
+def _async_text(level: int) -> str:
+    if level == 0:
+        return "strictly on-policy"
+    if level == 1:
+        return "one-step off-policy (generation overlaps training)"
+    return f"up to {level} steps off-policy (generation runs ahead; importance ratios correct the lag)"
+
+
+def _sampling_text(config: RLConfig) -> str:
+    """The rollout request's settings, and how multi-turn rollouts become samples."""
+    args = config.sampling.request_args()
+    shown = ", ".join(f"{key} {json.dumps(value)}" for key, value in args.items() if key != "max_tokens")
+    return f"{shown}; multi-turn: {config.trajectory_strategy}" + (" (retokenize at template breaks)" if config.retokenize else "")
+
+
+def _optimizer_text(config: RLConfig) -> str:
+    t = config.trainer
+    schedule = t.lr_scheduler_type + (f" after {t.warmup_steps} warm-up steps" if t.warmup_steps else "")
+    extras = [f"grad clip {t.max_grad_norm:g}" if t.max_grad_norm else "no grad clip"]
+    if t.kl_coef:
+        extras.append(f"KL to the start x {t.kl_coef:g}")
+    if t.gradient_checkpointing:
+        extras.append("gradient checkpointing")
+    return f"AdamW lr {t.lr:g} ({schedule}), " + ", ".join(extras)
 
 
 def _env_lines(config: RLConfig) -> list[str]:

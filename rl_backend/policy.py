@@ -32,14 +32,48 @@ def _strip_lora(model: Any) -> Any:
     return model
 
 
+def _enable_checkpointing(net: Any) -> None:
+    """Activation (gradient) checkpointing of every decoder layer; transformers 5 renamed the switch."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(net, "activation_checkpointing_enable"):
+        net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def lr_at(trainer: Any, step: int, max_steps: int) -> float:
+    """Learning rate of optimizer step ``step`` (1-based): linear warm-up over ``warmup_steps``, then
+    constant or decaying to ``min_lr`` at ``max_steps`` (``linear`` or ``cosine``)."""
+    warmup = trainer.warmup_steps
+    if warmup and step < warmup:
+        return trainer.lr * step / warmup
+    if trainer.lr_scheduler_type == "constant" or max_steps <= warmup:
+        return trainer.lr
+    progress = min(1.0, (step - warmup) / (max_steps - warmup))
+    shape = 1 - progress if trainer.lr_scheduler_type == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+    return trainer.min_lr + (trainer.lr - trainer.min_lr) * shape
+
+
 @dataclass
 class Sample:
-    """One model turn to train on: what the sampler saw, what it drew, and how good that was."""
+    """A sequence to train on: what the sampler saw, what it drew, and how good that was.
+
+    ``loss_mask`` (one flag per completion token; ``None``: all trained) leaves out tokens that were
+    not sampled, such as environment and tool messages between the turns of an interleaved rollout.
+    """
 
     prompt_ids: list[int]
     completion_ids: list[int]
     sampler_logprobs: list[float]
     advantage: float
+    loss_mask: list[bool] | None = None
+
+    def mask(self) -> list[bool]:
+        return list(self.loss_mask) if self.loss_mask is not None else [True] * len(self.completion_ids)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.mask())
 
 
 class Policy:
@@ -75,10 +109,18 @@ class Policy:
 
                 raise ConfigError(f"trainer.lora.target_modules does not fit this model: {exc}") from exc
         self.model = net
+        trainer = config.trainer
+        self.reference = None
+        if trainer.kl_coef > 0 and self.lora is None:  # LoRA's reference is the base model: the adapter switched off
+            self.reference = copy.deepcopy(net).eval().requires_grad_(False)
+        if trainer.gradient_checkpointing:
+            _enable_checkpointing(net)
         self.model.train()
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.trainer.lr, weight_decay=config.trainer.weight_decay)
-        loss = config.trainer.loss
+        self.optimizer = torch.optim.AdamW(
+            params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(trainer.adam_beta1, trainer.adam_beta2)
+        )
+        loss = trainer.loss
         self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps)
 
     # ----- weights for the sampler / export ------------------------------------------------------
@@ -109,9 +151,8 @@ class Policy:
 
     # ----- training ------------------------------------------------------------------------------
     def lr_at(self, step: int) -> float:
-        warmup = self.config.trainer.warmup_steps
-        scale = min(1.0, step / warmup) if warmup else 1.0
-        return self.config.trainer.lr * scale
+        """The learning rate of optimizer step ``step`` (1-based)."""
+        return lr_at(self.config.trainer, step, self.config.max_steps)
 
     def train_step(self, samples: list[Sample], step: int) -> dict[str, float]:
         """Accumulate gradients over all samples, clip, take one optimizer step; return statistics."""
@@ -120,8 +161,8 @@ class Policy:
         limit = self.config.trainer.max_seq_len
         usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
         stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable))}
-        total_tokens = sum(len(s.completion_ids) for s in usable)
-        sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0}
+        total_tokens = sum(s.trained_tokens for s in usable)
+        sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0}
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         size = self.config.trainer.micro_batch_size
@@ -131,7 +172,8 @@ class Policy:
             for key in sums:
                 sums[key] += out[key]
         params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.trainer.max_grad_norm)) if usable else 0.0
+        clip = self.config.trainer.max_grad_norm or math.inf  # 0: measure the norm, clip nothing
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip)) if usable else 0.0
         lr = self.lr_at(step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -145,6 +187,7 @@ class Policy:
             mismatch_kl=sums["mismatch_kl"] / denom,
             masked_frac=sums["masked"] / denom,
             clipped_frac=sums["clipped"] / denom,
+            **({"kl_ref": sums["kl_ref"] / denom} if self.config.trainer.kl_coef > 0 else {}),
             grad_norm=grad_norm,
             lr=lr,
             train_tokens=float(total_tokens),
@@ -167,35 +210,60 @@ class Policy:
             ids[r, prompt_width - p : prompt_width] = torch.tensor(s.prompt_ids)
             ids[r, prompt_width : prompt_width + c] = torch.tensor(s.completion_ids)
             attention[r, prompt_width - p : prompt_width + c] = 1
-            comp_mask[r, :c] = 1
+            comp_mask[r, :c] = torch.tensor(s.mask(), dtype=torch.float32)
             old[r, :c] = torch.tensor(s.sampler_logprobs[:c], dtype=torch.float32)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         dev = self.device
-        out = self.model(
-            input_ids=ids.to(dev),
-            attention_mask=attention.to(dev),
-            position_ids=positions.to(dev),
-            logits_to_keep=comp_width + 1,
-            use_cache=False,
-        )
-        logits = out.logits[:, :comp_width].float() / self.temperature
-        logp_all = torch.log_softmax(logits, dim=-1)
+        inputs = {"input_ids": ids.to(dev), "attention_mask": attention.to(dev), "position_ids": positions.to(dev)}
         targets = ids[:, prompt_width:].to(dev)
+        logp_all = self._log_softmax(self.model, inputs, comp_width)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         mask = comp_mask.to(dev)
         result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens)
-        result.loss.backward()
+        loss, kl_sum = result.loss, 0.0
+        if self.config.trainer.kl_coef > 0:
+            kl = self._reference_kl(inputs, comp_width, targets, logprobs)
+            loss = loss + self.config.trainer.kl_coef * (kl * mask).sum() / max(1, total_tokens)
+            kl_sum = float((kl.detach() * mask).sum())
+        loss.backward()
         with torch.no_grad():
             entropy = -(logp_all.exp() * logp_all).sum(-1)
             entropy_sum = float((entropy * mask).sum())
         return {
-            "loss": float(result.loss.detach()),
+            "loss": float(loss.detach()),
             "entropy": entropy_sum,
             "mismatch_kl": result.mismatch_kl,
             "masked": result.masked_tokens,
             "clipped": result.clipped_tokens,
+            "kl_ref": kl_sum,
         }
+
+    def _log_softmax(self, model: Any, inputs: dict[str, Any], comp_width: int) -> Any:
+        """Temperature-scaled log-probabilities over the vocabulary at the ``comp_width`` completion positions."""
+        import torch
+
+        out = model(**inputs, logits_to_keep=comp_width + 1, use_cache=False)
+        return torch.log_softmax(out.logits[:, :comp_width].float() / self.temperature, dim=-1)
+
+    def _reference_kl(self, inputs: dict[str, Any], comp_width: int, targets: Any, logprobs: Any) -> Any:
+        """Per-token k3 estimate of KL(policy || reference) at the sampled tokens (>= 0, gradient through ``logprobs``).
+
+        The reference is the starting model: the base model under a disabled LoRA adapter, else the frozen copy."""
+        import contextlib
+
+        import torch
+
+        with torch.no_grad():
+            if self.reference is not None:
+                context, model = contextlib.nullcontext(), self.reference
+            else:
+                context, model = self.model.disable_adapter(), self.model
+            with context:
+                ref_all = self._log_softmax(model, inputs, comp_width)
+            ref = ref_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        delta = ref - logprobs
+        return torch.exp(delta) - delta - 1
 
     # ----- checkpoint state ----------------------------------------------------------------------
     def save_trainable(self, folder: Path) -> None:

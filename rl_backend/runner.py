@@ -1,9 +1,10 @@
 """`prime rl run` end to end: resolve, plan, baseline checks, then the training loop.
 
-The loop overlaps generation and training (one-step off-policy): while the trainer takes step n
-(on rollouts sampled with the weights of step n-2), a worker thread already samples step n+1's
-rollouts with the weights of step n-1. The sampler's weights change only between generations (``source.sync``), never
-under an in-flight request. ``trainer.on_policy = true`` runs the two strictly one after the other.
+The loop overlaps generation and training (by default one-step off-policy): while the trainer takes
+step n (on rollouts sampled with the weights of step n-2), a worker thread already samples step n+1's
+rollouts with the weights of step n-1. ``trainer.async_level`` N lets generation run up to N steps
+ahead; 0 (``trainer.on_policy = true``) runs the two strictly one after the other. The sampler's
+weights change only between generations (``source.sync``), never under an in-flight request.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import os
 import statistics
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +153,7 @@ class Trainer:
         self.console = console or Console(stderr=True)
         self.eval_rewards: dict[int, float] = {}
         self._exported: set[int] = set()
+        self._template_checked = False
         self._wandb: Any = None
         self.loop: LoopThread | None = None
 
@@ -173,6 +176,7 @@ class Trainer:
                     "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
                 )
         self.mixture = EnvMixture(members, self.config.buffer.env_ratios, self.config.seed)
+        self.eval_members = [load_train_env(spec) for spec in self.config.eval.env] if self.config.eval.env else members
         torch.manual_seed(self.config.seed)
         self.policy = Policy(self.config, device=trainer_device(self.config))
         self.loop = LoopThread("rl-asyncio")  # no torch work here: the engine decodes on its own thread
@@ -182,9 +186,9 @@ class Trainer:
             self._wandb = _start_wandb(self.config, self.run_dir)
 
     # ----- baseline and evals: eval run dirs inside the run -----------------------------------------
-    def eval_dir(self, name: str, member: Any) -> str:
+    def eval_dir(self, name: str, member: Any, members: list[Any] | None = None) -> str:
         """``name`` for a single environment, ``name/<env label>`` for each of several."""
-        return name if len(self.mixture) == 1 else f"{name}/{member.name}"
+        return name if len(members or self.mixture.members) == 1 else f"{name}/{member.name}"
 
     def run_eval(self, name: str, sampling: SamplingArgs, member: Any, **settings: Any) -> Any:
         """An eval of the current weights on one environment into ``<run>/<name>/`` (results.jsonl,
@@ -216,15 +220,18 @@ class Trainer:
         rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
 
         def evaluate(member: Any) -> Any:
-            return self.run_eval(self.eval_dir(runs.BASELINE_DIR, member), self.collector.sampling, member, split="train",
-                                 num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
+            result = self.run_eval(self.eval_dir(runs.BASELINE_DIR, member), self.collector.sampling, member, split="train",
+                                   num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
+            self.check_template(result.states)  # real multi-turn rollouts, before any training step
+            return result
 
         return run_checks([(m.name, lambda m=m: evaluate(m)) for m in self.mixture.members], cfg, rpe,
                           self.run_dir, self.console)
 
     # ----- evaluation / export at sync points ----------------------------------------------------
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out eval of step ``step``'s weights on each environment into ``<run>/evals/step_N/[<env>/]``.
+        """Held-out eval of step ``step``'s weights on each environment (``[[eval.env]]``, else the training
+        environments' eval splits) into ``<run>/evals/step_N/[<env>/]``.
 
         Returns the metrics line: ``eval_reward`` (the mean of the environments' mean rewards) and,
         with several environments, ``eval_reward/<env>`` for each.
@@ -236,8 +243,9 @@ class Trainer:
         self.source.reseed(self.config.seed * 31 + 17)
         means: dict[str, float] = {}
         self.eval_examples = 0
-        for member in self.mixture.members:
-            result = self.run_eval(self.eval_dir(f"{runs.EVALS_DIR}/step_{step}", member), sampling, member, num_examples=cfg.num_examples,
+        for member in self.eval_members:
+            result = self.run_eval(self.eval_dir(f"{runs.EVALS_DIR}/step_{step}", member, self.eval_members), sampling,
+                                   member, num_examples=cfg.num_examples,
                                    rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
             means[member.name] = float(result.summary["avg_reward"] or 0.0)
             self.eval_examples += int(result.metadata["num_examples"])
@@ -273,41 +281,47 @@ class Trainer:
 
     # ----- the loop ------------------------------------------------------------------------------
     def train(self, start_step: int, cursor: int) -> dict[str, Any]:
+        """Train from ``start_step`` (data ``cursor``) to ``max_steps``; see :class:`Pipeline` for the overlap.
+
+        The sampler takes the trainer's weights only while it is idle (a sync point): with
+        ``async_level`` N >= 1 whenever it has generated every batch it was given, then it is given the
+        next N; on-policy (0) after every step. A periodic eval or weight export due at a step that is no
+        sync point waits for the sampler to finish what it has, so it sees exactly that step's weights.
+        """
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         cfg = self.config
-        off_policy = not cfg.trainer.on_policy
+        level = cfg.trainer.async_level
         last: dict[str, Any] = {}
-        executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rl-rollouts", initializer=_worker_threads if off_policy else None
-        )
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts", initializer=_worker_threads if level else None)
+        pipeline = Pipeline(executor, self.collector)
         step = start_step
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=False)
-        _split_threads(off_policy)
-        pending: Future = executor.submit(self.collector.collect, step + 1, cursor, step)
+        _split_threads(level > 0)
+        pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
         columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
         try:
             with Progress(*columns, console=self.console, transient=False) as progress:
                 task = progress.add_task("", total=cfg.max_steps, completed=step)
                 while step < cfg.max_steps:
-                    wait_started = time.perf_counter()
-                    batch = pending.result()
-                    wait_s = time.perf_counter() - wait_started
+                    batch, wait_s = pipeline.next()
                     step_started = time.perf_counter()
-                    if off_policy:
+                    if level and pipeline.idle:
                         self.source.sync(self.policy, step)
                         self.at_sync_point(step, start_step, final=False)
-                        if step + 1 < cfg.max_steps:
-                            pending = executor.submit(self.collector.collect, step + 2, batch.cursor_after, step)
+                        pipeline.submit(step + 2, step, min(level, cfg.max_steps - step - 1), batch.cursor_after)
                     last = self.train_one(batch, step + 1, wait_s, step_started)
                     step += 1
-                    if not off_policy:
+                    if not level:
                         self.source.sync(self.policy, step)
                         self.at_sync_point(step, start_step, final=step == cfg.max_steps)
-                        if step < cfg.max_steps:
-                            pending = executor.submit(self.collector.collect, step + 1, batch.cursor_after, step)
+                        pipeline.submit(step + 1, step, min(1, cfg.max_steps - step), batch.cursor_after)
+                    elif level > 1 and step < cfg.max_steps and self.due_at(step):
+                        pipeline.drain()
+                        self.source.sync(self.policy, step)
+                        self.at_sync_point(step, start_step, final=False)
                     self.maybe_checkpoint(step, batch.cursor_after)
                     progress.update(task, completed=step, description=f"reward {last['reward_mean']:.3f} loss {last['loss']:+.4f}")
                     progress.console.print(
@@ -321,10 +335,44 @@ class Trainer:
         self.at_sync_point(step, start_step, final=True)
         return last
 
+    def due_at(self, step: int) -> bool:
+        """Whether a periodic eval or weight export falls on ``step``."""
+        cfg = self.config
+        evals = bool(cfg.eval.interval) and step % cfg.eval.interval == 0
+        weights = bool(cfg.ckpt.interval) and cfg.ckpt.save_weights and step % cfg.ckpt.interval == 0
+        return evals or weights
+
+    def check_template(self, states: list[Any]) -> None:
+        """The prefix-property check (:mod:`rl_backend.trajectories`) on the first real multi-turn rollouts,
+        before any optimizer step: refused for ``interleaved`` (unless ``retokenize``), else a note."""
+        from rl_backend.trajectories import check_prefix_property, describe_break, refusal
+
+        if self._template_checked:
+            return
+        checked, found = check_prefix_property(states)
+        if not checked:
+            return  # no multi-turn rollout yet: look again at the next ones
+        self._template_checked = True
+        cfg, tokenizer = self.config, self.policy.tokenizer
+        if found is None:
+            self.console.print(f"chat template: {checked} multi-turn rollouts checked, each turn's prompt extends the last")
+            return
+        if cfg.trajectory_strategy == "interleaved" and not cfg.retokenize:
+            raise refusal(found, tokenizer, cfg.model)
+        how = ("branching trains each turn after the prompt it saw, so training stays exact" if cfg.trajectory_strategy == "branching"
+               else "retokenize: a rollout's sample restarts at each re-rendered turn")
+        self.console.print(f"note: {describe_break(found, tokenizer, cfg.model)}; {how}", markup=False, highlight=False)
+
     def train_one(self, batch: Any, step: int, wait_s: float, step_started: float) -> dict[str, Any]:
         from rl_backend.collect import to_samples
+        from rl_backend.trajectories import interleave
 
-        samples = to_samples(batch)
+        self.check_template([state for group in batch.kept for state in group])
+        if self.config.trajectory_strategy == "interleaved":
+            samples = interleave(batch.kept, batch.advantages, retokenize=self.config.retokenize,
+                                 tokenizer=self.policy.tokenizer, model=self.config.model)
+        else:
+            samples = to_samples(batch)
         train_started = time.perf_counter()
         stats = self.policy.train_step(samples, step)
         train_s = time.perf_counter() - train_started
@@ -386,6 +434,47 @@ class Trainer:
                     self.loop.close()
                 if self._wandb is not None:
                     self._wandb.finish()
+
+
+class Pipeline:
+    """Training batches generated ahead, in step order, on one worker thread.
+
+    Each batch starts at the data cursor the previous one ended at (known only once that one is
+    done: filtering draws a variable number of examples), so a batch's start is read on the worker,
+    which runs them one after the other.
+    """
+
+    def __init__(self, executor: ThreadPoolExecutor, collector: Any):
+        self.executor = executor
+        self.collector = collector
+        self.pending: deque[Future] = deque()
+
+    def submit(self, first_step: int, weights_step: int, count: int, cursor: int) -> None:
+        """Queue batches for steps ``first_step .. first_step + count - 1``, sampled with the weights of ``weights_step``."""
+        for step in range(first_step, first_step + count):
+            previous = self.pending[-1] if self.pending else None
+
+            def collect(step: int = step, previous: Future | None = previous) -> Any:
+                start = previous.result().cursor_after if previous is not None else cursor
+                return self.collector.collect(step, start, weights_step)
+
+            self.pending.append(self.executor.submit(collect))
+
+    def next(self) -> tuple[Any, float]:
+        """The oldest batch (waiting for it) and the seconds waited."""
+        started = time.perf_counter()
+        batch = self.pending.popleft().result()
+        return batch, time.perf_counter() - started
+
+    @property
+    def idle(self) -> bool:
+        """Every batch given to the worker has been taken: it is between generations."""
+        return not self.pending
+
+    def drain(self) -> None:
+        """Wait until the worker has generated everything queued (the batches stay queued)."""
+        for future in list(self.pending):
+            future.result()
 
 
 def _reward_by_env(batch: Any) -> dict[str, float]:
@@ -454,16 +543,17 @@ def run(
     console = console or Console(stderr=True)
     resolved = runs.resolve_run(run_dirs(config, output_dir), resume or runs.ResumeRequest())
     run_dir = resolved.run_dir
-    backend = resolve_backend(config)
     if dry_run:
         from evalkit.model.registry import resolve_model
 
-        resolve_model(config.model)  # an unknown model fails here, as it would at the start of a real run
+        resolve_model(config.model)  # an unknown model fails here, first, as it would at the start of a real run
+        backend = resolve_backend(config)
         lines = plan_lines(config, run_dir, backend)  # refuses what the run would refuse, before printing anything
         out = Console()
         out.print(to_toml(config), markup=False, highlight=False, soft_wrap=True)
         out.print("\n".join(["# plan", *lines]), markup=False, highlight=False, soft_wrap=True)
         return None
+    backend = resolve_backend(config)
     with runs.RunLock(run_dir):
         notes = list(resolved.notes)
         step = resume_step(resolved, config, notes)

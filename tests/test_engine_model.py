@@ -196,6 +196,23 @@ def test_continuous_batching_beyond_max_batch(engine):
         tiny.close()
 
 
+def test_repetition_penalty_covers_prompt_and_generated_tokens(engine):
+    """A huge penalty: no token of the prompt or of the reply so far comes again, in a batch that
+    mixes penalized and plain requests and compacts its slots (max_batch 2, different lengths)."""
+    tiny = _tiny_engine(engine, _tiny(), max_batch=2)
+    strong = {"ignore_eos": True, "repetition_penalty": 1e6}
+    try:
+        asks = [(p, SamplingArgs(max_tokens=n, temperature=0, extra=strong if i % 2 else {"ignore_eos": True}))
+                for i, (p, n) in enumerate(zip(PROMPT_IDS, [3, 8, 2, 6, 8]))]
+        together = [f.result(timeout=60) for f in [tiny.submit(p, s) for p, s in asks]]
+        for i, ((prompt, sampling), result) in enumerate(zip(asks, together)):
+            if i % 2:
+                assert not set(result.token_ids) & set(prompt) and len(set(result.token_ids)) == len(result.token_ids)
+            assert result.token_ids == tiny.generate_many([prompt], sampling)[0].token_ids
+    finally:
+        tiny.close()
+
+
 def test_requests_wait_for_kv_cache_room(engine):
     # 2 layers x 2 kv heads x 16 dims x 2 (K, V) x 4 bytes = 512 B per position; one 64-position slot fits
     tiny = _tiny_engine(engine, _tiny(), max_batch=8, kv_cache_gb=50e3 / 2**30)

@@ -224,11 +224,12 @@ def _params(**kw) -> SamplingParams:
     return SamplingParams(max_tokens=4, **kw)
 
 
-def _sample(logits: torch.Tensor, params: list[SamplingParams], seeds: list[int], counters: list[int] | None = None):
+def _sample(logits: torch.Tensor, params: list[SamplingParams], seeds: list[int], counters: list[int] | None = None,
+            seen: torch.Tensor | None = None):
     """The sampler as the engine calls it, with per-row tensors; returns Python lists."""
-    temperature, top_k, top_p = row_tensors(params)
+    rows = row_tensors(params)._replace(seen=seen)
     counts = torch.tensor(counters if counters is not None else [0] * len(params))
-    tokens, logprobs = sample(logits, temperature, top_k, top_p, torch.tensor(seeds), counts, sampling_mode(params))
+    tokens, logprobs = sample(logits, rows, torch.tensor(seeds), counts, sampling_mode(params))
     assert tokens.dtype == torch.long and logprobs.dtype == torch.float32
     return tokens.tolist(), logprobs.tolist()
 
@@ -258,6 +259,31 @@ def test_top_k_and_top_p_restrict_and_renormalise():
         seen_p.add(token)  # 0.5 < 0.7, so the nucleus is {0, 1}: the token crossing top_p stays
         assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
     assert seen_k == {0, 1} and seen_p == {0, 1}
+
+
+def test_min_p_drops_tokens_below_a_fraction_of_the_best():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    seen = set()
+    for seed in range(200):  # min_p 0.4: keep p >= 0.2, i.e. {0, 1}
+        (token,), (logprob,) = _sample(logits, [_params(min_p=0.4)], [seed])
+        seen.add(token)
+        assert logprob == pytest.approx(math.log({0: 0.5, 1: 0.3}[token] / 0.8), abs=1e-5)
+    assert seen == {0, 1}
+
+
+def test_repetition_penalty_lowers_seen_tokens_as_vllm_does():
+    logits = torch.tensor([[2.0, 2.0, -1.0, -1.0]])
+    seen = torch.tensor([[True, False, True, False]])
+    (token,), (logprob,) = _sample(logits, [_params(temperature=0.0, repetition_penalty=2.0)], [0], seen=seen)
+    assert token == 1  # the seen token 0 (2.0 -> 1.0) lost its tie
+    penalized = torch.tensor([[1.0, 2.0, -2.0, -1.0]])  # positive divided, negative multiplied
+    assert logprob == pytest.approx(torch.log_softmax(penalized, -1)[0, 1].item(), abs=1e-6)
+    counts = [0, 0, 0, 0]
+    for seed in range(400):
+        (token,), (logprob,) = _sample(logits, [_params(repetition_penalty=2.0)], [seed], seen=seen)
+        counts[token] += 1
+        assert logprob == pytest.approx(torch.log_softmax(penalized, -1)[0, token].item(), abs=1e-5)
+    assert counts[1] > 1.8 * counts[0]  # p 0.64 vs 0.24
 
 
 def test_seeded_draws_do_not_depend_on_batch_mates():

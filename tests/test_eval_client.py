@@ -164,6 +164,34 @@ def test_endpoints_replicas_round_robin(servers, tmp_path):
     assert counts == [2, 2]
 
 
+def test_placeholder_keys_work_for_local_servers_as_in_verifiers(servers, tmp_path, monkeypatch):
+    """``"key": "local"`` (an endpoints.py habit) and an unset key variable for a server on this machine send
+    verifiers' placeholder key instead of refusing; an unset key for a remote server is still an error."""
+    server = servers()
+    monkeypatch.delenv("local", raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    (tmp_path / "endpoints.py").write_text(
+        f'ENDPOINTS = {{"mine": {{"model": "m", "url": "{server.base_url}", "key": "local"}},\n'
+        f'             "vllm": {{"model": "m", "url": "http://localhost:{server.port}/v1", "key": "VLLM_API_KEY"}},\n'
+        '             "far": {"model": "m", "url": "https://api.example.com/v1", "key": "VLLM_API_KEY"}}\n'
+    )
+    import json
+    import urllib.request
+
+    async def ask(endpoint: str) -> str:
+        client = make_client(ClientSpec(endpoint, endpoints_path=str(tmp_path / "endpoints.py")))
+        try:
+            return (await client.chat([{"role": "user", "content": "hi"}], SamplingArgs(max_tokens=4))).text
+        finally:
+            await client.aclose()
+
+    assert all(asyncio.run(ask(endpoint)) for endpoint in ("mine", "vllm"))
+    seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
+    assert seen == ["Bearer EMPTY", "Bearer EMPTY"]
+    with pytest.raises(UserError, match="VLLM_API_KEY is not set"):
+        make_client(ClientSpec("far", endpoints_path=str(tmp_path / "endpoints.py")))
+
+
 def test_unknown_endpoint_id_lists_known(tmp_path):
     (tmp_path / "endpoints.toml").write_text('[[endpoint]]\nendpoint_id = "one"\nmodel = "m"\nurl = "http://x/v1"\n')
     with pytest.raises(UserError, match="'two' not found.*known: one"):

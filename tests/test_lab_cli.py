@@ -12,8 +12,15 @@ from prime_cli.commands.lab_cmd import lab_config_files
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
+FAMILIES = {  # the training docs' layout: one file per model family in each of eval/, gepa/, rl/
+    "qwen-3-5": "Qwen/Qwen3.5-4B",
+    "qwen-3-5-moe": "Qwen/Qwen3.5-35B-A3B",
+    "nemotron-3": "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "llama-3": "meta-llama/Llama-3.2-1B-Instruct",
+}
 EXPECTED = {
     "endpoints.toml",
+    "endpoints.py",
     "eval/arithmetic.toml",
     "eval/reverse-text.toml",
     "gepa/arithmetic.toml",
@@ -23,14 +30,18 @@ EXPECTED = {
     "rl/mixed.toml",
     "rl/digit-sums.toml",
     "rl/digit-sums-vf.toml",
+    *(f"{job}/{family}.toml" for job in ("eval", "gepa", "rl") for family in FAMILIES),
 }
 N = len(EXPECTED)
 
 
+PRIME_RL = {"prime-rl/reverse-text.toml", "prime-rl/wiki-search.toml", "prime-rl/digit-sums.toml"}
+
+
 def test_shipped_configs_match_repo_configs():
-    shipped = lab_config_files()
-    assert set(shipped) == EXPECTED
-    repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*.toml")}
+    shipped = lab_config_files(prime_rl=True)
+    assert set(lab_config_files()) == EXPECTED and set(shipped) == EXPECTED | PRIME_RL
+    repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*") if p.suffix in (".toml", ".py")}
     assert repo == shipped, "configs/ and prime_cli/lab_configs/ differ: edit one, copy it to the other"
 
 
@@ -38,7 +49,7 @@ def test_lab_setup_writes_then_refuses_then_forces(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = runner.invoke(app, ["lab", "setup"])
     assert first.exit_code == 0, first.output
-    assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*.toml")} == EXPECTED
+    assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*") if p.is_file()} == EXPECTED
     assert f"{N} written, 0 skipped" in first.stdout and "wrote    configs/endpoints.toml" in first.stdout
 
     mine = tmp_path / "configs" / "eval" / "reverse-text.toml"
@@ -76,7 +87,7 @@ def test_eval_examples_validate(name):
     from evalkit.eval.config import load_eval_file
 
     configs = load_eval_file(REPO / "configs" / name)
-    assert configs and all(c.env_id in ("arithmetic", "reverse-text") for c in configs)
+    assert configs and all(c.env_id in ("arithmetic", "reverse-text", "primeintellect/reverse-text") for c in configs)
 
 
 def test_endpoint_gepa_rl_examples_validate():
@@ -96,3 +107,55 @@ def test_endpoint_gepa_rl_examples_validate():
 def test_lab_help_has_examples():
     result = runner.invoke(app, ["lab", "setup", "--help"])
     assert result.exit_code == 0 and "Examples" in result.stdout
+
+
+def _prime(monkeypatch, tmp_path: Path, *args: str):
+    """`prime ...` in-process, with an empty Hugging Face cache and no OpenAI server configured."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_path, monkeypatch, family):
+    """Without the model in the local Hugging Face cache, each job stops on that one line (exit 2)."""
+    from evalkit.endpoints import load_endpoints
+
+    hub_id = FAMILIES[family]
+    for job, args in (("rl", ["rl", "run"]), ("eval", ["eval", "run"])):
+        path = REPO / "configs" / job / f"{family}.toml"
+        assert f'\nmodel = "{hub_id}"' in path.read_text()
+        result = _prime(monkeypatch, tmp_path, *args, str(path), *(["--dry-run"] if job == "rl" else []))
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"error: model {hub_id} is not in the local Hugging Face cache")
+    gepa = _prime(monkeypatch, tmp_path, "gepa", "run", str(REPO / "configs" / "gepa" / f"{family}.toml"), "--dry-run")
+    assert gepa.exit_code == 0 and hub_id in gepa.output, gepa.output
+    assert "qwen3.5-4b" in load_endpoints(REPO / "configs" / "endpoints.py")
+
+
+def test_prime_rl_flag_adds_prime_rl_configs_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["lab", "setup"]).exit_code == 0
+    assert not (tmp_path / "configs" / "prime-rl").exists()
+    result = runner.invoke(app, ["lab", "setup", "--prime-rl"])
+    assert result.exit_code == 0 and f"3 written, {N} skipped" in result.stdout
+    import tomllib
+
+    for name in PRIME_RL:
+        data = tomllib.loads((tmp_path / "configs" / name).read_text())
+        assert data["model"]["name"] and data["orchestrator"]["train"]["source"][0]["env"]["taskset"]["id"]
+        assert data["deployment"]["num_train_gpus"] >= 1 and "[orchestrator.renderer]" in (tmp_path / "configs" / name).read_text()
+
+
+def test_the_prime_rl_example_of_a_shipped_config_is_its_export(monkeypatch):
+    """prime-rl/digit-sums.toml is `prime rl export configs/rl/digit-sums.toml --target prime-rl`, kept in step."""
+    from rl_backend.config import load_rl_config
+    from rl_backend.export import export_config
+
+    monkeypatch.chdir(REPO)  # the config names ./environments/digit_sums
+    exported = export_config(load_rl_config(REPO / "configs" / "rl" / "digit-sums.toml"), "prime-rl")
+    assert exported.text == lab_config_files(prime_rl=True)["prime-rl/digit-sums.toml"], (
+        "re-export it: prime rl export configs/rl/digit-sums.toml --target prime-rl -o prime_cli/lab_configs/_prime_rl/digit-sums.toml"
+    )

@@ -222,7 +222,7 @@ class _FakeEngine:
     def __init__(self):
         self.seeds: list[int | None] = []
 
-    def encode_chat(self, messages, tools=None):
+    def encode_chat(self, messages, tools=None, template_kwargs=None):
         return [1, 2, 3] if tools else [1, 2]
 
     async def generate(self, prompt_ids, sampling):

@@ -52,13 +52,27 @@ def _litellm(chosen: Route, spec: ClientSpec) -> ModelClient:
 
 def _http(chosen: Route, spec: ClientSpec) -> ModelClient:
     url = _check_url(chosen.base_url or DEFAULT_BASE_URL)
+    if url == DEFAULT_BASE_URL and spec.api_key_var is None and not os.environ.get(DEFAULT_KEY_VAR):
+        _explain_uncached_hub_model(chosen.model)
     key = _read_key(spec.api_key_var, required=spec.api_key_var is not None or url == DEFAULT_BASE_URL)
     return _openai_client(chosen.model, url, key, spec)
 
 
+def _explain_uncached_hub_model(model: str) -> None:
+    """A Hub id (``Qwen/Qwen3.5-4B``) that fell through to OpenAI's API only because it is not cached here:
+    say that (the registry's own line), not that ``OPENAI_API_KEY`` is unset."""
+    from evalkit.model.registry import hub_model_id, resolve_model
+
+    if hub_model_id(model) == model:
+        try:
+            resolve_model(model)
+        except UserError as exc:
+            raise UserError(f"{exc}, or name a server that serves it (-b URL, $OPENAI_BASE_URL or an endpoint id)") from None
+
+
 def _endpoints(chosen: Route, spec: ClientSpec) -> ModelClient:
     clients = [
-        _openai_client(row.model, _check_url(row.url), _read_key(row.key, required=row.key is not None), spec)
+        _openai_client(row.model, _check_url(row.url), _read_key(row.key, required=row.key is not None, url=row.url), spec)
         for row in chosen.endpoints
     ]
     return clients[0] if len(clients) == 1 else RoundRobinClient(clients)
@@ -106,15 +120,42 @@ def _check_url(url: str) -> str:
     return url
 
 
-def _read_key(var: str | None, *, required: bool) -> str | None:
+PLACEHOLDER_KEY = "EMPTY"
+"""What verifiers sends when an endpoint's key variable is unset (its clients use ``api_key or "EMPTY"``);
+a local vLLM or ``prime serve`` without ``--api-key`` accepts any key."""
+PLACEHOLDER_KEY_NAMES = frozenset({"local", "empty", "none", "dummy", "nokey", "no_key"})
+"""Key "names" endpoint files write for a server that needs no key (``"key": "local"``)."""
+
+
+def _read_key(var: str | None, *, required: bool, url: str | None = None) -> str | None:
+    """The key in ``$var``. Unset: verifiers' placeholder for a placeholder name (``"key": "local"``) or, given
+    an endpoint row's ``url``, a server on this machine; an error when a key is required; else no key.
+
+    ``-k VAR`` on the command line passes no ``url``: naming a variable there and not exporting it is a mistake."""
     name = var or DEFAULT_KEY_VAR
     value = os.environ.get(name)
     if value:
         register_secret(value)
         return value
+    if var is not None and (var.lower() in PLACEHOLDER_KEY_NAMES or (url is not None and is_loopback(url))):
+        return PLACEHOLDER_KEY  # a row naming no key at all sends none, as before
     if required:
         raise UserError(f"API key environment variable {name} is not set; export it or name another with -k VAR")
     return None
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine (localhost, 127.0.0.0/8, ::1, 0.0.0.0)."""
+    import ipaddress
+
+    host = (urlparse(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 class RoundRobinClient:

@@ -84,7 +84,7 @@ class LocalClient:
             sampling = sampling.merged({"seed": self._seed * 100_003 + self._count})
             self._count += 1
         try:
-            prompt_ids = engine.encode_chat(messages, tools)
+            prompt_ids = engine.encode_chat(messages, tools, template_kwargs(sampling))
             result = await engine.generate(prompt_ids, sampling)
         except InvalidRequest as exc:
             raise ModelCallError(f"{self.model}: invalid request: {exc}", retryable=False, status=400) from None
@@ -99,6 +99,15 @@ class LocalClient:
     async def aclose(self) -> None:
         """Nothing to release: the engine is shared by the process (see ``shutdown_engines``)."""
         return None
+
+
+def template_kwargs(sampling: SamplingArgs) -> dict[str, Any]:
+    """Chat-template variables a request carries: ``chat_template_kwargs`` (vLLM's body key) and
+    ``reasoning_effort`` (OpenAI's), which an in-process model can only honour through its template."""
+    out = dict(sampling.extra.get("chat_template_kwargs") or {})
+    if sampling.extra.get("reasoning_effort") is not None:
+        out.setdefault("reasoning_effort", sampling.extra["reasoning_effort"])
+    return out
 
 
 def to_completion(result: "GenerationResult", *, tools_given: bool) -> Completion:

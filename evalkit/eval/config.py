@@ -127,6 +127,9 @@ class EvalConfig(BaseModel):
     retry_errors: bool = True
     """On resume, run again the rollouts that errored without a score (error kinds ``model``,
     ``environment``, ``timeout``); rows whose reward function raised are kept (they would repeat)."""
+    env_file: list[str] = Field(default_factory=list)
+    """``KEY=VALUE`` secrets files (judge or tool keys) loaded into the environment for the run by the
+    command (:mod:`evalkit.secrets_file`); their values are never written anywhere."""
 
     @field_validator("num_examples")
     @classmethod
@@ -334,6 +337,8 @@ class EvalFile(BaseModel):
     independent_scoring: bool | None = None
     save_results: bool | None = None
     """Accepted for vf-eval configs; results are always saved, so ``false`` is refused."""
+    env_file: str | list[str] | None = None
+    """Secrets file(s), ``KEY=VALUE`` lines, relative to this file (hosted training's ``env_file``)."""
 
 
 def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) -> list[EvalConfig]:
@@ -346,6 +351,10 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
     for key in ("output_dir", "endpoints_path", "env_dir_path"):
         if key in top:
             top[key] = _resolve(top[key], base)
+    if "env_file" in top:
+        from evalkit.secrets_file import resolve_env_files
+
+        top["env_file"] = resolve_env_files(top["env_file"], base)
     if "model" in top:
         top["model"] = _resolve_model(top["model"], base)
     top_prompt = _read_prompt(parsed.system_prompt_file, base, file) if parsed.system_prompt_file else None

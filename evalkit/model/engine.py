@@ -184,10 +184,15 @@ class Engine:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def encode_chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        """Prompt token ids of a chat (the model's chat template, generation prompt appended)."""
+    def encode_chat(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None = None, template_kwargs: Mapping[str, Any] | None = None
+    ) -> list[int]:
+        """Prompt token ids of a chat (the model's chat template, generation prompt appended).
+
+        ``template_kwargs`` reach the template as variables (``enable_thinking``, ``reasoning_effort``);
+        a template that does not read one ignores it."""
         rendered = render_messages(messages, tools)
-        ids = self.tokenizer.apply_chat_template(rendered, tokenize=True, add_generation_prompt=True)
+        ids = self.tokenizer.apply_chat_template(rendered, tokenize=True, add_generation_prompt=True, **dict(template_kwargs or {}))
         if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         return [int(i) for i in ids]

@@ -15,6 +15,8 @@ from evalkit.types import SamplingArgs
 
 ENGINE_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "stop", "seed")
 """The sampling keys the engine reads; checked against :data:`evalkit.sampling_rules.RULES`."""
+EXTRA_ENGINE_KEYS = ("min_p", "repetition_penalty")
+"""Keys the engine reads from a request's extra sampling arguments (vLLM's names), checked the same way."""
 
 DEFAULT_MAX_TOKENS = 1024
 """Used when a request sets no ``max_tokens`` (clipped to the room left in the context window);
@@ -29,9 +31,10 @@ class InvalidRequest(ValueError):
 class SamplingParams:
     """Validated, engine-side sampling settings of one request.
 
-    ``temperature == 0`` is greedy. ``top_k == 0`` and ``top_p == 1`` switch those filters off.
-    ``seed`` seeds the request's own random stream (one draw per sampled token), so a seeded
-    request does not depend on which other requests share its batch.
+    ``temperature == 0`` is greedy. ``top_k == 0``, ``top_p == 1`` and ``min_p == 0`` switch those
+    filters off; ``repetition_penalty == 1`` switches the penalty off. ``seed`` seeds the request's own
+    random stream (one draw per sampled token), so a seeded request does not depend on which other
+    requests share its batch.
     """
 
     max_tokens: int
@@ -41,6 +44,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
 
     @property
     def greedy(self) -> bool:
@@ -48,7 +53,11 @@ class SamplingParams:
 
     @property
     def filtered(self) -> bool:
-        return not self.greedy and (self.top_k > 0 or self.top_p < 1.0)
+        return not self.greedy and (self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0)
+
+    @property
+    def penalized(self) -> bool:
+        return self.repetition_penalty != 1.0
 
 
 @dataclass
@@ -84,7 +93,8 @@ def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_leng
         raise InvalidRequest(
             f"the prompt is {prompt_len} tokens; this model's context window is {context_length} tokens"
         )
-    problems = sampling_problems({key: getattr(sampling, key) for key in ENGINE_KEYS})
+    problems = sampling_problems({**{key: getattr(sampling, key) for key in ENGINE_KEYS},
+                                  **{key: sampling.extra.get(key) for key in EXTRA_ENGINE_KEYS}})
     if problems:
         raise InvalidRequest(problems[0])
     if sampling.max_tokens is None:
@@ -96,6 +106,7 @@ def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_leng
                 f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) exceeds this model's "
                 f"context window of {context_length} tokens; lower max_tokens to {room} or less"
             )
+    min_p, penalty = sampling.extra.get("min_p"), sampling.extra.get("repetition_penalty")
     stop = [sampling.stop] if isinstance(sampling.stop, str) else sampling.stop or []
     return SamplingParams(
         max_tokens=max_tokens,
@@ -105,4 +116,6 @@ def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_leng
         stop=tuple(s for s in stop if s),
         seed=sampling.seed,
         ignore_eos=bool(sampling.extra.get("ignore_eos", False)),
+        min_p=0.0 if min_p is None else float(min_p),
+        repetition_penalty=1.0 if penalty is None else float(penalty),
     )

@@ -8,9 +8,10 @@ arrive as per-row tensors; which kinds of rows are present (greedy, sampled, fil
 Logprob policy (what :attr:`GenerationResult.logprobs` means):
 
 * sampled rows (``temperature > 0``): ``log p(token)`` under the distribution the token was
-  actually drawn from -- ``softmax(logits / temperature)``, restricted to the top-k / top-p set
-  when those filters are on, and renormalised over that set. With no filter (the RL setting) this
-  is the plain temperature-scaled log-softmax, which a trainer reproduces from its own logits.
+  actually drawn from -- ``softmax(logits / temperature)`` of the logits after the repetition
+  penalty, restricted to the top-k / top-p / min-p set when those filters are on, and
+  renormalised over that set. With no filter or penalty (the RL default) this is the plain
+  temperature-scaled log-softmax, which a trainer reproduces from its own logits.
 * greedy rows (``temperature == 0``): ``log_softmax(logits)`` at temperature 1, the model's own
   probability of its argmax (the distribution of a point mass would say 0 and help nobody).
 
@@ -41,15 +42,30 @@ class SamplingMode(NamedTuple):
     greedy: bool
     sampled: bool
     filtered: bool
+    penalized: bool = False
+
+
+class RowSettings(NamedTuple):
+    """Per-row sampling tensors: ``temperature`` (0 = greedy), ``top_k`` (0 = off), ``top_p`` (1 = off),
+    ``min_p`` (0 = off), ``penalty`` (repetition penalty, 1 = off) and ``seen`` (bool ``[B, vocab]``: the
+    tokens of each row's prompt and completion so far; read only in penalized mode, else may be None)."""
+
+    temperature: torch.Tensor
+    top_k: torch.Tensor
+    top_p: torch.Tensor
+    min_p: torch.Tensor
+    penalty: torch.Tensor
+    seen: torch.Tensor | None = None
 
 
 def sampling_mode(params: Iterable[SamplingParams]) -> SamplingMode:
-    greedy = sampled = filtered = False
+    greedy = sampled = filtered = penalized = False
     for p in params:
         greedy |= p.greedy
         sampled |= not p.greedy
         filtered |= p.filtered
-    return SamplingMode(greedy, sampled, filtered)
+        penalized |= p.penalized
+    return SamplingMode(greedy, sampled, filtered, penalized)
 
 
 def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
@@ -71,25 +87,21 @@ def uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
 
 
 def sample(
-    logits: torch.Tensor,
-    temperature: torch.Tensor,
-    top_k: torch.Tensor,
-    top_p: torch.Tensor,
-    seeds: torch.Tensor,
-    counters: torch.Tensor,
-    mode: SamplingMode,
+    logits: torch.Tensor, rows: RowSettings, seeds: torch.Tensor, counters: torch.Tensor, mode: SamplingMode
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Next token (int64) and its logprob (float32) for each row of float32 ``logits`` ``[B, vocab]``.
 
-    Per row: ``temperature`` (0 = greedy), ``top_k`` (0 = off), ``top_p`` (1 = off), ``seeds``
-    and ``counters`` (tokens this request has drawn so far). ``mode`` must cover every row.
+    Per row: the settings ``rows``, ``seeds`` and ``counters`` (tokens this request has drawn so
+    far). ``mode`` must cover every row.
     """
+    if mode.penalized:
+        logits = penalize(logits, rows.penalty, rows.seen)
     if not mode.sampled:
         return _greedy(logits)
-    tokens, logprobs = _draw(logits, temperature, top_k, top_p, uniforms(seeds, counters), mode.filtered)
+    tokens, logprobs = _draw(logits, rows, uniforms(seeds, counters), mode.filtered)
     if mode.greedy:
         best, best_logprobs = _greedy(logits)
-        is_greedy = temperature == 0
+        is_greedy = rows.temperature == 0
         tokens = torch.where(is_greedy, best, tokens)
         logprobs = torch.where(is_greedy, best_logprobs, logprobs)
     return tokens, logprobs
@@ -100,39 +112,51 @@ def _greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return best, best_logits - torch.logsumexp(logits, dim=-1)
 
 
-def _draw(
-    logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, u: torch.Tensor, filtered: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
+def penalize(logits: torch.Tensor, penalty: torch.Tensor, seen: torch.Tensor | None) -> torch.Tensor:
+    """vLLM's repetition penalty: at tokens already seen, a positive logit is divided by the row's
+    ``penalty``, a negative one multiplied (rows with penalty 1 are unchanged)."""
+    if seen is None:
+        return logits
+    scale = penalty[:, None].expand_as(logits)
+    penalized = torch.where(logits > 0, logits / scale, logits * scale)
+    return torch.where(seen[: logits.shape[0]], penalized, logits)
+
+
+def _draw(logits: torch.Tensor, rows: RowSettings, u: torch.Tensor, filtered: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    temperature = rows.temperature
     scale = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
     logprobs = torch.log_softmax(logits / scale[:, None], dim=-1)
     if filtered:
-        logprobs = _filter(logprobs, top_k, top_p)
+        logprobs = _filter(logprobs, rows.top_k, rows.top_p, rows.min_p)
     cdf = logprobs.exp().cumsum(dim=-1)
     drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
     drawn = drawn.clamp_(max=logits.shape[-1] - 1)
     return drawn, logprobs.gather(-1, drawn[:, None]).squeeze(-1)
 
 
-def _filter(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Keep each row's top-k and smallest top-p nucleus (the token crossing ``top_p`` stays in),
-    drop the rest, and renormalise. Rows with no filter pass through unchanged."""
+def _filter(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """Keep each row's top-k, smallest top-p nucleus (the token crossing ``top_p`` stays in) and the
+    tokens at least ``min_p`` times as likely as its most likely one; drop the rest, and renormalise.
+    Rows with no filter pass through unchanged."""
     vocab = logprobs.shape[-1]
     k = torch.where(top_k > 0, top_k, torch.full_like(top_k, vocab))
     sorted_logprobs, order = logprobs.sort(dim=-1, descending=True)
     probs = sorted_logprobs.exp()
     mass_before = probs.cumsum(dim=-1) - probs
     ranks = torch.arange(vocab, device=logprobs.device)[None, :]
-    keep_sorted = (ranks < k[:, None]) & (mass_before < top_p[:, None])
+    keep_sorted = (ranks < k[:, None]) & (mass_before < top_p[:, None]) & (probs >= min_p[:, None] * probs[:, :1])
     keep_sorted[:, 0] = True
     keep = torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
     filtered = logprobs.masked_fill(~keep, float("-inf"))
     return filtered - torch.logsumexp(filtered, dim=-1, keepdim=True)
 
 
-def row_tensors(params: Iterable[SamplingParams], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(temperature, top_k, top_p) tensors of ``params``, one row each."""
+def row_tensors(params: Iterable[SamplingParams], device: torch.device | str = "cpu") -> RowSettings:
+    """The per-row tensors of ``params`` (no ``seen``: the caller keeps that state)."""
     rows = list(params)
-    temperature = torch.tensor([p.temperature for p in rows], dtype=torch.float32, device=device)
+
+    def floats(name: str) -> torch.Tensor:
+        return torch.tensor([getattr(p, name) for p in rows], dtype=torch.float32, device=device)
+
     top_k = torch.tensor([p.top_k for p in rows], dtype=torch.long, device=device)
-    top_p = torch.tensor([p.top_p for p in rows], dtype=torch.float32, device=device)
-    return temperature, top_k, top_p
+    return RowSettings(floats("temperature"), top_k, floats("top_p"), floats("min_p"), floats("repetition_penalty"))

@@ -114,13 +114,13 @@ class Scheduler:
                 sequence.started = now
                 sequence.length = len(sequence.prompt_ids)
             logits = self.forward.prefill(self.cache, list(range(first, first + len(chunk))), [s.prompt_ids for s in chunk])
-            self.state.configure(first, [s.params for s in chunk], [s.seed for s in chunk])
-            rows = slice(first, first + len(chunk))
             st = self.state
-            tokens, logprobs = sample(
-                logits, st.temperature[rows], st.top_k[rows], st.top_p[rows], st.seeds[rows], st.counters[rows],
-                sampling_mode(s.params for s in chunk),
-            )
+            st.configure(first, [s.params for s in chunk], [s.seed for s in chunk], [s.prompt_ids for s in chunk], logits.shape[-1])
+            rows = slice(first, first + len(chunk))
+            mode = sampling_mode(s.params for s in chunk)
+            tokens, logprobs = sample(logits, st.settings(rows), st.seeds[rows], st.counters[rows], mode)
+            if mode.penalized and st.seen is not None:
+                st.seen[rows].scatter_(1, tokens[:, None], True)
             st.start(first, tokens, [s.length for s in chunk])
             self.active.extend(chunk)
             self._settle(first, [[t] for t in tokens.tolist()], [[lp] for lp in logprobs.tolist()])

@@ -23,7 +23,7 @@ import torch
 from evalkit.model.kvcache import KVCache
 from evalkit.model.loading import log
 from evalkit.model.requests import SamplingParams
-from evalkit.model.sampling import SamplingMode, row_tensors, sample
+from evalkit.model.sampling import RowSettings, SamplingMode, row_tensors, sample
 
 
 def row_buckets(limit: int) -> list[int]:
@@ -63,24 +63,49 @@ class SlotState:
             return torch.zeros(shape, dtype=dtype, device=device)
 
         self.tokens, self.positions, self.seeds, self.counters, self.top_k = (zeros(slots) for _ in range(5))
-        self.temperature = zeros(slots, dtype=torch.float32)
+        self.temperature, self.min_p = zeros(slots, dtype=torch.float32), zeros(slots, dtype=torch.float32)
         self.top_p = torch.ones(slots, dtype=torch.float32, device=device)
+        self.penalty = torch.ones(slots, dtype=torch.float32, device=device)
+        self.seen: torch.Tensor | None = None
+        """bool ``[slots, vocab]``: the tokens each slot's prompt and completion hold (allocated by the first
+        request with a repetition penalty, then kept: captured graphs point at it)."""
         self.out_tokens = zeros(slots, window)
         self.out_logprobs = zeros(slots, window, dtype=torch.float32)
         self.column = zeros(1)
         """The history column the next step writes (a device scalar, so graphs can advance it)."""
 
     def tensors(self) -> list[torch.Tensor]:
+        seen = [self.seen] if self.seen is not None else []
         return [self.tokens, self.positions, self.seeds, self.counters, self.top_k, self.temperature,
-                self.top_p, self.out_tokens, self.out_logprobs, self.column]  # fmt: skip
+                self.top_p, self.min_p, self.penalty, *seen, self.out_tokens, self.out_logprobs, self.column]  # fmt: skip
 
-    def configure(self, first: int, params: Sequence[SamplingParams], seeds: Sequence[int]) -> None:
-        """Sampling settings and seeds of new sequences in slots ``first, first + 1, ...``."""
+    def settings(self, rows: slice) -> RowSettings:
+        return RowSettings(self.temperature[rows], self.top_k[rows], self.top_p[rows], self.min_p[rows], self.penalty[rows],
+                           self.seen[rows] if self.seen is not None else None)  # fmt: skip
+
+    def configure(
+        self, first: int, params: Sequence[SamplingParams], seeds: Sequence[int], prompts: Sequence[Sequence[int]], vocab: int
+    ) -> None:
+        """Sampling settings, seeds and (with a repetition penalty) the prompt tokens seen, of new
+        sequences in slots ``first, first + 1, ...``."""
         rows = slice(first, first + len(params))
-        temperature, top_k, top_p = row_tensors(params, self.device)
-        self.temperature[rows], self.top_k[rows], self.top_p[rows] = temperature, top_k, top_p
+        settings = row_tensors(params, self.device)
+        for name in ("temperature", "top_k", "top_p", "min_p", "penalty"):
+            getattr(self, name)[rows] = getattr(settings, name)
         self.seeds[rows] = torch.tensor(list(seeds), dtype=torch.long, device=self.device)
         self.counters[rows] = 0
+        if any(p.penalized for p in params) and self.seen is None:
+            self.seen = torch.zeros((self.tokens.shape[0], vocab), dtype=torch.bool, device=self.device)
+        if self.seen is not None:
+            self.seen[rows] = False
+            for offset, (p, prompt) in enumerate(zip(params, prompts)):
+                if p.penalized:
+                    self.seen[first + offset, torch.tensor(list(prompt), dtype=torch.long, device=self.device)] = True
+
+    def mark_seen(self, rows: int, tokens: torch.Tensor) -> None:
+        """Sampled ``tokens`` (one per slot ``0..rows-1``) join what the repetition penalty looks at."""
+        if self.seen is not None:
+            self.seen[:rows].scatter_(1, tokens[:, None], True)
 
     def start(self, first: int, tokens: torch.Tensor, positions: Sequence[int]) -> None:
         """After prefill: each new slot's first sampled token sits at the end of its prompt."""
@@ -104,13 +129,16 @@ class SlotState:
             return
         src = torch.tensor(list(sources), device=self.device)
         dst = torch.tensor(list(targets), device=self.device)
-        for tensor in (self.tokens, self.positions, self.seeds, self.counters, self.top_k, self.temperature, self.top_p):
+        seen = [self.seen] if self.seen is not None else []
+        for tensor in (self.tokens, self.positions, self.seeds, self.counters, self.top_k, self.temperature, self.top_p,
+                       self.min_p, self.penalty, *seen):  # fmt: skip
             tensor[dst] = tensor[src]
 
     def park(self, live: int) -> None:
         """Reset the free slots ``live..`` to position 0 (padding rows of a graph bucket write there)."""
-        for tensor in (self.tokens, self.positions, self.counters, self.temperature, self.top_k):
+        for tensor in (self.tokens, self.positions, self.counters, self.temperature, self.top_k, self.min_p):
             tensor[live:] = 0
+        self.penalty[live:] = 1.0
 
 
 class DecodeStepper:
@@ -170,9 +198,9 @@ class DecodeStepper:
     def _step(self, rows: int, length: int, mode: SamplingMode) -> None:
         s = self.state
         logits = self.forward.decode(self.cache, s.tokens[:rows], s.positions[:rows], length)
-        tokens, logprobs = sample(
-            logits, s.temperature[:rows], s.top_k[:rows], s.top_p[:rows], s.seeds[:rows], s.counters[:rows], mode
-        )
+        tokens, logprobs = sample(logits, s.settings(slice(0, rows)), s.seeds[:rows], s.counters[:rows], mode)
+        if mode.penalized:
+            s.mark_seen(rows, tokens)
         s.record(rows, tokens, logprobs)
 
     def _capture(self, rows: int, length: int, mode: SamplingMode) -> Any:

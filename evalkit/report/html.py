@@ -36,6 +36,11 @@ def build_context(run_dirs: list[Path]) -> dict[str, Any]:
         from evalkit.report.html_eval import eval_context
 
         return eval_context([load_eval_run(path, label) for path, label in zip(run_dirs, labels)])
+    if kind == "sweep":
+        from evalkit.report.html_sweep import sweep_context
+        from evalkit.report.sweep_data import load_sweep
+
+        return sweep_context([load_sweep(path, label) for path, label in zip(run_dirs, labels)])
     if kind == "gepa":
         from evalkit.report.gepa_data import load_gepa_run
         from evalkit.report.html_gepa import gepa_context

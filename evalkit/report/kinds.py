@@ -7,6 +7,8 @@ The three jobs write different files into their run dirs; the report reads the k
   or a ``pareto_frontier.jsonl`` (both our names and verifiers' ``save_gepa_results`` layout).
 - eval (``<out>/evals/<env>--<model>/<run>``, and eval dirs inside RL runs): ``results.jsonl`` or
   ``metadata.json`` otherwise.
+- a checkpoint sweep (``<rl run>/sweeps/<env>``, :mod:`evalkit.eval.sweep`): ``sweep.json`` beside
+  ``step_N/`` eval run dirs.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from typing import Literal
 
 from evalkit.errors import UserError
 from evalkit.readback import read_object
-from evalkit.runs import (BASELINE, BASELINE_DIR, EVAL_JOB, EVALS_DIR, GEPA_JOB, METADATA, METRICS, PARETO_FRONTIER,
+from evalkit.runs import (BASELINE, BASELINE_DIR, SWEEPS_DIR, EVAL_JOB, EVALS_DIR, GEPA_JOB, METADATA, METRICS, PARETO_FRONTIER,
                           RESOLVED_CONFIG, RESULTS, RL_JOB)
 
-Kind = Literal["eval", "gepa", "rl"]
+Kind = Literal["eval", "gepa", "rl", "sweep"]
 RL_MARKERS = (METRICS, RESOLVED_CONFIG, BASELINE)
 
 
 def detect_kind(path: Path) -> Kind | None:
     """The kind of run in ``path``, or ``None`` when it holds none of the files above."""
+    if (path / "sweep.json").is_file():
+        return "sweep"
     if any((path / name).is_file() for name in RL_MARKERS):
         return "rl"
     meta = read_object(path / METADATA)
@@ -43,8 +47,8 @@ def require_kind(path: Path) -> Kind:
     kind = detect_kind(path)
     if kind is None:
         raise UserError(
-            f"{path} is not a run dir (no results.jsonl, metadata.json or metrics.jsonl in it); "
-            "pass an eval, GEPA or RL run dir"
+            f"{path} is not a run dir (no results.jsonl, metadata.json, metrics.jsonl or sweep.json in it); "
+            "pass an eval, GEPA or RL run dir or a checkpoint sweep"
         )
     return kind
 
@@ -76,7 +80,7 @@ def find_runs(output_dir: str | Path) -> list[RunRef]:
     for rl_run in (p for p in root.glob(f"{RL_JOB}/*") if p.is_dir()):
         candidates.append(rl_run)
         inside = [rl_run / BASELINE_DIR, *rl_run.glob(f"{BASELINE_DIR}/*"), *rl_run.glob(f"{EVALS_DIR}/*"),
-                  *rl_run.glob(f"{EVALS_DIR}/*/*")]
+                  *rl_run.glob(f"{EVALS_DIR}/*/*"), *rl_run.glob(f"{SWEEPS_DIR}/*/step_*")]
         candidates += [p for p in inside if p.is_dir()]  # evals/step_N/<env>/: one per environment of a mixture
     runs = []
     for path in candidates:

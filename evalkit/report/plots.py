@@ -229,11 +229,34 @@ def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], eva
     for label, xs, ys in baselines:
         i = next((j for j, name in enumerate(train_labels) if name.startswith(label.rsplit(" baseline", 1)[0])), 0)
         ax.scatter(list(xs), list(ys), marker="s", s=40, color=color(i), edgecolor="black", zorder=4, label=label)
+    return _step_axes(fig, ax, "reward")
+
+
+def sweep_curve(series: Sequence[Series], bands: Sequence[Sequence[float]], baselines: Sequence[tuple[str, float] | None]) -> str:
+    """Held-out reward per checkpoint step (± std shaded) and each run's baseline as a dashed line, with its
+    value at step 0 marked, so every checkpoint reads against the model it started from."""
+    fig, ax = _figure(height=3.4)
+    for i, (label, xs, ys) in enumerate(series):
+        ax.plot(list(xs), list(ys), marker="o", markersize=4, color=color(i), label=label)
+        ax.fill_between(list(xs), [y - b for y, b in zip(ys, bands[i])], [y + b for y, b in zip(ys, bands[i])],
+                        color=color(i), alpha=0.12, linewidth=0)
+        for x, y in zip(xs, ys):
+            ax.annotate(f"{y:.3f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    for i, base in enumerate(baselines):
+        if base is not None:
+            label, value = base
+            ax.axhline(value, color=color(i), linestyle="--", linewidth=1.2, alpha=0.8, label=f"{label} {value:.3f}")
+            ax.scatter([0], [value], marker="s", s=40, color=color(i), edgecolor="black", zorder=4)
+    return _step_axes(fig, ax, "held-out reward")
+
+
+def _step_axes(fig: Any, ax: Any, ylabel: str) -> str:
+    """Whole-number steps on x, ``ylabel`` on y, a light grid and the legend; the figure as SVG."""
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
-    ax.set_ylabel("reward")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)

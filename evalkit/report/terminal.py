@@ -15,6 +15,8 @@ from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
 from evalkit.report.rl_data import RLRun
 from evalkit.report.rl_data import header as rl_header
+from evalkit.report.sweep_data import SweepRun
+from evalkit.report.sweep_data import header as sweep_header
 
 MAX_STEPS_SHOWN = 20
 
@@ -76,6 +78,20 @@ def render_rl(run: RLRun, console: Console) -> None:
     if run.evals:
         console.print("eval reward by step: " + ", ".join(f"{p.step}: {p.reward:.3f}" for p in run.evals))
     console.print(f"run dir: {run.path}", soft_wrap=True)
+
+
+def render_sweep(run: SweepRun, console: Console) -> None:
+    """Header, then one line per checkpoint step with its reward against the starting model's."""
+    console.print(_pairs_table(f"Sweep · {run.label}", sweep_header(run)))
+    base = run.baseline
+    table = Table(title="Reward by step", title_justify="left")
+    for title in ("step", "reward", "± std", "Δ vs step 0", "pass@1", "errors", "status"):
+        table.add_column(title, justify="right")
+    for p in run.points:
+        delta = p.reward - base.reward if p.step and p.reward is not None and base is not None else None
+        table.add_row(str(p.step), _fmt(p.reward, 4), _fmt(p.std, 3), _fmt(delta, 4), _fmt(p.pass_at_1, 3), str(p.errors), p.status)
+    console.print(table)
+    console.print(f"sweep dir: {run.path}", soft_wrap=True)
 
 
 def comparison_table(runs: list[EvalRun]) -> Table:

@@ -36,6 +36,8 @@ Examples:
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
 
+  prime eval run arithmetic -m outputs/rl/my-run/weights --steps all   # every kept checkpoint + the starting model
+
 Errors: a rollout whose model call, environment code or scoring failed is a row with `error` and
 `error_kind` (model, environment, timeout) and no score: it is left out of the reward numbers and
 counted under errors. A raising reward function scores 0 for that function (`error_kind` reward) and
@@ -45,6 +47,10 @@ again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
+ENV_FILE_HELP = ("A KEY=VALUE secrets file (judge or tool API keys) loaded into the environment for this run; repeatable, "
+                 "added to the config's env_file. Values are scrubbed from outputs and never written.")
+STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
+              "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}] "
                 "(vf-eval's --timeout bounds a whole rollout: that is --rollout-timeout here.)")
@@ -92,6 +98,8 @@ def run(
     max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message (and of each stored message); the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
     retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
     device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
+    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
@@ -122,19 +130,61 @@ def run(
         state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
-
     configs = _configs(env_or_config, overrides)
+    _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
-        for config in configs:
-            failure = _run_one(config, console)
-            if failure is not None:
-                failed.append(failure)
+        if steps is not None:
+            failed = _run_sweep(configs, steps, env_or_config, resume, console)
+        else:
+            failed = [failure for config in configs if (failure := _run_one(config, console)) is not None]
     finally:
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
+
+
+def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str | None, console: Any) -> list[str]:
+    """One eval per checkpoint step (and the starting model as step 0), then the reward by step."""
+    from rich.table import Table
+
+    from evalkit.errors import UserError
+    from evalkit.eval.sweep import plan_sweep, record, step_configs
+    from evalkit.runs import read_metadata
+
+    if env_or_config.endswith(".toml") or resume is not None:
+        raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
+    config = configs[0]
+    sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
+    record(sweep, config)
+    console.print(f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True)
+    failed = []
+    for step, step_config in step_configs(config, sweep):
+        console.rule(f"step {step}" + (" (starting model)" if step == 0 else ""))
+        failure = _run_one(step_config, console)
+        if failure is not None:
+            failed.append(f"step {step}: {failure}")
+    table = Table(title=f"{config.env_id} by step")
+    for column in ("step", "model", "avg reward"):
+        table.add_column(column)
+    for step in sweep.steps:
+        meta = read_metadata(sweep.folder / f"step_{step}") or {}
+        reward = meta.get("avg_reward")
+        table.add_row(str(step), sweep.model_of(step), f"{reward:.3f}" if isinstance(reward, (int, float)) else "-")
+    console.print(table)
+    console.print(f"report: prime eval view --html {sweep.folder}", soft_wrap=True)
+    return failed
+
+
+def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
+    """The configs' ``env_file`` and ``--env-file`` files, loaded once into this process's environment."""
+    from evalkit.secrets_file import load_env_files
+
+    extra = [str(path.expanduser().resolve()) for path in cli_files or []]
+    for config in configs:
+        config.env_file = [*config.env_file, *extra]
+    load_env_files(path for config in configs for path in config.env_file)
 
 
 def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
@@ -252,6 +302,8 @@ Examples:
 
   prime eval view outputs/rl/my-run --html             # reward, loss, entropy, KL, evals, step times
 
+  prime eval view outputs/rl/my-run/sweeps/arithmetic --html   # a checkpoint sweep: reward by step vs the start
+
 --html writes one self-contained HTML file (no network needed to open it) and prints its path:
 RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
 """
@@ -268,7 +320,7 @@ def _is_html_file(token: str) -> bool:
 @user_errors
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
-                                         help="Eval, GEPA or RL run dirs (several of one kind side by side). Default: the newest eval run."),
+                                         help="Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). Default: the newest eval run."),
     output_dir: str = typer.Option(None, "--output-dir", "-o",
                                    help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]"),
     samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
@@ -307,6 +359,10 @@ def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, sampl
             from evalkit.report.rl_data import load_rl_run
 
             terminal.render_rl(load_rl_run(path), console)
+        elif kind == "sweep":
+            from evalkit.report.sweep_data import load_sweep
+
+            terminal.render_sweep(load_sweep(path), console)
         else:
             render_eval(path, console, samples=samples)
             evals.append(path)

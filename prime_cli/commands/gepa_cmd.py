@@ -17,6 +17,7 @@ from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
 from evalkit.registry import parse_env_args, parse_json_object
+from evalkit.secrets_file import load_env_files
 from prime_cli.anchor_flags import GEPA_GREEDY, GEPA_REFUSED, anchor_command, help_section
 from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
@@ -105,6 +106,7 @@ def run(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
+    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
@@ -129,29 +131,37 @@ def run(
     }
     given = {key: value for key, value in flags.items() if value is not None}
     request = _resume_request(env_or_config, stray, resume)
-    config, resolved = _config_and_run_dir(request, given, env_or_config, env_args, extra_env_kwargs)
+    env_files = [str(path.expanduser().resolve()) for path in env_file or []]
+    config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
+    load_env_files(config.env_file, apply=not dry_run)
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=resolved, console=console, verbose=verbose, dry_run=dry_run)
     if outcome is not None:
         _print_summary(outcome, config)
 
 
-def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_or_config: str | None,
-                        env_args: str | None, extra_env_kwargs: str | None) -> tuple[Any, runs.ResolvedRun]:
+def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_files: list[str],
+                        env_or_config: str | None, env_args: str | None,
+                        extra_env_kwargs: str | None) -> tuple[Any, runs.ResolvedRun]:
     """The job config and its run dir. A resumed run's config is the one it saved, with the flags
-    given now laid over it (and refused when they change what a resume must keep)."""
+    given now laid over it (and refused when they change what a resume must keep); ``--env-file``
+    files add to the config's ``env_file`` list."""
     from gepa_cli.config import build_job_config
     from gepa_cli.runner import run_dirs, saved_config
+
+    def laid_over(base: dict[str, Any]) -> dict[str, Any]:
+        files = list(dict.fromkeys([*base.get("env_file", []), *env_files]))
+        return {**base, **given, **({"env_file": files} if files else {})}
 
     config = None
     if request.run_dir is None:  # the config says where this env+model's runs are
         fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs)
-        config = build_job_config({**fields, **given}, source)
+        config = build_job_config(laid_over(fields), source)
     resolved = runs.resolve_run(run_dirs(config), request)
     if resolved.resuming or config is None:
         saved = saved_config(resolved)
         _check_resume_unchanged(saved, {**saved, **given})
-        config = build_job_config({**saved, **given}, f"{resolved.run_dir}/{runs.METADATA}")
+        config = build_job_config(laid_over(saved), f"{resolved.run_dir}/{runs.METADATA}")
     return config, resolved
 
 

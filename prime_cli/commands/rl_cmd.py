@@ -36,6 +36,8 @@ Examples:
 
     prime rl run configs/rl/arithmetic.toml --resume outputs/rl/arithmetic-20260101-120000
 
+    prime rl run configs/rl/qwen-3-5.toml --env-file secrets.env  # judge keys for the run, never written
+
 More than one machine: `--backend prime-rl` runs the baseline checks here, then hands the same config to
 prime-rl (written to RUN_DIR/prime-rl.toml, launched with `--prime-rl-cmd` or `rl` on PATH);
 `prime rl export` writes that config (or a Tinker / SkyRL command) without running anything.
@@ -44,6 +46,12 @@ Any config key can be overridden with a dotted flag (`--trainer.loss.type clip`,
 
 `max_concurrent` bounds the rollouts in flight at once: one bound shared by all the run's environments,
 as `-c` is in `prime eval run` and `prime gepa run`.
+
+Configs written for hosted training, prime-rl (its single-file shape: [model] name, [trainer.optim],
+[orchestrator] ...), verifiers' vf-rl ([trainer.args]) and the self-hosted quick start (model_name, num_gpus,
+learning_rate) are read too: keys that mean the same are mapped (README: "Configs from other trainers"), keys
+with no effect here are listed as notes in the plan, and the rest is refused by name.
+
 Outputs go to OUTPUT_DIR/rl/RUN_NAME/: config.resolved.toml, baseline.json, metrics.jsonl, rollouts/,
 checkpoints/step_N/ and weights/step_N/ (a merged model for `prime eval run -m`); the baseline checks and
 periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval view` reads them).
@@ -69,6 +77,7 @@ def run(
     skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
     device: str = typer.Option(None, "--device", help="Trainer and in-process sampler: auto, cpu, cuda or cuda:N (the config's trainer.device). [default: auto]"),
+    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written; config.resolved.toml records the path."),
     backend: str = typer.Option(
         "primekit", "--backend", metavar="primekit|prime-rl",
         help="Who trains: primekit in this process, or prime-rl (after the baseline checks here).",
@@ -79,11 +88,14 @@ def run(
         "[default: rl on PATH]",
     ),
 ) -> None:
+    from evalkit.secrets_file import load_env_files
     from rl_backend.config import load_rl_config
     from rl_backend.runner import run as run_rl
 
     overrides = list(ctx.args) + (["--trainer.device", device] if device is not None else [])
     cfg = load_rl_config(config, overrides)
+    cfg.env_file = [*cfg.env_file, *(str(p.expanduser().resolve()) for p in env_file or [])]
+    load_env_files(cfg.env_file, apply=not dry_run)  # prime-rl, run from here, inherits them too
     if backend not in ("primekit", "prime-rl"):
         raise UserError(f"--backend '{backend}' is unknown; use primekit (this process) or prime-rl")
     if backend == "prime-rl" or prime_rl_cmd is not None:

@@ -196,6 +196,18 @@ def _shown(value: Any) -> str:
     return repr(value) if not isinstance(value, BaseModel) else "set"
 
 
+NEWER_NOTED: dict[str, str] = {
+    "env_file": "set these variables where the target runs (`prime rl run --backend prime-rl` passes this process's on)",
+    "trajectory_strategy": "the target builds its own training samples from multi-turn rollouts",
+    "retokenize": "the target builds its own training samples from multi-turn rollouts",
+}
+"""Keys of the RL config that change nothing a target trains: noted when set, for every target."""
+NEWER_SAME_AT_DEFAULT = ("sampling.top_k", "sampling.min_p", "sampling.repetition_penalty", "sampling.enable_thinking",
+                         "sampling.reasoning_effort", "trainer.kl_coef", "trainer.mask_truncated_completions",
+                         "trainer.zero_truncated_completions", "eval.env", "filter.oversampling_factor")
+"""Keys whose primekit default (off) is what every target does (no note when untouched)."""
+
+
 def checked(config: RLConfig, tables: Any, accepted: tuple[EnvKind, ...],
             problems: list[str]) -> tuple[str, list[EnvEntry], list[str]]:
     """The model name, the classified environments and the notes for a target whose ``tables`` (its

@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.tomlio import dumps
 from rl_backend.config import RLConfig
-from rl_backend.export.common import EnvEntry, Export, checked
+from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, checked
 
 TARGET = "prime-rl"
 VERSION = "v0.8.1.dev67"
@@ -55,6 +55,14 @@ MAPPING: dict[str, str] = {
     "trainer.loss.type": "trainer.loss (type 'default', kl_tau = 0)",
     "trainer.advantage.type": "orchestrator.algo.type",
     "trainer.on_policy": "orchestrator.max_off_policy_steps (0, else 1)",
+    "trainer.async_level": "orchestrator.max_off_policy_steps",
+    "trainer.adam_beta1": "trainer.optim.betas1",
+    "trainer.adam_beta2": "trainer.optim.betas2",
+    "trainer.lr_scheduler_type": "trainer.scheduler.type (linear: decay_steps = max_steps - warmup_steps)",
+    "trainer.min_lr": "trainer.scheduler.min_lr",
+    "sampling.top_k": "orchestrator.train.sampling.extra_body.top_k (vLLM reads it from the request)",
+    "sampling.min_p": "orchestrator.train.sampling.extra_body.min_p",
+    "sampling.repetition_penalty": "orchestrator.train.sampling.extra_body.repetition_penalty",
     "ckpt.interval": "ckpt.interval",
     "ckpt.keep_last": "ckpt.keep_last",
     "eval.interval": "orchestrator.eval.interval",
@@ -72,11 +80,12 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
     "baseline", "ckpt.save_weights", "rollout_timeout", "score_timeout", "max_message_chars",
+    "trainer.gradient_checkpointing",
 )
 """Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
-places trainer and vLLM by ``[deployment]``, writes its own weights, and has no baseline checks
-(`prime rl run --backend prime-rl` runs primekit's first); primekit's rollout guards (rollout and score
-timeouts, message cap) bound only primekit's own rollouts. Not carried."""
+places trainer and vLLM by ``[deployment]``, writes its own weights, has no baseline checks
+(`prime rl run --backend prime-rl` runs primekit's first) and checkpoints activations by default; primekit's
+rollout guards (rollout and score timeouts, message cap) bound only primekit's own rollouts. Not carried."""
 
 NO_MEANING: dict[str, str] = {
     "sampling.top_p": "prime-rl samples training rollouts with top_p = 1.0",
@@ -85,10 +94,17 @@ NO_MEANING: dict[str, str] = {
     "trainer.loss.clip_eps": "prime-rl's loss has no PPO clipping",
     "trainer.advantage.std_normalize": "prime-rl's grpo subtracts the group mean only",
     "filter.max_rounds": "prime-rl keeps sampling until the batch is full",
+    "filter.oversampling_factor": "prime-rl keeps sampling until the batch is full",
+    "sampling.enable_thinking": "prime-rl renders prompts itself ([orchestrator.renderer])",
+    "sampling.reasoning_effort": "prime-rl renders prompts itself ([orchestrator.renderer])",
+    "trainer.kl_coef": "prime-rl's kl_tau weighs a term against the sampler, not the starting model",
+    "trainer.mask_truncated_completions": "prime-rl trains truncated rollouts as they are",
+    "trainer.zero_truncated_completions": "prime-rl scores truncated rollouts as they are",
+    "eval.env": "the export evaluates the training environments' tasksets",
 }
-NOTED: dict[str, str] = {}
-"""Keys noted when set, never refused (none: prime-rl has a key for every evaluation and logging knob)."""
-SAME_AT_DEFAULT = ("sampling.top_p", "trainer.loss.clip_eps", "trainer.advantage.std_normalize")
+NOTED: dict[str, str] = dict(NEWER_NOTED)
+"""Keys noted when set, never refused."""
+SAME_AT_DEFAULT = ("sampling.top_p", "trainer.loss.clip_eps", "trainer.advantage.std_normalize", *NEWER_SAME_AT_DEFAULT)
 """Keys whose primekit default is what prime-rl does anyway (no note)."""
 
 
@@ -120,12 +136,10 @@ def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: 
 
 def _trainer(config: RLConfig) -> dict[str, Any]:
     trainer = config.trainer
-    warmup = trainer.warmup_steps
-    scheduler = {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
     out: dict[str, Any] = {
         "optim": {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay,
-                  "max_norm": trainer.max_grad_norm, "betas1": 0.9, "betas2": 0.999},
-        "scheduler": scheduler,
+                  "max_norm": trainer.max_grad_norm, "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2},
+        "scheduler": _scheduler(config),
         "loss": {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0},
     }
     if trainer.lora is not None:
@@ -135,12 +149,28 @@ def _trainer(config: RLConfig) -> dict[str, Any]:
     return out
 
 
+def _scheduler(config: RLConfig) -> dict[str, Any]:
+    """primekit's schedule: linear warm-up, then constant, or decaying to ``min_lr`` at ``max_steps``."""
+    trainer = config.trainer
+    warmup = trainer.warmup_steps
+    if trainer.lr_scheduler_type == "cosine":
+        return {"type": "cosine", "warmup_steps": warmup, "min_lr": trainer.min_lr}
+    if trainer.lr_scheduler_type == "linear":
+        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, config.max_steps - warmup),
+                "min_lr": trainer.min_lr}
+    return {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
+
+
 def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file: Path | None) -> dict[str, Any]:
-    sampling = {"temperature": config.sampling.temperature, "max_completion_tokens": config.sampling.max_tokens}
+    sampling: dict[str, Any] = {"temperature": config.sampling.temperature, "max_completion_tokens": config.sampling.max_tokens}
+    extra = {key: getattr(config.sampling, key) for key in ("top_k", "min_p", "repetition_penalty")
+             if getattr(config.sampling, key) is not None}
+    if extra:
+        sampling["extra_body"] = extra
     out: dict[str, Any] = {
         "batch_size": config.batch_size,
         "group_size": config.rollouts_per_example,
-        "max_off_policy_steps": 0 if config.trainer.on_policy else 1,
+        "max_off_policy_steps": config.trainer.async_level,
         "algo": {"type": config.trainer.advantage.type},
         "concurrency": {"max_inflight": config.max_concurrent},
         "renderer": {"name": "default"},

@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import Export, checked, one_env_problems, shell_command, shell_word
+from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command,
+                                      shell_word)
 
 TARGET = "skyrl"
 COMMIT = "a9564572eb8e91076be43c1bd5e4615e3de17265"
@@ -48,6 +49,7 @@ MAPPING: dict[str, str] = {
     "trainer.advantage.type": "trainer.algorithm.advantage_estimator",
     "trainer.advantage.std_normalize": "trainer.algorithm.grpo_norm_by_std",
     "trainer.on_policy": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
+    "trainer.async_level": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
     "filter.enabled": "trainer.algorithm.dynamic_sampling.type = filter",
     "filter.max_rounds": "trainer.algorithm.dynamic_sampling.max_sample_batches",
     "ckpt.interval": "trainer.ckpt_interval (0: max_steps)",
@@ -60,8 +62,8 @@ MAPPING: dict[str, str] = {
     "wandb.name": "trainer.run_name",
 }
 
-LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus",
-              "inference", "baseline")
+LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
+              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the integration uses the environment's own prompt",
@@ -69,14 +71,31 @@ NO_MEANING: dict[str, str] = {
     "env.name": "one environment, named by its id",
     "buffer.env_ratios": "the integration trains one environment",
     "trainer.lora.target_modules": "SkyRL takes 'all-linear'",
+    "sampling.top_k": "SkyRL samples without a top-k filter",
+    "sampling.min_p": "SkyRL samples without a min-p filter",
+    "sampling.repetition_penalty": "SkyRL samples without a repetition penalty",
+    "sampling.enable_thinking": "SkyRL renders prompts with the template's defaults",
+    "sampling.reasoning_effort": "SkyRL renders prompts with the template's defaults",
+    "trainer.adam_beta1": "the export leaves SkyRL's Adam betas",
+    "trainer.adam_beta2": "the export leaves SkyRL's Adam betas",
+    "trainer.lr_scheduler_type": "the export writes SkyRL's constant_with_warmup schedule",
+    "trainer.min_lr": "the export writes SkyRL's constant_with_warmup schedule",
+    "trainer.kl_coef": "the export turns SkyRL's KL term off; primekit's is to the starting model",
+    "trainer.mask_truncated_completions": "SkyRL trains truncated rollouts as they are",
+    "trainer.zero_truncated_completions": "SkyRL scores truncated rollouts as they are",
+    "eval.env": "the export evaluates the training environment",
+    "filter.oversampling_factor": "SkyRL rolls out each batch once",
 }
 NOTED: dict[str, str] = {
+    **NEWER_NOTED,
     "eval.num_examples": "SkyRL evaluates the whole validation Parquet",
     "eval.temperature": "SkyRL's eval sampling is a separate table; set generator.eval_sampling_params there",
     "wandb.entity": "SkyRL takes a project and a run name",
 }
 """Keys that do not change what is trained: noted when set, never refused."""
-SAME_AT_DEFAULT = ("env.args", "env.name", "buffer.env_ratios", "system_prompt")
+SAME_AT_DEFAULT = ("env.args", "env.name", "buffer.env_ratios", "system_prompt",
+                   "trainer.adam_beta1", "trainer.adam_beta2", "trainer.lr_scheduler_type", "trainer.min_lr",
+                   *NEWER_SAME_AT_DEFAULT)
 """Keys whose primekit default is what SkyRL does anyway (no note)."""
 
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import Export, checked, one_env_problems, shell_command
+from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command
 
 TARGET = "tinker"
 VERSION = "v0.5.5"
@@ -37,6 +37,7 @@ MAPPING: dict[str, str] = {
     "trainer.advantage.type": "(group-centred advantages, the recipe's rule)",
     "trainer.loss.type": "(importance-sampling loss, the recipe's; 'clip' is refused)",
     "trainer.on_policy": "(the recipe is on-policy; primekit's one-step overlap is noted, not carried)",
+    "trainer.async_level": "(the recipe is on-policy; primekit's one-step overlap is noted, not carried)",
     "filter.enabled": "(the recipe trains on every group; primekit's filter is noted, not carried)",
     "ckpt.interval": "save_every",
     "eval.interval": "eval_every",
@@ -45,9 +46,9 @@ MAPPING: dict[str, str] = {
 }
 
 LOCAL_ONLY = (
-    "max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size", "trainer.max_seq_len", "trainer.bf16", "trainer.device",
-    "trainer.gpus", "inference", "baseline", "ckpt.keep_last", "ckpt.save_weights",
-)
+    "max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
+    "trainer.max_seq_len", "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "ckpt.keep_last",
+    "ckpt.save_weights", "trainer.gradient_checkpointing")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the recipe uses the environment's own prompt",
@@ -65,8 +66,23 @@ NO_MEANING: dict[str, str] = {
     "trainer.loss.clip_eps": "Tinker's importance-sampling loss has no clipping",
     "trainer.advantage.std_normalize": "the recipe centres rewards within a group only",
     "filter.max_rounds": "the recipe trains on every group",
+    "sampling.top_k": "the recipe samples without a top-k filter",
+    "sampling.min_p": "the recipe samples without a min-p filter",
+    "sampling.repetition_penalty": "the recipe samples without a repetition penalty",
+    "sampling.enable_thinking": "the recipe renders prompts with the template's defaults",
+    "sampling.reasoning_effort": "the recipe renders prompts with the template's defaults",
+    "trainer.adam_beta1": "the recipe's Adam uses its own betas",
+    "trainer.adam_beta2": "the recipe's Adam uses its own betas",
+    "trainer.lr_scheduler_type": "the recipe uses a constant learning rate",
+    "trainer.min_lr": "the recipe uses a constant learning rate",
+    "trainer.kl_coef": "the export turns the recipe's KL term off; primekit's is to the starting model",
+    "trainer.mask_truncated_completions": "the recipe trains truncated rollouts as they are",
+    "trainer.zero_truncated_completions": "the recipe scores truncated rollouts as they are",
+    "eval.env": "the export evaluates the training environment",
+    "filter.oversampling_factor": "the recipe rolls out each batch once",
 }
 NOTED: dict[str, str] = {
+    **NEWER_NOTED,
     "eval.num_examples": "the recipe's evaluator decides",
     "eval.rollouts_per_example": "the recipe's evaluator decides",
     "eval.temperature": "the recipe's evaluator decides",
@@ -76,7 +92,9 @@ NOTED: dict[str, str] = {
 """Keys that do not change what is trained: noted when set, never refused."""
 SAME_AT_DEFAULT = ("system_prompt", "sampling.top_p", "env.name", "buffer.env_ratios", "trainer.weight_decay",
                    "trainer.warmup_steps", "trainer.lora.dropout", "trainer.loss.clip_eps",
-                   "trainer.advantage.std_normalize", "filter.max_rounds")
+                   "trainer.advantage.std_normalize", "filter.max_rounds",
+                   "trainer.adam_beta1", "trainer.adam_beta2", "trainer.lr_scheduler_type", "trainer.min_lr",
+                   *NEWER_SAME_AT_DEFAULT)
 """Keys whose primekit default is what the recipe does anyway (no note)."""
 
 
