@@ -86,9 +86,9 @@ SHAPES = {"hosted": HOSTED, "prime-rl-guide": PRIME_RL_GUIDE, "prime-rl-example"
 
 def toml_text(data: dict[str, Any]) -> str:
     """``data`` as TOML (nested tables, arrays of tables), the way the docs write it."""
-    from rl_backend.config import _dump_table
+    from evalkit.tomlio import dumps
 
-    return _dump_table(data, [])
+    return dumps(data)
 
 
 def _file(tmp_path: Path, data: dict[str, Any]) -> Path:
