@@ -36,7 +36,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.errors import REWARD, TIMEOUT, UserError
-from evalkit.types import Completion, RolloutState, SamplingArgs
+from evalkit.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
@@ -65,6 +65,7 @@ class VerifiersEnvironment(Environment):
         self.system_prompt = vf_env.system_prompt
         self.sampling_args = to_sampling_args(vf_env.sampling_args)
         self.group_scored = bool(vf_env.requires_group_rollouts)
+        self.pass_threshold = float(getattr(vf_env, "pass_threshold", 0.5))
         self.parser = vf_env.parser
         self.rubric = vf_env.rubric
         record_reward_errors(vf_env.rubric)
@@ -78,6 +79,25 @@ class VerifiersEnvironment(Environment):
     @property
     def eval_dataset(self) -> Any:
         return self._build("eval_dataset", self.vf_env.build_eval_dataset)
+
+    def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
+        """The row's prompt as verifiers built it (its ``system_prompt`` and ``few_shot`` already applied, so
+        ``system_prompt=""`` adds no message here either); a system prompt given for the run (GEPA,
+        ``--system-prompt``) replaces the leading system message, or goes first when there is none.
+
+        A completion-mode row (``message_type="completion"``) holds text: it is one ``text`` message, which
+        verifiers itself turns the text into (``normalize_messages``) and its chat client sends as a user turn.
+        """
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            messages: list[Message] = [{"role": "text", "content": prompt}]
+        else:
+            messages = [dict(m) for m in prompt or []]
+        if system_prompt is None:
+            return messages
+        if messages and messages[0].get("role") == "system":
+            return [{"role": "system", "content": system_prompt}, *messages[1:]]
+        return [{"role": "system", "content": system_prompt}, *messages] if system_prompt else messages
 
     def _build(self, split: str, build: Any) -> Any:
         try:

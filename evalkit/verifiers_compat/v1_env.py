@@ -43,10 +43,6 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1_loader import make_importable
-
-    if source.origin == "local" and source.path is not None:
-        make_importable(source.path, source.module_name)
     taskset_id = source.module_name
     data = {
         "taskset": {"id": taskset_id, **env_args},
