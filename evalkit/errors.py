@@ -19,7 +19,8 @@ reward        a reward function raised: it scored 0, the others       yes       
 ============  =====================================================  ==========  ==================
 
 Rows that are not scored are left out of reward means, std, pass@k and reward diversity, and are
-counted in ``num_errors`` / ``avg_error`` instead (:mod:`evalkit.eval.summary`).
+counted in ``num_errors`` / ``avg_error`` instead (:mod:`evalkit.eval.summary`). A row read back
+without ``error_kind`` has kind ``unknown`` and counts as not scored (:func:`error_kind`).
 """
 
 from __future__ import annotations
@@ -31,33 +32,24 @@ from evalkit.clients.redact import redact
 
 MODEL, ENVIRONMENT, REWARD, TIMEOUT = "model", "environment", "reward", "timeout"
 ERROR_KINDS = (MODEL, ENVIRONMENT, REWARD, TIMEOUT)
-UNSCORED_KINDS = frozenset({MODEL, ENVIRONMENT, TIMEOUT})
+UNKNOWN = "unknown"
+"""The kind of a row read back with an ``error`` but no ``error_kind`` (see :func:`error_kind`)."""
+UNSCORED_KINDS = frozenset({MODEL, ENVIRONMENT, TIMEOUT, UNKNOWN})
 """Error kinds after which a rollout has no reward (it is not a 0)."""
-
-_PREFIXES = (("model call failed", MODEL), ("reward function", REWARD), ("scoring timed out", TIMEOUT))
-
-
-def classify_error(message: str | None) -> str | None:
-    """The kind of an error message written without one (older rows, wrapped environments).
-
-    Messages start the way :meth:`evalkit.envs.base.Environment.rollout` writes them; anything
-    else was raised by environment code.
-    """
-    if not message:
-        return None
-    text = str(message)
-    for prefix, kind in _PREFIXES:
-        if text.startswith(prefix):
-            return kind
-    return ENVIRONMENT
 
 
 def error_kind(row: Mapping[str, Any]) -> str | None:
-    """A results row's error kind: its ``error_kind`` column, else classified from ``error``."""
+    """A results row's error kind: ``None`` without an error, else its ``error_kind`` column.
+
+    Every rollout records its kind where the failure happens, so a row with an ``error`` and no known
+    ``error_kind`` (a file from a primekit that predates kinds, or from another tool) is :data:`UNKNOWN`:
+    not a score (its reward is left out of the reward numbers), counted with the errors, and re-run by
+    ``-R``. The message is never parsed for a kind.
+    """
     if not row.get("error"):
         return None
     kind = row.get("error_kind")
-    return kind if kind in ERROR_KINDS else classify_error(row["error"])
+    return kind if kind in ERROR_KINDS else UNKNOWN
 
 
 def is_scored(row: Mapping[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.errors import UNSCORED_KINDS, ConfigError, classify_error
+from evalkit.errors import UNKNOWN, UNSCORED_KINDS, ConfigError
 from evalkit.sampling_rules import sampling_problems
 
 Message = dict[str, Any]
@@ -154,8 +154,8 @@ class RolloutState:
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     error_kind: str | None = None
-    """``model``, ``environment``, ``reward`` or ``timeout`` (see :mod:`evalkit.errors`); ``None``
-    with an ``error`` set means it is classified from the message."""
+    """``model``, ``environment``, ``reward`` or ``timeout`` (see :mod:`evalkit.errors`), set with
+    ``error`` by :meth:`record_error`."""
     stop_condition: str | None = None
     is_truncated: bool = False
     turns: int = 0
@@ -164,17 +164,16 @@ class RolloutState:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def record_error(self, kind: str, message: str) -> None:
-        """Add an error of ``kind``; a second error joins the first, and an unscored kind wins."""
-        if self.error and self.error_kind is None:
-            self.error_kind = classify_error(self.error)
+        """Add an error of ``kind``; a second error joins the first. The kind stays the first one's,
+        unless that one left a score (``reward``) and this one does not: what stopped a rollout first is its kind."""
         self.error = f"{self.error}; {message}" if self.error else message
-        if self.error_kind is None or kind in UNSCORED_KINDS:
+        if self.error_kind is None or (kind in UNSCORED_KINDS and self.error_kind not in UNSCORED_KINDS):
             self.error_kind = kind
 
     @property
     def kind_of_error(self) -> str | None:
-        """The error's kind, classified from the message when none was recorded."""
-        return (self.error_kind or classify_error(self.error)) if self.error else None
+        """The error's kind; ``unknown`` for an ``error`` set without :meth:`record_error`."""
+        return (self.error_kind or UNKNOWN) if self.error else None
 
     @property
     def scored(self) -> bool:

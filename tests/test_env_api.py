@@ -165,6 +165,46 @@ async def test_single_turn_truncation_is_flagged():
     assert state.is_truncated and state.stop_condition == "length"
 
 
+class _Hooked(SingleTurnEnv):
+    """A native environment that overrides the skeleton's hooks, recording the order they run in."""
+
+    def __init__(self, fail_scoring: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.calls: list[str] = []
+        self.fail_scoring = fail_scoring
+
+    def new_state(self, row, example_id, rollout_idx, system_prompt):
+        self.calls.append("new_state")
+        return super().new_state(row, example_id, rollout_idx, system_prompt)
+
+    def sampling_for(self, sampling):
+        self.calls.append("sampling_for")
+        return super().sampling_for(sampling)
+
+    async def generate(self, client, state, sampling):
+        self.calls.append(f"generate max_tokens={sampling.max_tokens}")
+        await super().generate(client, state, sampling)
+
+    async def score_rollout(self, state, timeout):
+        self.calls.append(f"score_rollout timeout={timeout}")
+        if self.fail_scoring:
+            raise RuntimeError("judge offline")
+        await super().score_rollout(state, timeout)
+
+
+async def test_rollout_is_one_skeleton_calling_hooks_in_order():
+    env = _Hooked(dataset=ROWS, rubric=Rubric([_exact]), sampling_args={"max_tokens": 9})
+    state = await env.rollout(ScriptedClient(["4"]), ROWS[0], score_timeout=5.0)
+    assert env.calls == ["new_state", "sampling_for", "generate max_tokens=9", "score_rollout timeout=5.0"]
+    assert state.reward == 1.0 and state.usage.output_tokens == 1 and set(state.timing) == {"generation_ms", "scoring_ms", "total_ms"}
+    failed = await env.rollout(ScriptedClient([ModelCallError("503")]), ROWS[0])
+    assert env.calls[-1].startswith("score_rollout") and failed.metrics == {"_exact": 0.0}  # called for errored rollouts too
+    broken = _Hooked(fail_scoring=True, dataset=ROWS, rubric=Rubric([_exact]))
+    state = await broken.rollout(ScriptedClient(["4"]), ROWS[0])  # a raising hook is a row, never a crash
+    assert (state.error, state.error_kind, state.reward) == ("scoring raised RuntimeError: judge offline", "environment", 0.0)
+    assert state.stop_condition == "completed" and not state.scored
+
+
 def test_dataset_needs_prompt_or_question():
     with pytest.raises(UserError, match="'prompt' .* or 'question'"):
         SingleTurnEnv(dataset=[{"text": "x"}])

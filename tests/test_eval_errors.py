@@ -16,7 +16,7 @@ from fault_server import FaultServer  # noqa: E402
 
 from evalkit.clients.scripted import ScriptedClient  # noqa: E402
 from evalkit.envs import Rubric, SingleTurnEnv  # noqa: E402
-from evalkit.errors import ModelCallError  # noqa: E402
+from evalkit.errors import ModelCallError, error_kind  # noqa: E402
 from evalkit.eval.config import EvalConfig  # noqa: E402
 from evalkit.eval.runner import run_eval  # noqa: E402
 from evalkit.eval.summary import summarize  # noqa: E402
@@ -140,17 +140,20 @@ def test_all_rows_errored_with_any_kind_is_all_errored(tmp_path):
     assert result.all_errored and result.first_error.startswith("[reward] reward function broken raised ValueError")
 
 
-def test_old_rows_without_error_kind_are_classified():
+def test_rows_without_error_kind_are_unknown_errors_whatever_the_message_says():
+    """Older files have no ``error_kind``: such an error is ``unknown`` and not a score; the message
+    (even one worded like a reward-function error) decides nothing."""
     rows = [
         {"example_id": 0, "rollout_idx": 0, "reward": 1.0, "error": None},
         {"example_id": 0, "rollout_idx": 1, "reward": 0.0, "error": "model call failed: HTTP 503"},
-        {"example_id": 1, "rollout_idx": 0, "reward": 0.0, "error": "environment raised RuntimeError: x"},
+        {"example_id": 1, "rollout_idx": 0, "reward": 0.0, "error": "environment raised RuntimeError: x", "error_kind": "model"},
         {"example_id": 1, "rollout_idx": 1, "reward": 0.5, "error": "reward function f raised ValueError: y"},
+        {"example_id": 2, "rollout_idx": 0, "reward": 0.5, "error": "model call failed: HTTP 503", "error_kind": "reward"},
     ]
+    assert [error_kind(row) for row in rows] == [None, "unknown", "model", "unknown", "reward"]
     summary = summarize(rows, 2)
-    assert summary["errors_by_kind"] == {"model": 1, "environment": 1, "reward": 1}
-    assert summary["num_scored"] == 2 and summary["avg_reward"] == 0.75 and summary["avg_error"] == 0.75
-    assert summary["pass_at_k"] == {"1": 0.5}  # one scored rollout per group: pass@2 has no group to count
+    assert summary["errors_by_kind"] == {"model": 1, "reward": 1, "unknown": 2} and summary["num_errors"] == 4
+    assert summary["num_scored"] == 2 and summary["avg_reward"] == 0.75 and summary["avg_error"] == 0.8
 
 
 def test_model_and_environment_errors_carry_their_kind(tmp_path):

@@ -268,5 +268,5 @@ def test_report_scrubs_credentials_echoed_in_errors(tmp_path):
     html = write_report([run_dir]).read_text()
     assert "HTTP 401: echoed Authorization" in html and secret not in html
     for raw in (f"model call failed: {echoed}", {"error": "AuthenticationError", "message": echoed}):
-        kind, message = error_kind_and_message(raw)
+        kind, message = error_kind_and_message({"error": raw, "error_kind": "model"})
         assert secret not in message and "echoed Authorization" in message and kind in ("model", "AuthenticationError")

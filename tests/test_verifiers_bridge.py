@@ -154,6 +154,11 @@ async def test_v1_system_prompt_override_and_failed_model_call(environments):
     assert client.requests[0]["messages"][0] == {"role": "system", "content": "Only digits."}
     failed = await env.rollout(ScriptedClient([ModelCallError("HTTP 500")]), row)
     assert failed.reward == 0.0 and failed.error is not None and "HTTP 500" in failed.error
+    # the kind comes from verifiers' error type where the wrapper reads it; the message is verifiers' own
+    assert failed.error_kind == "model" and failed.error.startswith("ProviderError: ") and not failed.scored
+    assert failed.metrics == {} and failed.stop_condition == "error"
+    missing = await env.rollout(client, {**row, "info": {"task_key": "no-such-task"}})
+    assert missing.error_kind == "environment" and "row names no task" in missing.error
 
 
 def test_v1_env_args_are_the_taskset_config(environments):

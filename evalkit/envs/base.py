@@ -13,18 +13,35 @@ used (as in verifiers, so an eval never builds the training split). ``few_shot``
 the system prompt and the question of ``question`` rows (rows that bring their own ``prompt`` are
 used as they are, as verifiers does).
 
-``rollout`` is the one entry point callers use (eval runner, GEPA, RL). It never raises for
-problems *inside* a rollout: a failing model call, a raising ``env_response`` or tool, a raising
-reward function or scoring past ``score_timeout`` end up in ``state.error`` with its kind in
-``state.error_kind`` (``model``, ``environment``, ``reward``, ``timeout``; see :mod:`evalkit.errors`).
-A rollout whose conversation failed is not scored (reward 0, not counted as a score); a raising
-reward function scores 0 for that function only. Subclasses implement ``generate`` (the
-conversation) and nothing else.
+``rollout`` is the one entry point callers use (eval runner, GEPA, RL), and the one rollout skeleton:
+native environments and the verifiers wrappers (:mod:`evalkit.verifiers_compat`) differ only in the
+hooks it calls, in this order:
+
+1. ``new_state(row, example_id, rollout_idx, system_prompt)``: the opening :class:`RolloutState`
+   (prompt from :meth:`format_prompt`); a wrapper may keep what its library needs in ``state.extra``.
+2. ``sampling_for(sampling)``: the sampling ``generate`` gets (default: the environment's
+   ``sampling_args`` under the run's; a library that merges itself gets the run's alone).
+3. ``generate(client, state, sampling)``: the conversation. Appends ``completion`` / ``responses``,
+   sets ``turns``, ``stop_condition`` and ``is_truncated``. It may raise: a
+   :class:`~evalkit.errors.ModelCallError` is recorded as kind ``model``, anything else as
+   ``environment``. A wrapper whose library records failures itself records each with its kind
+   (``state.record_error``) where it reads it.
+4. ``score_rollout(state, timeout)``: called for every rollout, errored ones included; sets
+   ``reward`` / ``metrics`` and records ``reward`` / ``timeout`` errors, within ``timeout`` seconds
+   (``None``: no limit). The default scores with ``rubric`` only a rollout without error.
+5. ``score_group(states)``: :func:`evalkit.rollouts.run_groups` calls it once per finished group
+   (a no-op here; group-level verifiers rubrics score there).
+
+The skeleton owns the rest: token usage (summed over ``responses``), ``timing``, recording what
+``generate`` raised, and the rule that a rollout whose conversation failed is not scored (reward 0,
+``stop_condition`` ``error`` unless the conversation named one). It never raises for problems
+*inside* a rollout; errors end up in ``state.error`` with their kind in ``state.error_kind``
+(``model``, ``environment``, ``reward``, ``timeout``; see :mod:`evalkit.errors`). A raising reward
+function scores 0 for that function only. Native subclasses implement ``generate`` and nothing else.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -145,15 +162,9 @@ class Environment:
         messages.append({"role": "user", "content": str(row.get("question", ""))})
         return messages
 
-    # ----- rollouts -------------------------------------------------------------------------
-    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
-        """Run the conversation: append to ``state.completion`` / ``state.responses``, set ``stop_condition``.
-
-        Raise freely; ``rollout`` records the error. Subclasses implement this.
-        """
-        raise NotImplementedError
-
+    # ----- rollouts (the skeleton and its hooks; see the module docstring) -----------------
     def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+        """Hook: the opening state of a rollout of ``row``."""
         info = row.get("info") or {}
         return RolloutState(
             example_id=example_id,
@@ -163,6 +174,32 @@ class Environment:
             info=dict(info) if isinstance(info, dict) else {"value": info},
             task=str(row.get("task") or self.env_id),
         )
+
+    def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
+        """Hook: the sampling ``generate`` gets: the environment's defaults, the run's values winning."""
+        return self.sampling_args.merged(sampling)
+
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        """Hook: run the conversation (append to ``state.completion`` / ``state.responses``, set
+        ``turns``, ``stop_condition``, ``is_truncated``).
+
+        Raise freely; ``rollout`` records the error with its kind. Subclasses implement this.
+        """
+        raise NotImplementedError
+
+    async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
+        """Hook: score one rollout whose conversation is over, within ``timeout`` seconds.
+
+        Called for errored rollouts too; this one gives them 0 for every reward function and runs
+        nothing. Must not raise for scoring failures: they are recorded (kind ``reward`` or ``timeout``).
+        """
+        if state.error is not None:
+            state.metrics = {name: 0.0 for name in self.rubric.names}
+            return
+        score = await self.rubric.score(state, timeout)
+        state.reward, state.metrics = score.reward, score.metrics
+        if score.error_kind is not None:
+            state.record_error(score.error_kind, "; ".join(score.errors))
 
     async def rollout(
         self,
@@ -175,32 +212,18 @@ class Environment:
         system_prompt: str | None = None,
         score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
     ) -> RolloutState:
-        """One full rollout: generate, then score (within ``score_timeout`` seconds; ``None``: no
-        limit). Never raises for in-rollout failures."""
+        """One full rollout: the conversation, then its score (within ``score_timeout`` seconds;
+        ``None``: no limit). Never raises for in-rollout failures (see the module docstring)."""
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
-        sampling = self.sampling_args.merged(sampling)
         started = time.perf_counter()
-        try:
-            await self.generate(client, state, sampling)
-        except asyncio.CancelledError:
-            raise
-        except ModelCallError as exc:
-            state.record_error(MODEL, f"model call failed: {exc}")
-        except Exception as exc:  # environment code is user code: a bad rollout is data
-            state.record_error(ENVIRONMENT, f"environment raised {type(exc).__name__}: {exc}")
+        await _recorded(self.generate(client, state, self.sampling_for(sampling)), state)
         generated = time.perf_counter()
-        state.is_truncated = state.is_truncated or any(r.finish_reason == "length" for r in state.responses)
         for response in state.responses:
             state.usage.add(response.usage)
-        if state.error is None:
-            score = await self.rubric.score(state, score_timeout)
-            state.reward, state.metrics = score.reward, score.metrics
-            if score.error_kind is not None:
-                state.record_error(score.error_kind, "; ".join(score.errors))
-        else:
-            state.stop_condition = "error"
+        await _recorded(self.score_rollout(state, score_timeout), state, "scoring")
+        if not state.scored:
             state.reward = 0.0
-            state.metrics = {name: 0.0 for name in self.rubric.names}
+            state.stop_condition = state.stop_condition or "error"
         finished = time.perf_counter()
         state.timing = {
             "generation_ms": round((generated - started) * 1000, 3),
@@ -208,7 +231,6 @@ class Environment:
             "total_ms": round((finished - started) * 1000, 3),
         }
         return state
-
 
     async def score_group(self, states: list[RolloutState]) -> None:
         """Called by :func:`evalkit.rollouts.run_groups` once per group, after all its rollouts finished.
@@ -219,6 +241,16 @@ class Environment:
         failures (they become the rows' ``error``).
         """
         return None
+
+
+async def _recorded(step: Any, state: RolloutState, what: str = "environment") -> None:
+    """Await a hook; what it raises is recorded on ``state`` with its kind (a bad rollout is data)."""
+    try:
+        await step
+    except ModelCallError as exc:
+        state.record_error(MODEL, f"model call failed: {exc}")
+    except Exception as exc:  # environment code is user code
+        state.record_error(ENVIRONMENT, f"{what} raised {type(exc).__name__}: {exc}")
 
 
 def _take(dataset: Dataset | None, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
@@ -239,4 +271,5 @@ class SingleTurnEnv(Environment):
         state.responses.append(response)
         state.completion.append(response.to_message())
         state.turns = 1
-        state.stop_condition = "length" if response.finish_reason == "length" else "completed"
+        state.is_truncated = response.finish_reason == "length"
+        state.stop_condition = "length" if state.is_truncated else "completed"

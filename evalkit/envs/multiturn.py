@@ -48,7 +48,7 @@ class MultiTurnEnv(Environment):
             state.turns += 1
             game["turn"] = state.turns
             if response.finish_reason == "length":
-                state.stop_condition = "length"
+                state.stop_condition, state.is_truncated = "length", True
                 return
             done = await _maybe_await(self.is_completed(messages, game))
             if done:

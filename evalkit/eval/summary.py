@@ -13,7 +13,8 @@ Errors are not scores. A rollout whose model call, environment code or scoring f
 ``model``, ``environment``, ``timeout``; :mod:`evalkit.errors`) has no reward: it is left out of
 ``avg_reward``, ``std_reward``, ``avg_metrics``, ``pass_at_k``, ``pass_all_k`` and ``reward_diversity``, which cover
 the ``num_scored`` rollouts. A rollout whose reward function raised is scored (that function 0) and
-counted in both. ``num_errors`` counts every rollout with an error, ``errors_by_kind`` splits them,
+counted in both. A row read back with an error but no ``error_kind`` (an older file) is of kind
+``unknown`` and not scored. ``num_errors`` counts every rollout with an error, ``errors_by_kind`` splits them,
 and ``avg_error`` is their fraction of all rollouts (verifiers' ``avg_error``: rollouts with an
 error / rollouts). Token usage counts every rollout (errored ones spent tokens too).
 """
@@ -26,13 +27,13 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from evalkit.errors import ERROR_KINDS, error_kind
+from evalkit.errors import ERROR_KINDS, UNKNOWN, error_kind
 
 
 def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float = 1.0) -> dict[str, Any]:
     """Aggregate numbers for metadata.json and the summary table (see the module docstring)."""
     kinds = [error_kind(r) for r in rows]
-    by_kind = {kind: kinds.count(kind) for kind in ERROR_KINDS if kind in kinds}
+    by_kind = {kind: kinds.count(kind) for kind in (*ERROR_KINDS, UNKNOWN) if kind in kinds}
     scored = [r for r, kind in zip(rows, kinds) if kind in (None, "reward")]
     out: dict[str, Any] = {
         "num_rollouts": len(rows),

@@ -10,13 +10,12 @@ over the rows, the same function that wrote metadata.json, so the report and the
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.eval.results import read_metadata, read_rows
-from evalkit.errors import is_scored
+from evalkit.errors import error_kind, is_scored
 from evalkit.eval.summary import summarize
 
 
@@ -126,26 +125,21 @@ def examples(run: EvalRun) -> list[ExampleStat]:
     return [stats[eid] for eid in sorted(stats)]
 
 
-def error_kind_and_message(error: Any) -> tuple[str, str]:
-    """Whose fault an error is (model / environment / reward / a type name) and its message.
+def error_kind_and_message(row: dict[str, Any]) -> tuple[str, str]:
+    """Whose fault a row's error is and its message (the row must have an ``error``).
 
-    The message goes through the client layer's redaction again: errors are where servers echo
+    The kind is the one the run recorded (:func:`evalkit.errors.error_kind`: ``unknown`` when a row has
+    none), or the type of an error written as verifiers' ``{"error": TYPE, "message": ...}``; the message
+    is never parsed for it. The message goes through redaction again: errors are where servers echo
     credentials, and a run written by another tool (or an older primekit) may not have scrubbed them.
     """
     from evalkit.clients.redact import redact
 
+    error = row["error"]
     if isinstance(error, dict):
         kind = str(error.get("error") or error.get("type") or error.get("kind") or "error")
         return kind, redact(str(error.get("message") or error.get("error_chain_str") or kind))
-    text = redact(str(error))
-    if text.startswith("model call failed"):
-        return "model", text
-    match = re.match(r"environment raised (\w+)", text)
-    if match:
-        return f"environment ({match.group(1)})", text
-    if "reward" in text.lower() or "rubric" in text.lower():
-        return "reward function", text
-    return "other", text
+    return str(error_kind(row)), redact(str(error))
 
 
 def error_groups(rows: list[dict[str, Any]], limit: int = 50) -> list[ErrorGroup]:
@@ -154,8 +148,7 @@ def error_groups(rows: list[dict[str, Any]], limit: int = 50) -> list[ErrorGroup
     for row in rows:
         if not row.get("error"):
             continue
-        kind, message = error_kind_and_message(row["error"])
-        kind = str(row.get("error_kind") or kind)  # the kind the run recorded, when it did
+        kind, message = error_kind_and_message(row)
         key = (kind, message[:200])
         group = groups.setdefault(key, ErrorGroup(kind, message[:200], 0, []))
         group.count += 1

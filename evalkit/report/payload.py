@@ -29,7 +29,7 @@ class RolloutPayload:
 
     def add(self, run: int, row: dict[str, Any]) -> None:
         error = row.get("error")
-        kind, message = error_kind_and_message(error) if error else (None, None)
+        kind, message = error_kind_and_message(row) if error else (None, None)
         usage = row.get("token_usage") or {}
         item: dict[str, Any] = {
             "r": run,

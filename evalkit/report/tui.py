@@ -189,7 +189,7 @@ class RunScreen(Screen):
             for i, row in enumerate(shown):
                 cells = ([str(row.get("step"))] if self.ref.kind == "rl" else []) + [
                     str(row.get("example_id")), str(row.get("rollout_idx")), _fmt(row.get("reward")), str(row.get("stop_condition") or ""),
-                    error_kind_and_message(row["error"])[0] if row.get("error") else "", _preview(row)]
+                    error_kind_and_message(row)[0] if row.get("error") else "", _preview(row)]
                 table.add_row(*cells, key=str(i))
         order = {0: "", 1: " · sorted by reward ↓", 2: " · sorted by reward ↑"}[self.sort_state]
         self.sub_title = f"{len(shown)} of {len(self.rows)} shown{order}"
@@ -282,7 +282,7 @@ def rollout_view(row: Row) -> RenderableType:
     if any(extra):
         parts.append(Text(" · ".join(e for e in extra if e), style="dim"))
     if row.get("error"):
-        kind, message = error_kind_and_message(row["error"])
+        kind, message = error_kind_and_message(row)
         parts.append(Text(f"error ({kind}): {message}", style="bold red"))
     for label, messages in (("prompt", row.get("prompt")), ("completion", row.get("completion"))):
         parts.append(Text(f"\n── {label} ──", style="bold cyan"))

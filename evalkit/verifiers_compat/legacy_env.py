@@ -21,7 +21,10 @@ What verifiers does and what primekit does:
 
 Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
 exception escaping the environment's code, a raising reward function (see
-:mod:`~evalkit.verifiers_compat.reward_errors`) or a raising rubric each become the row's ``error``. A rollout
+:mod:`~evalkit.verifiers_compat.reward_errors`) or a raising rubric each become the row's ``error``, recorded
+with its kind where it is read (verifiers' ``ModelError``: ``model``; a raising reward function: ``reward``;
+the rest: ``environment``). The rollout itself is :meth:`evalkit.envs.base.Environment.rollout`; this class
+implements its hooks (``new_state``, ``sampling_for``, ``generate``, ``score_rollout``, ``score_group``). A rollout
 with an error is not scored on its own (reward 0, no metrics); in a group-scored rubric it still takes part in
 the group call, as in verifiers, and then gets reward 0.
 """
@@ -34,14 +37,14 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
-from evalkit.errors import REWARD, TIMEOUT, UserError
+from evalkit.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
 
 PENDING_GROUP_SCORE = "primekit_pending_group_score"
+_VF_INPUT = "primekit_vf_input"
 
 
 def is_legacy_environment(obj: Any) -> bool:
@@ -106,61 +109,43 @@ class VerifiersEnvironment(Environment):
             raise UserError(f"the {split} of verifiers environment '{self.env_id}' failed to build: "
                             f"{type(exc).__name__}: {exc}") from exc
 
-    def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
-        source = self.dataset if self.dataset is not None else self.eval_dataset
-        return _take(source, n, seed, shuffle)
-
-    def get_eval_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
-        source = self.eval_dataset if self.eval_dataset is not None else self.dataset
-        return _take(source, n, seed, shuffle)
-
-    # ----- rollouts -------------------------------------------------------------------------
-    async def rollout(
-        self,
-        client: ModelClient,
-        row: dict[str, Any],
-        *,
-        example_id: int = 0,
-        rollout_idx: int = 0,
-        sampling: SamplingArgs | None = None,
-        system_prompt: str | None = None,
-        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
-    ) -> RolloutState:
-        """verifiers runs the rollout (see the module docstring); never raises for in-rollout failures.
-
-        Scored here, within ``score_timeout`` seconds (past it: an error of kind ``timeout``), unless the
-        rubric has group-level functions: then ``reward``/``metrics`` are filled by :meth:`score_group` once
-        the group is done (:func:`evalkit.rollouts.run_groups` calls it; a caller running single rollouts
-        itself must call it too; group scoring has no timeout).
-        """
-        state = self.new_state(row, example_id, rollout_idx, system_prompt)
-        started = time.perf_counter()
-        vf_input = {**row, "prompt": state.prompt, "example_id": example_id}
-        vf_sampling = to_vf_sampling(self.vf_env.sampling_args, sampling)
-        bridge = ModelClientBridge(client)
-        vf_state = None
-        try:
-            vf_state = await self.vf_env.rollout(vf_input, bridge, client.model, vf_sampling)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # environment code is user code: a bad rollout is data
-            state.error = f"environment raised {type(exc).__name__}: {exc}"
-        generated = time.perf_counter()
-        if vf_state is not None:
-            _copy_rollout(vf_state, bridge, state)
-            state.extra = vf_state
-        if self.group_scored and vf_state is not None:
-            vf_state[PENDING_GROUP_SCORE] = True
-        else:
-            try:
-                async with asyncio.timeout(score_timeout):
-                    await self._score([state])
-            except TimeoutError:
-                state.reward, state.metrics, state.stop_condition = 0.0, {}, state.stop_condition or "error"
-                state.record_error(TIMEOUT, f"scoring timed out after {score_timeout:g} s "
-                                            "(raise --score-timeout if it needs longer)")
-        _set_timing(state, started, generated, time.perf_counter())
+    # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
+    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+        """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
+        state = super().new_state(row, example_id, rollout_idx, system_prompt)
+        state.extra[_VF_INPUT] = {**row, "prompt": state.prompt, "example_id": example_id}
         return state
+
+    def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
+        """The run's sampling alone: ``generate`` merges it into the environment's own the way verifiers does."""
+        return SamplingArgs().merged(sampling)
+
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        """verifiers' own rollout through the bridge; an error verifiers recorded is recorded here with its kind.
+
+        An exception escaping verifiers' code propagates to the skeleton (kind ``environment``).
+        """
+        vf_input = state.extra.pop(_VF_INPUT)
+        bridge = ModelClientBridge(client)
+        vf_sampling = to_vf_sampling(self.vf_env.sampling_args, sampling)
+        vf_state = await self.vf_env.rollout(vf_input, bridge, client.model, vf_sampling)
+        _copy_rollout(vf_state, bridge, state)
+        state.extra = vf_state
+        if self.group_scored:
+            vf_state[PENDING_GROUP_SCORE] = True
+
+    async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
+        """verifiers' scoring of this rollout alone, within ``timeout`` (past it: kind ``timeout``); a rollout
+        waiting for its group's scoring is left to :meth:`score_group` (which has no timeout;
+        :func:`evalkit.rollouts.run_groups` calls it, and a caller running single rollouts itself must too)."""
+        if state.extra.get(PENDING_GROUP_SCORE):
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self._score([state])
+        except TimeoutError:
+            state.reward, state.metrics, state.stop_condition = 0.0, {}, state.stop_condition or "error"
+            state.record_error(TIMEOUT, f"scoring timed out after {timeout:g} s (raise --score-timeout if it needs longer)")
 
     def set_kwargs(self, **kwargs: Any) -> None:
         """vf-eval's ``-x/--extra-env-kwargs``: verifiers' own ``set_kwargs`` on the wrapped environment."""
@@ -212,8 +197,11 @@ class VerifiersEnvironment(Environment):
                 raise
             except Exception as exc:
                 problems.append(f"rubric cleanup raised {type(exc).__name__}: {exc}")
-        if state.error is not None or failure is not None or vf_state is None:
-            state.error = "; ".join(p for p in [state.error, failure, *problems] if p)
+        if failure is not None:  # the rubric itself is environment code
+            state.record_error(ENVIRONMENT, failure)
+        if vf_state is None or not state.scored:
+            if problems:
+                state.record_error(REWARD, "; ".join(problems))
             state.reward, state.metrics = 0.0, {}
             state.stop_condition = state.stop_condition or "error"
             return
@@ -236,11 +224,9 @@ def _copy_rollout(vf_state: Any, bridge: Any, state: RolloutState) -> None:
     state.responses = [_completion(step, bridge) for step in trajectory]
     state.stop_condition = vf_state.get("stop_condition")
     state.is_truncated = bool(vf_state.get("is_truncated")) or any(r.finish_reason == "length" for r in state.responses)
-    for response in state.responses:
-        state.usage.add(response.usage)
     error = vf_state.get("error")
     if error is not None:
-        state.error = _describe(error)
+        state.record_error(*_describe(error))
 
 
 def _completion(step: Any, bridge: Any) -> Completion:
@@ -253,7 +239,8 @@ def _completion(step: Any, bridge: Any) -> Completion:
     return Completion(text=str(getattr(message, "content", "") or ""), finish_reason=getattr(message, "finish_reason", None) or "stop")
 
 
-def _describe(error: BaseException) -> str:
+def _describe(error: BaseException) -> tuple[str, str]:
+    """The kind (verifiers' ``ModelError``: ``model``; any other: ``environment``) and message of an error verifiers recorded."""
     from verifiers.legacy.errors import ModelError
 
     cause = error.__cause__
@@ -261,23 +248,5 @@ def _describe(error: BaseException) -> str:
     if cause is not None and str(cause) and str(cause) not in detail:
         detail += f" ({type(cause).__name__}: {cause})"
     if isinstance(error, ModelError):
-        return f"model call failed: {detail}"
-    return f"environment raised {detail}"
-
-
-def _set_timing(state: RolloutState, started: float, generated: float, finished: float) -> None:
-    state.timing = {
-        "generation_ms": round((generated - started) * 1000, 3),
-        "scoring_ms": round((finished - generated) * 1000, 3),
-        "total_ms": round((finished - started) * 1000, 3),
-    }
-
-
-def _take(dataset: Any, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
-    if dataset is None:
-        return []
-    if shuffle:
-        dataset = dataset.shuffle(seed=seed)
-    if n is not None and n >= 0:
-        dataset = dataset.select(range(min(n, len(dataset))))
-    return dataset.to_list()
+        return MODEL, f"model call failed: {detail}"
+    return ENVIRONMENT, f"environment raised {detail}"

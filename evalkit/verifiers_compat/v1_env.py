@@ -17,25 +17,28 @@ How it runs (verifiers 0.3.1's v1 stack, driven the way its ``eval`` command dri
   (``@vf.reward`` / ``@vf.metric``) and records everything on its ``Trace``.
 - **results**: reward = the trace's weighted reward sum; metrics = each reward's score and each metric;
   ``stop_condition``, ``is_truncated``, turns from the trace; the trace's errors (a raising reward or hook,
-  a failed model call, a harness that exited non-zero) are the row's ``error`` (reward 0).
+  a failed model call, a harness that exited non-zero) are the row's ``error`` (reward 0), as verifiers
+  words them, each recorded with the kind its verifiers type names (a provider error: ``model``; any
+  other: ``environment``).
+- **hooks**: this class implements :class:`~evalkit.envs.base.Environment`'s rollout hooks
+  (``new_state`` finds the task, ``generate`` runs the episode, ``score_rollout`` has nothing left to run).
 - **GEPA**: the system prompt is the tasks' ``system_prompt``; a candidate replaces it through
   ``Task.with_system_prompt`` (what verifiers' ``taskset.system_prompt`` override does).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
-from evalkit.errors import UserError
+from evalkit.errors import ENVIRONMENT, MODEL, UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
 from evalkit.verifiers_compat.v1_harness import HARNESS_ID
+
+_TASK = "primekit_v1_task"
 
 
 def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any]) -> "TasksetEnvironment":
@@ -132,57 +135,40 @@ class TasksetEnvironment(Environment):
             messages.insert(0, {"role": "system", "content": system_prompt})
         return messages
 
-    # ----- rollouts -------------------------------------------------------------------------
-    async def rollout(
-        self,
-        client: ModelClient,
-        row: dict[str, Any],
-        *,
-        example_id: int = 0,
-        rollout_idx: int = 0,
-        sampling: SamplingArgs | None = None,
-        system_prompt: str | None = None,
-        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
-    ) -> RolloutState:
-        """One episode run by verifiers through a per-rollout model bridge; never raises for in-rollout failures.
+    # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
+    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+        """The opening state, holding the row's task (with the candidate system prompt, if any) for ``generate``."""
+        state = super().new_state(row, example_id, rollout_idx, system_prompt)
+        task = self._tasks.get(str(state.info.get("task_key")))
+        if task is not None and system_prompt is not None:
+            task = task.with_system_prompt(system_prompt)
+        state.extra[_TASK] = task
+        return state
 
-        verifiers scores inside the episode, so ``score_timeout`` is accepted (the rollout contract) but
-        cannot bound scoring apart from the episode; the model request timeout still bounds each call.
-        """
+    async def generate(self, client: ModelClient, state: RolloutState, sampling: SamplingArgs) -> None:
+        """One episode run by verifiers through a per-rollout model bridge; verifiers scores inside it, so
+        :meth:`score_rollout` has nothing left to run (``score_timeout`` cannot bound that scoring apart
+        from the episode; the model request timeout still bounds each call)."""
         import verifiers.v1 as vf
 
-        state = self.new_state(row, example_id, rollout_idx, system_prompt)
-        task = self._tasks.get(str((row.get("info") or {}).get("task_key")))
+        task = state.extra.pop(_TASK, None)
         if task is None:
-            state.error, state.stop_condition = "environment raised KeyError: row names no task of this taskset", "error"
-            return state
-        if system_prompt is not None:
-            task = task.with_system_prompt(system_prompt)
-        merged = self.sampling_args.merged(sampling)
-        started = time.perf_counter()
-        try:
-            async with ModelBridgeServer(client) as bridge:
-                ctx = vf.ModelContext(
-                    model=client.model,
-                    client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
-                    sampling=vf.SamplingConfig(**merged.to_dict()),
-                )
-                episode = await self.vf_env.run_episode(task, ctx)
-                state.responses = list(bridge.completions)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # verifiers records hook failures itself; anything else is still data
-            state.error = f"environment raised {type(exc).__name__}: {exc}"
-            episode = None
-        for response in state.responses:
-            state.usage.add(response.usage)
-        if episode is not None:
-            copy_episode(episode, state)
+            state.record_error(ENVIRONMENT, "environment raised KeyError: row names no task of this taskset")
+            return
+        async with ModelBridgeServer(client) as bridge:
+            ctx = vf.ModelContext(
+                model=client.model,
+                client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
+                sampling=vf.SamplingConfig(**sampling.to_dict()),
+            )
+            episode = await self.vf_env.run_episode(task, ctx)
+            state.responses = list(bridge.completions)
+        copy_episode(episode, state)
+
+    async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
+        """Nothing to run: ``generate`` copied verifiers' reward and metrics; an errored episode keeps none."""
         if state.error is not None:
-            state.reward, state.metrics, state.stop_condition = 0.0, {}, state.stop_condition or "error"
-        elapsed = round((time.perf_counter() - started) * 1000, 3)
-        state.timing = {"generation_ms": elapsed, "scoring_ms": 0.0, "total_ms": elapsed}
-        return state
+            state.metrics = {}
 
 
 def task_prompt(data: Any) -> list[Message]:
@@ -199,7 +185,7 @@ def task_prompt(data: Any) -> list[Message]:
 
 def copy_episode(episode: Any, state: RolloutState) -> None:
     """The single trace's conversation, rewards, metrics, stop condition and errors onto ``state``."""
-    errors = [f"{e.type}: {e.message}" for e in episode.errors]
+    errors = [(_kind(e), f"{e.type}: {e.message}") for e in episode.errors]
     if episode.traces:
         trace = episode.traces[0]
         nodes = trace.branches[-1].nodes if trace.branches else []
@@ -213,15 +199,20 @@ def copy_episode(episode: Any, state: RolloutState) -> None:
         metrics.update({name: v for name, v in trace.metrics.items() if v is not None})
         state.metrics = {name: float(v) for name, v in metrics.items()}
         state.extra = {**trace.info, "trace_id": trace.id}
-        errors = [f"{e.type}: {e.message}" for e in trace.errors] + errors
+        errors = [(_kind(e), f"{e.type}: {e.message}") for e in trace.errors] + errors
         if not trace.ok and not errors:
-            errors.append(f"verifiers marked the rollout failed (stop condition {trace.stop_condition})")
+            errors.append((ENVIRONMENT, f"verifiers marked the rollout failed (stop condition {trace.stop_condition})"))
     elif not errors:
-        errors.append("verifiers ran no agent for this task")
-    if errors:
-        state.error = "; ".join(_label(e) for e in errors)
+        errors.append((ENVIRONMENT, "verifiers ran no agent for this task"))
+    for kind, message in errors:
+        state.record_error(kind, message)
 
 
-def _label(error: str) -> str:
-    """Say whose fault an error is, as primekit's own rows do."""
-    return f"model call failed: {error}" if error.startswith("ProviderError") else f"environment raised {error}"
+_MODEL_ERROR_TYPES = frozenset({"ProviderError", "OverlongPromptError"})
+"""verifiers v1's error types for a failed model request (``verifiers.v1.errors``); every other type
+(harness, toolset, task hook or reward, sandbox, env, interception) is environment code's."""
+
+
+def _kind(error: Any) -> str:
+    """A verifiers error's kind, from its recorded type (never from its message)."""
+    return MODEL if error.type in _MODEL_ERROR_TYPES else ENVIRONMENT
