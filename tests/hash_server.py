@@ -18,7 +18,8 @@ Replies (chosen by a SHA-256 of the canonical conversation):
   half the time the answer goes in a ``<tag>`` the system prompt or the text names, or in ``\\boxed{}`` when
   they mention it. The guess is the sum of the first two integers of the text (right for "What is A+B?"),
   else its last integer, else its last word, so rewards vary between 0 and 1 across rows;
-- ``max_tokens``/``max_completion_tokens``: the reply is cut to that many whitespace tokens, finish ``length``.
+- ``max_tokens``/``max_completion_tokens``: the reply is cut to that many whitespace tokens, finish ``length``;
+  ``stop`` strings end it earlier.
 
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (a text ``prompt``, as verifiers'
 completion-mode environments send), both with ``stream: true`` as server-sent events (content deltas,
@@ -176,6 +177,14 @@ def cut(text: str, max_tokens: int | None) -> tuple[str, bool]:
     return "".join(pieces[: max(0, max_tokens)]), True
 
 
+def apply_stop(text: str, stop: Any) -> tuple[str, bool]:
+    """``text`` up to the first of the request's ``stop`` strings; whether one was found."""
+    for item in [stop] if isinstance(stop, str) else stop or []:
+        if item and item in text:
+            return text[: text.index(item)], True
+    return text, False
+
+
 def token_count(text: str | None) -> int:
     return len((text or "").split())
 
@@ -196,7 +205,8 @@ def answer_chat(body: dict[str, Any]) -> dict[str, Any]:
     finish = "tool_calls" if message.get("tool_calls") else "stop"
     if message.get("content") is not None:
         message["content"], was_cut = cut(message["content"], limit_of(body))
-        finish = "length" if was_cut else finish
+        message["content"], stopped = apply_stop(message["content"], body.get("stop"))
+        finish = "length" if was_cut and not stopped else finish
     out_text = message.get("content") or json.dumps(message.get("tool_calls") or [])
     prompt_tokens = sum(token_count(text_of(m.get("content"))) for m in messages)
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
@@ -220,9 +230,8 @@ def answer_completion(body: dict[str, Any]) -> dict[str, Any]:
     prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
     h = digest([["text", prompt, [], None]], [])
     text, was_cut = cut(styled_text(prompt, h, prompt), limit_of(body))
-    for stop in [body["stop"]] if isinstance(body.get("stop"), str) else body.get("stop") or []:
-        if stop and stop in text:
-            text, was_cut = text[: text.index(stop)], False
+    text, stopped = apply_stop(text, body.get("stop"))
+    was_cut = was_cut and not stopped
     choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length" if was_cut else "stop", "logprobs": None}
     return {"id": f"cmpl-{h % 16**12:012x}", "object": "text_completion", "created": 0, "model": body.get("model"),
             "choices": [choice], "usage": {"prompt_tokens": token_count(prompt), "completion_tokens": token_count(text),

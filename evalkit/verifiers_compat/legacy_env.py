@@ -40,6 +40,7 @@ from evalkit.envs.base import Environment
 from evalkit.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
+from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
 
@@ -67,11 +68,12 @@ class VerifiersEnvironment(Environment):
             vf_env.env_args = dict(env_args)
         self.system_prompt = vf_env.system_prompt
         self.sampling_args = to_sampling_args(vf_env.sampling_args)
-        self.group_scored = bool(vf_env.requires_group_rollouts)
+        self.group_scored = any(bool(leaf.requires_group_rollouts) for leaf in leaf_envs(vf_env))
         self.pass_threshold = float(getattr(vf_env, "pass_threshold", 0.5))
         self.parser = vf_env.parser
         self.rubric = vf_env.rubric
-        record_reward_errors(vf_env.rubric)
+        for leaf in leaf_envs(vf_env):
+            record_reward_errors(leaf.rubric)
 
     # ----- data -----------------------------------------------------------------------------
     @property
@@ -113,7 +115,7 @@ class VerifiersEnvironment(Environment):
     def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
         """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
-        state.extra[_VF_INPUT] = {**row, "prompt": state.prompt, "example_id": example_id}
+        state.extra[_VF_INPUT] = rollout_input(row, state.prompt, example_id)
         return state
 
     def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
@@ -168,22 +170,28 @@ class VerifiersEnvironment(Environment):
             state.timing["total_ms"] = round(state.timing.get("total_ms", 0.0) + elapsed_ms, 3)
 
     async def _score(self, states: list[RolloutState]) -> None:
-        """verifiers' ``score_group`` over the states that have a verifiers state, then cleanup; errors become rows."""
+        """verifiers' ``score_group`` over the states that have a verifiers state, by the environment that ran
+        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.env_group`), then cleanup;
+        errors become rows."""
         scorable = [s for s in states if _vf_state(s) is not None and (self.group_scored or s.error is None)]
-        failure = None
-        if scorable:
-            vf_states = [_vf_state(s) for s in scorable]
+        by_env: dict[int, tuple[Any, list[RolloutState]]] = {}
+        for state in scorable:
+            env = routed_env(self.vf_env, _vf_state(state))
+            by_env.setdefault(id(env), (env, []))[1].append(state)
+        failures: dict[int, str] = {}
+        for env, group in by_env.values():
+            vf_states = [_vf_state(s) for s in group]
             try:
-                if self.vf_env.score_rollouts:
-                    await self.vf_env.rubric.score_group(vf_states)
+                if env.score_rollouts:
+                    await env.rubric.score_group(vf_states)
                 else:
-                    await self.vf_env.rubric.dummy_score_group(vf_states)
+                    await env.rubric.dummy_score_group(vf_states)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broken rubric fails these rows, not the run
-                failure = f"rubric raised {type(exc).__name__}: {exc}"
+                failures.update({id(s): f"rubric raised {type(exc).__name__}: {exc}" for s in group})
         for state in states:
-            await self._finish(state, failure if state in scorable else None)
+            await self._finish(state, failures.get(id(state)))
 
     async def _finish(self, state: RolloutState, failure: str | None) -> None:
         """Reward, metrics and error of one row once scoring is over (see the module docstring's error rules)."""
@@ -192,7 +200,7 @@ class VerifiersEnvironment(Environment):
         if vf_state is not None:
             problems.extend(reward_errors(vf_state))
             try:
-                await self.vf_env.rubric.cleanup(vf_state)
+                await routed_env(self.vf_env, vf_state).rubric.cleanup(vf_state)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -209,6 +217,20 @@ class VerifiersEnvironment(Environment):
         state.metrics = {k: float(v) for k, v in (vf_state.get("metrics") or {}).items() if isinstance(v, (int, float))}
         if problems:  # like a native rubric: the failing function scored 0 and the row says why
             state.record_error(REWARD, "; ".join(problems))
+
+
+ROLLOUT_INPUT_KEYS = ("answer", "info")
+"""The row keys verifiers' ``RolloutInput`` declares besides ``prompt`` and ``example_id``."""
+
+
+def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: int) -> dict[str, Any]:
+    """verifiers' input for one rollout of ``row``, as ``vf-eval`` delivers it: its env server receives the
+    row as a ``RolloutInput`` (``prompt``, ``example_id``, ``answer``, ``info``), and serializing that drops
+    every other column. So a dataset's extra columns (a plain-string ``task`` naming the dataset, the raw
+    ``question``) never reach verifiers' ``rollout`` there; passed on, a string ``task`` fails every rollout
+    (verifiers reads a row's ``task`` as a serialized task payload)."""
+    extra = {key: row[key] for key in ROLLOUT_INPUT_KEYS if key in row}
+    return {"prompt": prompt, "example_id": example_id, **extra}
 
 
 def _vf_state(state: RolloutState) -> Any:
