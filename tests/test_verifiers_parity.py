@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,6 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from hash_server import HashServer  # noqa: E402
 
-ENVS = Path(__file__).resolve().parent / "verifiers_envs"
 PARITY_ENVS = ("vf_task_str", "vf_completion", "vf_envgroup")
 KEY_VAR = "HASH_SERVER_KEY"
 
@@ -48,10 +46,8 @@ def server():
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    shutil.copytree(ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-    (tmp_path / "home").mkdir()
-    return tmp_path
+def project(verifiers_project: Path) -> Path:
+    return verifiers_project
 
 
 def run(project: Path, args: list[str], pythonpath: list[Path], timeout: float = 600) -> subprocess.CompletedProcess:

@@ -9,8 +9,10 @@ What verifiers does and what primekit does:
   row's leading system message while the few-shot messages stay.
 - **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
   ``env_response``, tools, ``@vf.stop`` conditions, ``setup_state`` and cleanup handlers, with a
-  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client.
-- **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default). A rubric without
+  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client; ``input`` is the row as
+  ``vf-eval`` delivers it (:func:`rollout_input`).
+- **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default), by the
+  environment that ran the rollout (an ``EnvGroup``'s member, as ``vf-eval`` scores it). A rubric without
   group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
   numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
   group in :meth:`score_group`, which :func:`evalkit.rollouts.run_groups` calls. Then ``rubric.cleanup``.
@@ -18,6 +20,7 @@ What verifiers does and what primekit does:
   reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
   :class:`~evalkit.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
   the client reports them). ``RolloutState.extra`` is the verifiers ``State``, so ``-C key`` picks its keys.
+  pass@k counts a rollout as passed at the environment's ``pass_threshold`` (verifiers' default 0.5).
 
 Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
 exception escaping the environment's code, a raising reward function (see

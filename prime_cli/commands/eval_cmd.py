@@ -83,7 +83,7 @@ def run(
     max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
     timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
-    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
+    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0; a verifiers environment's own, 0.5 unless it sets one]"),
     score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
     retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
     device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
