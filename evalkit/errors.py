@@ -1,4 +1,4 @@
-"""One error class per boundary, and the kinds of a failed rollout.
+"""The error classes that cross primekit's boundaries (user input, config, model call), and the kinds of a failed rollout.
 
 The CLI catches :class:`UserError` once at the top and prints ``error: <message>`` with exit code 2.
 Everything else that goes wrong *inside a rollout* (model call, environment code, reward function)
@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalkit.clients.redact import redact
+from evalkit.redact import redact
 
 MODEL, ENVIRONMENT, REWARD, TIMEOUT = "model", "environment", "reward", "timeout"
 ERROR_KINDS = (MODEL, ENVIRONMENT, REWARD, TIMEOUT)
@@ -80,11 +80,3 @@ class ModelCallError(Exception):
         super().__init__(redact(str(message)))
         self.retryable = retryable
         self.status = status
-
-
-class EnvironmentCodeError(Exception):
-    """User environment code (``env_response``, a tool, ``load_environment``) raised."""
-
-
-class RewardFunctionError(Exception):
-    """A reward function raised; the rubric records it and scores that function 0."""

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from evalkit.clients.base import ModelClient
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT
 from evalkit.envs.base import Environment
 from evalkit.envs.rubric import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.types import RolloutState, SamplingArgs
@@ -31,7 +32,7 @@ async def run_groups(
     example_ids: Sequence[int] | None = None,
     rollouts_per_example: int = 1,
     sampling: SamplingArgs | None = None,
-    max_concurrent: int = 32,
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     system_prompt: str | None = None,
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,

@@ -30,6 +30,7 @@ from gepa.core.adapter import EvaluationBatch
 
 from evalkit.aio import LoopThread
 from evalkit.clients.base import ModelClient
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT
 from evalkit.envs.base import Environment
 from evalkit.rollouts import run_groups
 from evalkit.types import RolloutState, SamplingArgs
@@ -53,7 +54,7 @@ class SystemPromptAdapter:
         budget: RolloutBudget,
         *,
         sampling: SamplingArgs | None = None,
-        max_concurrent: int = 32,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         state_columns: Sequence[str] = (),
         on_rollouts: Callable[[int, float, list[RolloutState]], None] | None = None,
         replay_seed: tuple[dict[str, str], dict[int, float]] | None = None,

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.routing import is_embedded, route
-from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
+from evalkit.clients.spec import ClientSpec
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
 from evalkit.errors import ConfigError, UserError
 from evalkit.eval.config import anchor_env_keys
 from evalkit.tomlio import load_toml, validate
@@ -141,7 +142,7 @@ class GepaJobConfig(BaseModel):
     stop_at_score: float | None = None
     """End the run once a candidate's mean validation score reaches this (None: run until the budget is spent)."""
     state_columns: list[str] = Field(default_factory=list)
-    max_concurrent: int = Field(default=32, ge=1)
+    max_concurrent: int = Field(default=DEFAULT_MAX_CONCURRENT, ge=1)
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Task-model sampling args (merged over each environment's own)."""
     seed: int = 0

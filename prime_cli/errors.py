@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from evalkit.clients.redact import redact
 from evalkit.errors import UserError
+from evalkit.redact import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,8 +97,3 @@ def user_errors(func: F) -> F:
             raise typer.Exit(code=143 if term else 130) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def not_available(feature: str) -> typer.Exit:
-    """For commands whose implementation has not landed: say so plainly, exit 2."""
-    return fail(f"{feature} is not available yet in this version of primekit")

@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evalkit.clients.spec import DEFAULT_MODEL
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ConfigError
 from evalkit.eval.config import anchor_env_keys
+from evalkit.runs import env_slug
 from evalkit.tomlio import load_toml, validate
 
 if sys.version_info >= (3, 11):
@@ -55,13 +56,6 @@ class EnvConfig(_Strict):
     @property
     def label(self) -> str:
         return self.name or env_slug(self.id)
-
-
-def env_slug(env_id: str) -> str:
-    """``primeintellect/reverse-text`` -> ``reverse-text`` (the run-dir rule of :mod:`evalkit.runs`)."""
-    from evalkit.runs import env_slug as slug
-
-    return slug(env_id)
 
 
 class SamplingConfig(_Strict):

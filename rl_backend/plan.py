@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 
 from evalkit.errors import ConfigError
+from evalkit.model.devices import cuda_available, resolve_device
 from rl_backend.config import RLConfig, gpu_layout
 from rl_backend.mixture import mixture_line
 
@@ -56,18 +57,10 @@ def _checked_vllm(config: RLConfig, cuda: bool) -> str:
     return "vllm"
 
 
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def trainer_device(config: RLConfig) -> str:
     """``trainer.device`` when it names one; else ``cuda:N`` for ``trainer.gpus = [N]``, else ``cuda``
     when present, else ``cpu``."""
     import torch
-
-    from evalkit.model.devices import resolve_device
 
     if config.trainer.device == "cpu" or config.trainer.device.startswith("cuda:"):
         return resolve_device(config.trainer.device)

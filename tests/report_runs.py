@@ -5,7 +5,7 @@ scripted or tiny models, so the reports are tested against the files the jobs re
   then answers with the tool's result, except q3 (wrong) and q5 (the model call fails: error rows);
   model "even" answers directly and is right on even questions only. 6 examples x 2 rollouts each.
 - :func:`make_gepa_run`: a GEPA run whose teacher adds ``KEYWORD``, which the task model needs.
-- :func:`make_rl_run`: two RL steps of a tiny random-weight Llama (``rl_backend.tiny``) via `prime rl run`.
+- :func:`make_rl_run`: two RL steps of a tiny random-weight Llama (``tests/tiny_model.py``) via `prime rl run`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import json
 import re
 from pathlib import Path
 
-from evalkit.clients.scripted import ScriptedClient, tool_call_reply
+from scripted_client import ScriptedClient, tool_call_reply
+
 from evalkit.envs import Rubric, SingleTurnEnv, ToolEnv
 from evalkit.errors import ModelCallError
 from evalkit.eval.config import EvalConfig
@@ -119,10 +120,10 @@ def load_environment(**kwargs):
 
 def make_rl_run(tmp: Path) -> Path:
     """Two LoRA steps on a tiny random Llama, eval at every step (and at the start); returns the run dir."""
+    from tiny_model import write_tiny_model
     from typer.testing import CliRunner
 
     from prime_cli.app import app
-    from rl_backend.tiny import write_tiny_model
 
     model = write_tiny_model(tmp / "tiny")
     env_dir = tmp / "environments" / "digits"

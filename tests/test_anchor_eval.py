@@ -288,7 +288,8 @@ def test_local_environment_runs_go_to_its_outputs_folder(server, tmp_path, monke
 
 def test_independent_scoring_and_extra_env_kwargs_on_a_verifiers_env(tmp_path):
     pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
-    from evalkit.clients.scripted import ScriptedClient
+    from scripted_client import ScriptedClient
+
     from evalkit.env_kwargs import apply_extra_env_kwargs
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval

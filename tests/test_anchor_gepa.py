@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from evalkit import runs
-from evalkit.clients.scripted import ScriptedClient
+from scripted_client import ScriptedClient
 from prime_cli.anchor_flags import GEPA_REFUSED
 from prime_cli.app import app
 from prime_cli.commands.gepa_cmd import EXAMPLES

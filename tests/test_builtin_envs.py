@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.builtin import alphabet_sort, arithmetic, fact_search, reverse_text, wordle
 from evalkit.builtin._util import lcs_length, lcs_ratio
-from evalkit.clients.scripted import ScriptedClient, tool_call_reply
 from evalkit.envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from evalkit.errors import UserError
 from evalkit.registry import BUILTIN_IDS, load_environment

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -12,9 +11,9 @@ import pytest
 
 from evalkit.clients import factory
 from evalkit.clients.routing import in_hf_cache, route
-from evalkit.clients.spec import DEFAULT_MODEL, DEFAULT_TIMEOUT_S, ClientSpec
+from evalkit.clients.spec import ClientSpec
+from evalkit.defaults import DEFAULT_MODEL, DEFAULT_TIMEOUT_S
 from evalkit.errors import ConfigError, UserError
-from evalkit.types import SamplingArgs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -112,25 +111,14 @@ def test_spec_rejects_timeouts_that_never_end(timeout):
     assert ClientSpec().timeout == DEFAULT_TIMEOUT_S == 600
 
 
-def test_device_reaches_the_local_client_only_when_set(monkeypatch):
+def test_device_reaches_the_local_client(monkeypatch):
     from evalkit.clients import local
 
     calls = []
-    monkeypatch.setattr(local, "get_local_client", lambda model, **kwargs: calls.append((model, kwargs)) or "LOCAL")
+    monkeypatch.setattr(local, "LocalClient", lambda model, **kwargs: calls.append((model, kwargs)) or "LOCAL")
     factory.make_client(ClientSpec("local/smollm2-135m"))
     factory.make_client(ClientSpec("local/smollm2-135m", device="cuda:1"))
-    assert calls == [("local/smollm2-135m", {}), ("local/smollm2-135m", {"device": "cuda:1"})]
-
-
-def test_spec_sampling_defaults_sit_under_each_calls_own():
-    from evalkit.clients.scripted import ScriptedClient
-
-    inner = ScriptedClient(["ok"])
-    client = factory.SamplingDefaults(inner, {"temperature": 0.2, "max_tokens": 9, "top_k": 5})
-    asyncio.run(client.chat([{"role": "user", "content": "x"}], SamplingArgs(max_tokens=3)))
-    sent = inner.requests[0]["sampling"]
-    assert (sent.temperature, sent.max_tokens, sent.top_k) == (0.2, 3, 5)
-    assert client.model == "scripted"  # everything else is the wrapped client's
+    assert calls == [("local/smollm2-135m", {"device": None}), ("local/smollm2-135m", {"device": "cuda:1"})]
 
 
 def test_http_spec_carries_retries_timeout_and_headers():
@@ -146,7 +134,7 @@ def test_the_default_model_name_is_written_once():
         cwd=REPO, capture_output=True, text=True,
     ).stdout.splitlines()
     code = [line for line in found if not line.split(":", 2)[2].lstrip().startswith(("result =", "#", "-", "*"))]
-    assert [line.split(":")[0] for line in code] == ["evalkit/clients/spec.py"], code
+    assert [line.split(":")[0] for line in code] == ["evalkit/defaults.py"], code
 
 
 def test_prime_help_imports_no_heavy_library():

@@ -31,7 +31,8 @@ SMALL = dict(
 @pytest.fixture(scope="module")
 def tokenizer():
     from evalkit.model.loading import ensure_chat_template, ensure_converted, _load_tokenizer
-    from evalkit.model.registry import DEFAULT_MODEL, KNOWN_MODELS
+    from evalkit.defaults import DEFAULT_MODEL
+    from evalkit.model.registry import KNOWN_MODELS
 
     loaded = _load_tokenizer(ensure_converted(KNOWN_MODELS[DEFAULT_MODEL]))
     ensure_chat_template(loaded)
@@ -239,7 +240,7 @@ def test_uniforms_hash_identically_on_cuda():
 
 def test_a_hub_id_loads_offline_from_the_hf_cache(tokenizer, tmp_path, monkeypatch):
     """``hf/org/name`` and a bare ``org/name``: a tiny Qwen3 laid out as ``hf download`` leaves it."""
-    from evalkit.clients.local import get_local_client
+    from evalkit.clients.local import LocalClient
     from evalkit.model.engine import Engine
 
     commit = "89abcdef" * 5
@@ -260,7 +261,7 @@ def test_a_hub_id_loads_offline_from_the_hf_cache(tokenizer, tmp_path, monkeypat
         assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, PROMPTS[0], result.token_ids), atol=1e-4)
     finally:
         engine.close()
-    client = get_local_client("tiny-org/tiny-qwen3", dtype="fp32", device="cpu")
+    client = LocalClient("tiny-org/tiny-qwen3", dtype="fp32", device="cpu")
     completion = asyncio.run(client.chat([{"role": "user", "content": "hi"}], SamplingArgs(max_tokens=3, temperature=0)))
     assert len(completion.completion_token_ids) <= 3 and completion.logprobs
     assert client.engine.device.type == "cpu"

@@ -12,7 +12,8 @@ import torch
 from evalkit.errors import UserError
 from evalkit.model import loading
 from evalkit.model.chat_format import parse_tool_calls, render_messages
-from evalkit.model.registry import DEFAULT_MODEL, GgufModel, LocalDirModel, resolve_model
+from evalkit.defaults import DEFAULT_MODEL
+from evalkit.model.registry import GgufModel, LocalDirModel, resolve_model
 from evalkit.model.requests import InvalidRequest, SamplingParams, sampling_params
 from evalkit.model.sampling import row_tensors, sample, sampling_mode, uniforms
 from evalkit.types import SamplingArgs

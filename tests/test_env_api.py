@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from evalkit.clients.scripted import ScriptedClient, tool_call_reply
+from scripted_client import ScriptedClient, tool_call_reply
 from evalkit.envs import MultiTurnEnv, Parser, Rubric, SingleTurnEnv, ThinkParser, ToolEnv, XMLParser, tool_schema
 from evalkit.errors import ModelCallError, UserError
 from evalkit.registry import load_environment, module_name_for, parse_env_args, resolve

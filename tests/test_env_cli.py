@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
-from evalkit.clients.scripted import ScriptedClient
 from evalkit.registry import load_environment
 from prime_cli.app import app
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
+from scripted_client import ScriptedClient  # noqa: E402
 
-from evalkit.clients.scripted import ScriptedClient  # noqa: E402
 from evalkit.envs import Rubric, SingleTurnEnv  # noqa: E402
 from evalkit.errors import ModelCallError, error_kind  # noqa: E402
 from evalkit.eval.config import EvalConfig  # noqa: E402

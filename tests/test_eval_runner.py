@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
+from scripted_client import ScriptedClient  # noqa: E402
 
 from evalkit.clients.openai_client import OpenAIClient  # noqa: E402
-from evalkit.clients.scripted import ScriptedClient  # noqa: E402
 from evalkit.envs import MultiTurnEnv, Rubric, SingleTurnEnv  # noqa: E402
 from evalkit.errors import ConfigError, ModelCallError, UserError  # noqa: E402
 from evalkit.eval.config import EvalConfig, load_eval_file  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit.clients.scripted import ScriptedClient
+from scripted_client import ScriptedClient
 from prime_cli.app import app
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.clients.scripted import ScriptedClient
+from scripted_client import ScriptedClient
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.errors import ModelCallError, UserError
 from evalkit.types import Completion

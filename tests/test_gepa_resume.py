@@ -15,7 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from evalkit.clients.scripted import ScriptedClient
+from scripted_client import ScriptedClient
+
 from gepa_cli.runner import run_gepa
 
 CHILD = textwrap.dedent(
@@ -23,7 +24,7 @@ CHILD = textwrap.dedent(
     import sys
     sys.path.insert(0, {tests!r})
     from test_gepa_job import config, make_env, task_model
-    from evalkit.clients.scripted import ScriptedClient
+    from scripted_client import ScriptedClient
     from gepa_cli.runner import run_gepa
     from pathlib import Path
 

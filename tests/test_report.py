@@ -253,7 +253,8 @@ def test_rl_page_in_chromium(browser, rl_run, tmp_path):
 def test_report_scrubs_credentials_echoed_in_errors(tmp_path):
     """Our runner scrubs errors when it writes them; the report scrubs them again, for rows written by
     another tool (verifiers' ``{"error", "message"}`` shape included) or an older version."""
-    from evalkit.clients.scripted import ScriptedClient
+    from scripted_client import ScriptedClient
+
     from evalkit.errors import ModelCallError
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval

@@ -12,13 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.errors import UserError
 from prime_cli.app import app
 from rl_backend.config import EnvConfig, RLConfig, load_rl_config, to_toml
 from rl_backend.mixture import EnvMixture, TrainEnv
-from rl_backend.tiny import write_tiny_model
 
 
 class _Env:

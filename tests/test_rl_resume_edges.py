@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prime_cli.app import app
-from rl_backend.tiny import write_tiny_model
+from tiny_model import write_tiny_model
 from test_rl_training import _metrics, _project
 
 

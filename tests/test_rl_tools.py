@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from scripted_client import ScriptedClient
+from tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
-from evalkit.clients.scripted import ScriptedClient
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
 from evalkit.registry import load_environment
 from evalkit.types import Completion, SamplingArgs
 from prime_cli.app import app
-from rl_backend.tiny import write_tiny_model
 
 ENV_ARGS = {"num_train_examples": 12, "num_eval_examples": 4, "num_docs": 8, "max_turns": 4}
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.types import SamplingArgs
 from prime_cli.app import app
 from rl_backend.config import RLConfig
-from rl_backend.tiny import write_tiny_model
 
 ENV_CODE = '''
 from evalkit.envs import Rubric, SingleTurnEnv

@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
+from tiny_model import write_tiny_model  # noqa: E402
+
 from prime_cli.app import app  # noqa: E402
-from rl_backend.tiny import write_tiny_model  # noqa: E402
 
 LEGACY_MULTI_TURN = '''
 import verifiers as vf

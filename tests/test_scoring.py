@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
-from evalkit.clients.scripted import ScriptedClient
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
@@ -83,8 +83,10 @@ def test_score_timeout_flag_is_validated():
 
 
 HUNG = textwrap.dedent("""
+    import sys
     import time
-    from evalkit.clients.scripted import ScriptedClient
+    sys.path.insert(0, TESTS)  # the scripted test client lives beside the tests
+    from scripted_client import ScriptedClient
     from evalkit.envs import Rubric, SingleTurnEnv
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
@@ -102,7 +104,7 @@ HUNG = textwrap.dedent("""
 
 
 def test_a_reward_function_that_never_returns_does_not_keep_the_process_alive(tmp_path):
-    script = f"OUT = {str(tmp_path)!r}\n" + HUNG
+    script = f"OUT = {str(tmp_path)!r}\nTESTS = {str(Path(__file__).parent)!r}\n" + HUNG
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "timeout"

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
-from evalkit.clients.scripted import ScriptedClient, tool_call_reply  # noqa: E402
+from scripted_client import ScriptedClient, tool_call_reply  # noqa: E402
+
 from evalkit.errors import ModelCallError, UserError  # noqa: E402
 from evalkit.registry import load_environment  # noqa: E402
 from evalkit.rollouts import run_groups  # noqa: E402

@@ -3,8 +3,8 @@
 A client turns a chat (``messages``, ``sampling``, optional OpenAI-format ``tools``) into a
 :class:`~evalkit.types.Completion`. Implementations: the OpenAI-compatible HTTP client
 (:mod:`evalkit.clients.openai_client`), litellm (:mod:`evalkit.clients.litellm_client`), the
-embedded engine client (:mod:`evalkit.clients.local`), and the scripted fake used in tests
-(:mod:`evalkit.clients.scripted`). Callers get one from ``make_client(ClientSpec(...))``
+embedded engine client (:mod:`evalkit.clients.local`); tests add a scripted fake
+(``tests/scripted_client.py``). Callers get one from ``make_client(ClientSpec(...))``
 (:mod:`evalkit.clients.factory`), never by constructing a backend themselves.
 
 Error policy: ``chat`` either returns a Completion or raises :class:`~evalkit.errors.ModelCallError`
@@ -12,7 +12,7 @@ once its own retries (if any) are spent. It never returns ``None`` or an empty s
 failure. Environments and the eval runner turn that exception into an ``error`` on the rollout row.
 Every request is bounded in time (remote clients: ``timeout``, default 600 s). Nothing a client
 passes on (errors, log lines) carries an API key or an auth header value
-(:mod:`evalkit.clients.redact`; ModelCallError scrubs its own message).
+(:mod:`evalkit.redact`; ModelCallError scrubs its own message).
 
 Remote clients may also offer ``async preflight()``: one tiny request, bounded by
 ``min(timeout, 60 s)``, that :func:`evalkit.clients.factory.preflight` turns into a UserError.

@@ -4,7 +4,7 @@
 :func:`evalkit.clients.routing.route` (the rule is written there, once). Mistakes (unknown endpoint
 id, a named key variable that is unset, a bad URL, litellm not installed) raise UserError before any
 request is sent. Keys are read from the environment here, handed to the client's header only, and
-registered with :mod:`evalkit.clients.redact`.
+registered with :mod:`evalkit.redact`.
 """
 
 from __future__ import annotations
@@ -17,18 +17,17 @@ from urllib.parse import urlparse
 
 from evalkit.clients.base import ModelClient
 from evalkit.clients.openai_client import OpenAIClient
-from evalkit.clients.redact import register_secret
 from evalkit.clients.routing import Route, route
 from evalkit.clients.spec import DEFAULT_BASE_URL, DEFAULT_KEY_VAR, ClientSpec
 from evalkit.errors import ModelCallError, UserError
+from evalkit.redact import register_secret
 from evalkit.types import Completion, Message, SamplingArgs
 
 
 def make_client(spec: ClientSpec) -> ModelClient:
-    """The client for ``spec``: backend by the routing rule, spec's sampling defaults under every call."""
+    """The client for ``spec``, of the backend the routing rule picks."""
     chosen = route(spec)
-    client = _BUILDERS[chosen.backend](chosen, spec)
-    return SamplingDefaults(client, spec.sampling) if spec.sampling else client
+    return _BUILDERS[chosen.backend](chosen, spec)
 
 
 def _local(chosen: Route, spec: ClientSpec) -> ModelClient:
@@ -84,19 +83,17 @@ _BUILDERS: dict[str, Callable[[Route, ClientSpec], ModelClient]] = {
 def make_local_client(model: str, device: str | None = None) -> ModelClient:
     """The embedded engine's client (shared per model, so GEPA/RL/eval reuse one loaded model).
 
-    ``device`` is passed on only when set, so an engine without device selection still loads.
+    An install without the engine's dependencies (torch, transformers) is a UserError that says how
+    to use a server instead.
     """
     try:
-        from evalkit.clients import local
+        from evalkit.clients.local import LocalClient
     except ImportError as exc:
         raise UserError(
             f"the embedded model engine is not available in this install ({exc}); "
             "pass -m MODEL -b URL to use an OpenAI-compatible server"
         ) from exc
-    getter = getattr(local, "get_local_client", None) or getattr(local, "LocalClient", None)
-    if getter is None:
-        raise UserError("the embedded model engine is not available in this install; pass -m MODEL -b URL")
-    return getter(model) if device is None else getter(model, device=device)
+    return LocalClient(model, device=device)
 
 
 def _check_url(url: str) -> str:
@@ -136,27 +133,6 @@ class RoundRobinClient:
     async def aclose(self) -> None:
         for client in self.clients:
             await client.aclose()
-
-
-class SamplingDefaults:
-    """A client whose calls get ``defaults`` under their own sampling (a call's set values win).
-
-    Everything else (``model``, ``base_url``, ``preflight``, the embedded client's ``engine``...) is
-    the wrapped client's.
-    """
-
-    def __init__(self, client: ModelClient, defaults: dict[str, Any]):
-        self.client = client
-        self.defaults = SamplingArgs.from_dict(defaults)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-    async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
-        return await self.client.chat(messages, self.defaults.merged(sampling), tools)
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 async def preflight(client: ModelClient) -> None:

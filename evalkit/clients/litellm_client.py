@@ -10,7 +10,7 @@ off, so :mod:`evalkit.clients.retry` applies the project's policy (429/408/5xx/t
 errors retried with backoff, other errors at once); each attempt is bounded by ``timeout``; the
 reply is parsed by the HTTP client's parser (text, tool calls, usage, finish reason, logprobs).
 Keys: litellm reads the provider's env var (``ANTHROPIC_API_KEY``...) unless ``-k VAR`` names one;
-every credential-like env value is registered with :mod:`evalkit.clients.redact`, so a key a
+every credential-like env value is registered with :mod:`evalkit.redact`, so a key a
 provider echoes back never reaches an error, a log line or a row.
 """
 
@@ -21,10 +21,11 @@ import os
 from typing import Any
 
 from evalkit.clients.openai_client import PREFLIGHT_MESSAGES, parse_completion, sampling_fields
-from evalkit.clients.redact import redact, register_env_secrets, register_secret, register_secret_headers
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
-from evalkit.clients.spec import DEFAULT_TIMEOUT_S, LITELLM_PREFIX, PREFLIGHT_TIMEOUT_S
+from evalkit.clients.spec import LITELLM_PREFIX, PREFLIGHT_TIMEOUT_S
+from evalkit.defaults import DEFAULT_TIMEOUT_S
 from evalkit.errors import ModelCallError, UserError
+from evalkit.redact import redact, register_env_secrets, register_secret, register_secret_headers
 from evalkit.types import Completion, Message, SamplingArgs
 
 INSTALL_HINT = "pip install 'primekit[litellm]'"

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ModelCallError, UserError
 from evalkit.model.chat_format import parse_tool_calls
 from evalkit.model.devices import check_device
-from evalkit.model.registry import DEFAULT_MODEL, GgufModel, resolve_model
+from evalkit.model.registry import GgufModel, resolve_model
 from evalkit.types import Completion, Message, SamplingArgs, Usage
 
 if TYPE_CHECKING:
@@ -112,11 +113,3 @@ def to_completion(result: "GenerationResult", *, tools_given: bool) -> Completio
         completion_token_ids=list(result.token_ids),
         logprobs=list(result.logprobs),
     )
-
-
-def get_local_client(
-    model: str = DEFAULT_MODEL, *, dtype: str | None = None, max_batch: int | None = None, device: str | None = None
-) -> LocalClient:
-    """A client of the shared engine for ``model`` (``local/...``, a Hub id, a folder) on ``device``
-    (``auto``: CUDA when there is a GPU; ``cpu``, ``cuda``, ``cuda:N``)."""
-    return LocalClient(model, dtype=dtype, max_batch=max_batch, device=device)

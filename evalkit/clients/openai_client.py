@@ -11,7 +11,7 @@ attempt is bounded by ``timeout`` (the whole reply, so a server that drips bytes
 open); 429 (honouring ``Retry-After``), 408/409/5xx, timeouts, dropped connections, malformed JSON
 bodies and replies without choices are retried with backoff, up to ``max_retries`` times; other
 4xx fail at once. The API key only ever lives in the request header; it is registered with
-:mod:`evalkit.clients.redact`, so it is scrubbed from errors and logs even when a server echoes it.
+:mod:`evalkit.redact`, so it is scrubbed from errors and logs even when a server echoes it.
 
 Also RL's client for a vLLM server: ``sampling.extra`` keys (``return_token_ids``,
 ``skip_special_tokens``...) pass through to the body, token ids and logprobs come back on the
@@ -26,10 +26,11 @@ from typing import Any
 
 import aiohttp
 
-from evalkit.clients.redact import redact, register_secret, register_secret_headers
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
-from evalkit.clients.spec import DEFAULT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S
+from evalkit.clients.spec import PREFLIGHT_TIMEOUT_S
+from evalkit.defaults import DEFAULT_TIMEOUT_S
 from evalkit.errors import ModelCallError
+from evalkit.redact import redact, register_secret, register_secret_headers
 from evalkit.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
 PREFLIGHT_MESSAGES: list[Message] = [{"role": "user", "content": "Say OK."}]

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from evalkit.clients.redact import redact
 from evalkit.errors import ModelCallError
+from evalkit.redact import redact
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

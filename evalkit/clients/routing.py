@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalkit.clients.spec import DEFAULT_BASE_URL, DEFAULT_MODEL, LITELLM_PREFIX, ClientSpec
+from evalkit.clients.spec import DEFAULT_BASE_URL, LITELLM_PREFIX, ClientSpec
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.endpoints import Endpoint, default_endpoints_path, load_endpoints
 from evalkit.errors import UserError
 

@@ -1,28 +1,24 @@
-"""What a model client is built from (:class:`ClientSpec`) and the defaults every part shares.
+"""What a model client is built from (:class:`ClientSpec`) and where an OpenAI-compatible model goes.
 
 Eval, GEPA (task and reflection models) and RL describe the model they want as a ClientSpec and
 hand it to :func:`evalkit.clients.factory.make_client`; which backend serves it is decided by one
 rule, written in :mod:`evalkit.clients.routing`. This module imports nothing heavy (no torch, no
-pydantic, no aiohttp), so configs and the CLI can use its constants freely.
+pydantic, no aiohttp), so configs and the CLI can use its constants freely. The defaults shared beyond
+the client layer (model, timeout, retries) are in :mod:`evalkit.defaults`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
+from evalkit.defaults import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
 from evalkit.errors import ConfigError
 
-DEFAULT_MODEL = "local/smollm2-135m"
-"""The embedded model used when no model and no base URL are given (the only copy of this name)."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where an OpenAI-compatible model goes with neither ``-b`` nor ``$OPENAI_BASE_URL``."""
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 """The env var read for the key when ``-k`` names none."""
-DEFAULT_TIMEOUT_S = 600.0
-"""Seconds one model request may take, the whole reply included (the ``openai`` SDK's default)."""
-DEFAULT_MAX_RETRIES = 3
 PREFLIGHT_TIMEOUT_S = 60.0
 """The preflight request's own bound: ``min(timeout, PREFLIGHT_TIMEOUT_S)``."""
 LITELLM_PREFIX = "litellm/"
@@ -49,8 +45,6 @@ class ClientSpec:
     """Retries per request after the first attempt (429/5xx/timeouts/dropped connections/bad bodies)."""
     timeout: float = DEFAULT_TIMEOUT_S
     """Seconds per request attempt, the whole reply included; must be positive."""
-    sampling: dict[str, Any] = field(default_factory=dict)
-    """Sampling defaults under every call's own sampling (a call's values win)."""
     endpoints_path: str | None = None
     """``-e``: endpoints.toml; default ``./configs/endpoints.toml`` when present."""
     endpoint_id: str | None = None

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.aio import DaemonThreadPool
+from evalkit.defaults import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.envs.parsers import Parser
 from evalkit.errors import REWARD, TIMEOUT
-from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.types import RolloutState
 
 SCORING_THREADS = 64

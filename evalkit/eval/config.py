@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from evalkit.clients.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, ClientSpec
-from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.clients.spec import ClientSpec
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RETRIES, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from evalkit.errors import ConfigError, UserError
 from evalkit.sampling_rules import check_sampling
 from evalkit.tomlio import load_toml, validate
@@ -66,7 +66,7 @@ class EvalConfig(BaseModel):
     """Examples to evaluate; -1 means all."""
     rollouts_per_example: int = 3
     """Rollouts per example (a group); pass@k is reported for k = 1..this."""
-    max_concurrent: int = 32
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
     """Rollouts in flight at once."""
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Sampling args (max_tokens, temperature, top_p, ...; other keys pass through to the server)."""

@@ -1,7 +1,8 @@
 """Which device the engine runs on: ``auto`` (CUDA when there is one, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
 
 :func:`check_device` only checks the spelling and imports nothing, so the CLI can refuse a typo
-before loading anything; :func:`resolve_device` imports torch and checks the device exists.
+before loading anything; :func:`resolve_device` and :func:`cuda_available` import torch (the trainer's
+placement and the RL plan ask here too).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ def check_device(device: str | None) -> str:
     return name
 
 
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU here (imports torch)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def resolve_device(device: str | None) -> str:
     """The concrete device (``cpu`` or ``cuda:N``) ``device`` means on this machine.
 
@@ -33,7 +41,7 @@ def resolve_device(device: str | None) -> str:
         return "cpu"
     import torch
 
-    available = torch.cuda.is_available()
+    available = cuda_available()
     if name == "auto":
         return "cuda:0" if available else "cpu"
     if not available:

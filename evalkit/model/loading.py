@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import UserError
-from evalkit.model.registry import DEFAULT_MODEL, KNOWN_MODELS, GgufModel, LocalDirModel, ModelSource
+from evalkit.model.registry import KNOWN_MODELS, GgufModel, LocalDirModel, ModelSource
 
 if TYPE_CHECKING:
     import torch

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.clients.spec import DEFAULT_MODEL
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import UserError
 
 HUB_PREFIX = "hf/"

@@ -133,7 +133,7 @@ def error_kind_and_message(row: dict[str, Any]) -> tuple[str, str]:
     is never parsed for it. The message goes through redaction again: errors are where servers echo
     credentials, and a run written by another tool (or an older primekit) may not have scrubbed them.
     """
-    from evalkit.clients.redact import redact
+    from evalkit.redact import redact
 
     error = row["error"]
     if isinstance(error, dict):

@@ -39,7 +39,7 @@ def bridge_key_var() -> str:
     """The environment variable verifiers' client reads the bridge token from (set, and registered as a secret)."""
     if os.environ.get(BRIDGE_KEY_VAR) != _TOKEN:
         os.environ[BRIDGE_KEY_VAR] = _TOKEN
-        from evalkit.clients.redact import register_secret
+        from evalkit.redact import register_secret
 
         register_secret(_TOKEN)
     return BRIDGE_KEY_VAR

@@ -7,10 +7,9 @@ from typing import Any
 
 import typer
 
-from evalkit.clients.spec import DEFAULT_TIMEOUT_S
 from evalkit.clients.providers import PROVIDER_CHOICES
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from prime_cli.anchor_flags import EVAL_NOOPS, EVAL_REFUSED, anchor_command, help_section
-from evalkit.limits import DEFAULT_SCORE_TIMEOUT_S
 from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
 from prime_cli.resume_option import LATEST, resume_command
@@ -64,7 +63,7 @@ def run(
     endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
     num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
     rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
-    max_concurrent: int = typer.Option(None, "--max-concurrent", "-c", help="Rollouts in flight at once. [default: 32]"),
+    max_concurrent: int = typer.Option(None, "--max-concurrent", "-c", help=f"Rollouts in flight at once. [default: {DEFAULT_MAX_CONCURRENT}]"),
     max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
     temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
     sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T."),
@@ -172,7 +171,7 @@ def _enable_verbose_logging() -> None:
     import logging
     import sys
 
-    from evalkit.clients.redact import RedactingFilter
+    from evalkit.redact import RedactingFilter
 
     log = logging.getLogger("evalkit")
     for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
@@ -200,7 +199,7 @@ def _exit_all_errored(failed: list[str]) -> None:
 
     import typer
 
-    from evalkit.clients.redact import redact
+    from evalkit.redact import redact
 
     for line in failed:
         print(f"error: {redact(line)}", file=sys.stderr, flush=True)

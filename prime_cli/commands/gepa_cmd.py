@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from evalkit import runs
-from evalkit.clients.spec import DEFAULT_TIMEOUT_S
+from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_TIMEOUT_S
 from evalkit.errors import UserError
 from evalkit.registry import parse_env_args, parse_json_object
 from prime_cli.anchor_flags import GEPA_GREEDY, GEPA_REFUSED, anchor_command, help_section
@@ -85,7 +85,7 @@ def run(
     ),
     stop_at_score: float = typer.Option(None, "--stop-at-score", help="End the run once a candidate's mean validation score reaches this."),
     state_columns: list[str] = typer.Option(None, "--state-columns", help="Env state keys shown to the teacher, space-separated (a b c)."),
-    max_concurrent: int = typer.Option(None, "-c", "--max-concurrent", help="Rollouts in flight at once [default: 32]."),
+    max_concurrent: int = typer.Option(None, "-c", "--max-concurrent", help=f"Rollouts in flight at once [default: {DEFAULT_MAX_CONCURRENT}]."),
     sampling_args: str = typer.Option(None, "-S", "--sampling-args", help='Task-model sampling JSON, e.g. \'{"max_tokens": 64}\'.'),
     env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
     extra_env_kwargs: str = typer.Option(None, "-x", "--extra-env-kwargs", help="JSON of settings applied to the loaded environment."),
@@ -165,7 +165,7 @@ RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed
 
 
 def _latest_run(fields: dict[str, Any]) -> str:
-    from evalkit.clients.spec import DEFAULT_MODEL
+    from evalkit.defaults import DEFAULT_MODEL
     from gepa_cli.config import EnvSpec
     from gepa_cli.runner import latest_run_dir
 

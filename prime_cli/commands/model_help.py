@@ -5,7 +5,7 @@ The short form of the rule in :mod:`evalkit.clients.routing` (the one implementa
 
 from __future__ import annotations
 
-from evalkit.clients.spec import DEFAULT_MODEL
+from evalkit.defaults import DEFAULT_MODEL
 
 MODEL_HELP = (
     "Model: a server's model name, an endpoint id, `local/...`, `hf/ORG/NAME`, a model folder or "

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from evalkit.clients.spec import DEFAULT_MODEL
+from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import UserError
 from prime_cli.errors import user_errors
 

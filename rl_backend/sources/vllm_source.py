@@ -39,6 +39,7 @@ from typing import Any
 
 from evalkit.clients.openai_client import OpenAIClient
 from evalkit.errors import ModelCallError, UserError
+from evalkit.model.devices import cuda_available
 from evalkit.types import SamplingArgs
 
 BASE_NAME = "base"
@@ -118,7 +119,6 @@ def server_env(config: Any, base: Mapping[str, str] | None = None) -> dict[str, 
 
 def _layout(config: Any) -> Any:
     from rl_backend.config import gpu_layout
-    from rl_backend.plan import cuda_available
 
     try:
         return gpu_layout(config, trainer_on_gpu=cuda_available())

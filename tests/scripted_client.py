@@ -1,7 +1,7 @@
 """A deterministic fake model for tests: replies come from a script, not a network.
 
-Select it by name (``-m scripted``) nowhere in user code; tests construct it directly. It records
-every request so tests can assert what the environment sent.
+Test-only (it lives under tests/ and ships in no package): no model name selects it, tests construct it
+directly. It records every request so tests can assert what the environment sent.
 """
 
 from __future__ import annotations

@@ -1,8 +1,0 @@
-"""Default time limits that the CLI shows in ``--help``, in a module that imports nothing.
-
-Kept apart from :mod:`evalkit.envs.rubric` (which brings in ``datasets`` through the environment
-package) so that building the command line stays instant.
-"""
-
-DEFAULT_SCORE_TIMEOUT_S = 120.0
-"""Seconds the scoring of one rollout (all its reward functions) may take before it records an error."""
