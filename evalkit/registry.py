@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +138,7 @@ def importable_root(path: Path, module_name: str) -> Path:
 
 def _import_local(source: EnvSource) -> ModuleType:
     """A local environment folder imported as an installed package would be: its root first on ``sys.path``
-    and the module under its own name, so ``from my_env.taskset import ...`` and sibling modules
+    (and ``PYTHONPATH``) and the module under its own name, so ``from my_env.taskset import ...`` and sibling modules
     (``from utils import ...``) resolve, and the module is the one object verifiers' own loader finds.
 
     The same name imported earlier from another local folder (a second project in one process) is replaced;
@@ -159,9 +160,7 @@ def _import_local(source: EnvSource) -> ModuleType:
             raise UserError(f"environment module '{name}' ({file}) has the name of an already imported module "
                             f"({where}); rename the environment's folder and module")
         _forget_modules(name)
-    root = str(importable_root(source.path, name))
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _put_on_path(str(importable_root(source.path, name)))
     spec = importlib.util.spec_from_file_location(
         name, file, submodule_search_locations=[str(file.parent)] if file.name == "__init__.py" else None
     )
@@ -178,6 +177,16 @@ def _import_local(source: EnvSource) -> ModuleType:
             raise _import_error(source.env_id, str(file), exc) from exc
         raise UserError(f"environment module {file} failed to import: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _put_on_path(root: str) -> None:
+    """``root`` first on ``sys.path``, and on ``PYTHONPATH`` for the processes the environment starts (a v1
+    tool server runs ``python -m my_env.servers.x``), as an installed package is importable from both."""
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in current:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *current])
 
 
 def _module_file(module: ModuleType) -> Path | None:

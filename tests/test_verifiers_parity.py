@@ -136,6 +136,7 @@ def test_the_path_form_imports_the_package_under_its_own_name(project, monkeypat
     from evalkit.registry import load_environment
 
     monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # the loader extends it for child processes
     for name in ("vf_v1_pkg", "vf_v1_pkg.taskset", "vf_v1_pkg.scoring", "vf_task_str", "vf_task_str_rows"):
         monkeypatch.delitem(sys.modules, name, raising=False)  # put back (or dropped) when the test ends
     folder = project / "environments" / "vf_v1_pkg"
@@ -145,6 +146,7 @@ def test_the_path_form_imports_the_package_under_its_own_name(project, monkeypat
     assert sys.modules["vf_v1_pkg"].__file__ == str(folder / "vf_v1_pkg" / "__init__.py")
     assert type(env.taskset) is sys.modules["vf_v1_pkg.taskset"].WordTaskset
     assert not [name for name in sys.modules if "primekit_local_env" in name]
+    assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(folder)  # tool servers it starts import it too
     assert len(env.get_dataset(n=2)) == 2
 
     legacy = load_environment(str(project / "environments" / "vf_task_str"))
