@@ -241,3 +241,9 @@ async def test_v1_bridge_serves_only_requests_with_its_token():
     assert data["choices"][0]["token_ids"] == bridge.completions[0].completion_token_ids
     assert len(client.requests) == 1 and client.requests[0]["sampling"].max_tokens == 3
     assert client.requests[0]["sampling"].temperature == 0.0
+
+
+def test_a_multi_agent_v1_env_is_refused_for_what_it_is(environments):
+    # not "env args are invalid": the taskset's own env has seats where verifiers' config expects an agent
+    with pytest.raises(UserError, match=r"brings its own multi-agent env \(DuoEnv\); primekit runs single-agent"):
+        load_environment("vf-v1-duo", {})
