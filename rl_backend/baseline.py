@@ -10,15 +10,22 @@ eval runner (``<rl run>/baseline/``, see ``rl_backend.runner.Trainer.baseline``)
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import UserError
+from evalkit.fileio import write_text_atomic
 from evalkit.types import RolloutState
 from rl_backend.config import BaselineConfig
 from rl_backend.filtering import is_uniform
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -138,3 +145,42 @@ def groups_of(states: Sequence[RolloutState]) -> list[list[RolloutState]]:
 def refusal(report: BaselineReport) -> UserError:
     """The one-line error that stops training, with the numbers and the override."""
     return UserError("baseline check failed: " + "; ".join(report.problems) + " (pass --skip-baseline to train anyway)")
+
+
+def run_checks(evals: Sequence[tuple[str, Callable[[], Any]]], config: BaselineConfig, rollouts_per_example: int,
+               run_dir: Path, console: Console) -> dict[str, Any]:
+    """Run each environment's baseline eval (``(name, run)`` pairs; ``run()`` returns an eval result
+    with ``states``), judge them, write ``<run_dir>/baseline.json`` and print the verdicts.
+
+    Returns what ``baseline.json`` holds; raises :func:`refusal` when the checks fail. The caller
+    decides how the rollouts are made (the trainer's own sampler, or the eval runner's client when
+    another trainer takes over after the checks).
+    """
+    started = time.perf_counter()
+    reports = {}
+    for name, run in evals:
+        with console.status(f"baseline {name}: {config.num_examples} examples x {rollouts_per_example} rollouts ..."):
+            result = run()
+        reports[name] = summarize(groups_of(result.states), config)
+        if len(evals) > 1:
+            _print_verdict(console, reports[name], f" {name}")
+    report = next(iter(reports.values())) if len(reports) == 1 else combine(reports, config)
+    data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
+    if len(reports) > 1:
+        data["envs"] = {name: r.to_dict() for name, r in reports.items()}
+    write_text_atomic(run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
+    _print_verdict(console, report, "" if len(reports) == 1 else " (all environments)", data["seconds"])
+    if not report.passed:
+        raise refusal(report)
+    return data
+
+
+def _print_verdict(console: Console, report: BaselineReport, label: str, seconds: float | None = None) -> None:
+    from rich.markup import escape
+
+    verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
+    took = f" ({seconds:.0f}s)" if seconds is not None else ""
+    console.print(
+        f"baseline{escape(label)} {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
+        f"{report.diverse_groups}/{report.num_examples} groups with varied rewards{took}"
+    )

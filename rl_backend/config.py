@@ -19,7 +19,7 @@ from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ConfigError
 from evalkit.eval.config import anchor_env_keys
 from evalkit.runs import env_slug
-from evalkit.tomlio import load_toml, validate
+from evalkit.tomlio import dumps, load_toml, validate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -500,48 +500,4 @@ def to_toml(config: RLConfig) -> str:
     data = config.model_dump(mode="json", exclude_none=True)
     if config.trainer.lora is None:
         data["trainer"]["lora"] = False
-    return _dump_table(data, [])
-
-
-def _toml_value(value: Any) -> str:
-    import json
-
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML")
-
-
-def _key(key: str) -> str:
-    import json
-    import re
-
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
-
-
-def _dump_table(data: dict[str, Any], path: list[str]) -> str:
-    lines = []
-    tables = []
-    for key, value in data.items():
-        if isinstance(value, dict) and key != "args":
-            tables.append((key, value))
-        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            tables.append((key, value))
-        else:
-            lines.append(f"{_key(key)} = {_toml_value(value)}")
-    out = "\n".join(lines) + ("\n" if lines else "")
-    for key, value in tables:
-        name = ".".join([*path, _key(key)])
-        if isinstance(value, list):
-            for item in value:
-                out += f"\n[[{name}]]\n" + _dump_table(item, [*path, key]).lstrip("\n")
-        else:
-            out += f"\n[{name}]\n" + _dump_table(value, [*path, key]).lstrip("\n")
-    return out
+    return dumps(data, inline=("args",))

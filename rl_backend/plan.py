@@ -98,13 +98,21 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         f"rollouts     {_inference_text(config, backend)}, "
         + ("strictly on-policy" if config.trainer.on_policy else "one-step off-policy (generation overlaps training)"),
         f"trainer      {_trainer_text(config)}",
-        f"baseline     {config.baseline.num_examples} examples x {config.baseline.rollouts_per_example or config.rollouts_per_example}"
-        f"{per_env} (reward in [{config.baseline.min_reward:g}, {config.baseline.max_reward:g}], "
-        f"diverse groups >= {config.baseline.min_diverse_groups:.0%})"
-        if config.baseline.enabled
-        else "baseline     off",
+        baseline_line(config),
         f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
     ]
+
+
+def baseline_line(config: RLConfig, skip: bool = False) -> str:
+    """The plan's line for the baseline checks (what is evaluated, and the thresholds that refuse)."""
+    cfg = config.baseline
+    if not cfg.enabled or skip:
+        return "baseline     off" + (" (--skip-baseline)" if skip and cfg.enabled else "")
+    per_env = " per environment" if len(config.env) > 1 else ""
+    return (
+        f"baseline     {cfg.num_examples} examples x {cfg.rollouts_per_example or config.rollouts_per_example}{per_env} "
+        f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
+    )
 
 
 def _env_lines(config: RLConfig) -> list[str]:

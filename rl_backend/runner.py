@@ -223,38 +223,17 @@ class Trainer:
     def baseline(self) -> dict[str, Any]:
         """The baseline checks on training examples of each environment (``<run>/baseline/[<env>/]``,
         ``baseline.json``); refuses when any environment fails them, naming it."""
-        from rl_backend.baseline import combine, groups_of, refusal, summarize
+        from rl_backend.baseline import run_checks
 
         cfg = self.config.baseline
         rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
-        started = time.perf_counter()
-        reports = {}
-        for member in self.mixture.members:
-            with self.console.status(f"baseline {member.name}: {cfg.num_examples} examples x {rpe} rollouts ..."):
-                result = self.run_eval(self.eval_dir("baseline", member), self.collector.sampling, member, split="train",
-                                       num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
-            reports[member.name] = summarize(groups_of(result.states), cfg)
-            if len(self.mixture) > 1:
-                self._print_baseline(reports[member.name], f" {member.name}")
-        report = next(iter(reports.values())) if len(reports) == 1 else combine(reports, cfg)
-        data = {**report.to_dict(), "seconds": round(time.perf_counter() - started, 2)}
-        if len(reports) > 1:
-            data["envs"] = {name: r.to_dict() for name, r in reports.items()}
-        write_text_atomic(self.run_dir / "baseline.json", json.dumps(data, indent=2) + "\n")
-        self._print_baseline(report, "" if len(reports) == 1 else " (all environments)", data["seconds"])
-        if not report.passed:
-            raise refusal(report)
-        return data
 
-    def _print_baseline(self, report: Any, label: str, seconds: float | None = None) -> None:
-        from rich.markup import escape
+        def evaluate(member: Any) -> Any:
+            return self.run_eval(self.eval_dir("baseline", member), self.collector.sampling, member, split="train",
+                                 num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
 
-        verdict = "[green]ok[/green]" if report.passed else "[red]refused[/red]"
-        took = f" ({seconds:.0f}s)" if seconds is not None else ""
-        self.console.print(
-            f"baseline{escape(label)} {verdict}: mean reward {report.mean_reward:.3f} over {report.attempts} rollouts, "
-            f"{report.diverse_groups}/{report.num_examples} groups with varied rewards{took}"
-        )
+        return run_checks([(m.name, lambda m=m: evaluate(m)) for m in self.mixture.members], cfg, rpe,
+                          self.run_dir, self.console)
 
     # ----- evaluation / export at sync points ----------------------------------------------------
     def evaluate(self, step: int) -> dict[str, float]:

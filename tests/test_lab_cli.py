@@ -21,6 +21,8 @@ EXPECTED = {
     "rl/arithmetic.toml",
     "rl/reverse-text.toml",
     "rl/mixed.toml",
+    "rl/digit-sums.toml",
+    "rl/digit-sums-vf.toml",
 }
 N = len(EXPECTED)
 

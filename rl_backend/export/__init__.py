@@ -1,0 +1,48 @@
+"""Exports of primekit's RL config to trainers that run beyond one machine: prime-rl, Tinker, SkyRL.
+
+Each target is one module with one job (:mod:`.prime_rl`, :mod:`.tinker`, :mod:`.skyrl`): an
+``export(config, ...) -> Export`` that translates what carries, writes every value where the
+target's default differs from what `prime rl run` would do, and refuses with one
+:class:`~evalkit.errors.UserError` line what cannot carry (see :mod:`.common` for the rules). An
+export reads the config and imports the environments' modules to tell their kind; it loads no
+model weights and needs none of the targets installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from evalkit.errors import UserError
+from evalkit.fileio import write_text_atomic
+from rl_backend.config import RLConfig
+from rl_backend.export import prime_rl, skyrl, tinker
+from rl_backend.export.common import Export
+
+TARGETS: dict[str, ModuleType] = {"prime-rl": prime_rl, "tinker": tinker, "skyrl": skyrl}
+
+
+def export_config(config: RLConfig, target: str, output: Path | None = None) -> Export:
+    """``config`` translated for ``target``; UserError for an unknown target or what cannot carry."""
+    module = TARGETS.get(target)
+    if module is None:
+        raise UserError(f"unknown export target '{target}'; choose one of: {', '.join(TARGETS)}")
+    run: Callable[..., Export] = module.export
+    return run(config, output=output)
+
+
+def write_export(result: Export, output: Path) -> list[Path]:
+    """Write the export (and the files that must sit beside it) atomically; returns the paths written."""
+    written = []
+    output.parent.mkdir(parents=True, exist_ok=True)
+    for name, text in result.extra_files.items():
+        write_text_atomic(output.with_name(name), text)
+        written.append(output.with_name(name))
+    write_text_atomic(output, result.text)
+    if result.suffix.endswith(".sh"):
+        output.chmod(0o755)
+    return [output, *written]
+
+
+__all__ = ["TARGETS", "Export", "export_config", "write_export"]

@@ -1,0 +1,233 @@
+"""primekit's RL config -> a prime-rl ``rl`` config (the shape of prime-rl ``v0.8.1.dev67``).
+
+The file is what prime-rl's launcher reads (``uv run rl @ FILE``): top-level ``max_steps`` /
+``seq_len`` / ``[model]`` shared by trainer and orchestrator, ``[trainer.*]`` (optimizer, scheduler,
+loss, LoRA), ``[orchestrator]`` (batch, group size, off-policy bound, algorithm, renderer, one
+``[[orchestrator.train.source]]`` per ``[[env]]``), ``[ckpt]``, ``[deployment]`` and ``[inference]``.
+Every value where prime-rl's default differs from what `prime rl run` does is written out
+(weight decay, off-policy steps, LoRA target modules, KL term, scheduler, renderer, harness, ...).
+
+prime-rl at this version loads verifiers v1 tasksets only: ``[[env]] args`` become the taskset's
+config keys, the way primekit hands them to a v1 taskset, and the agent is verifiers' ``null``
+harness on the ``subprocess`` runtime (a plain chat, as primekit runs it).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from evalkit.tomlio import dumps
+from rl_backend.config import RLConfig
+from rl_backend.export.common import EnvEntry, Export, checked
+
+TARGET = "prime-rl"
+VERSION = "v0.8.1.dev67"
+COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
+"""The prime-rl release this export writes for (tag and commit), validated with its own config loader."""
+MAX_TEMPERATURE = 2.0
+"""prime-rl's bound on the training sampling temperature."""
+
+MAPPING: dict[str, str] = {
+    "model": "model.name",
+    "run_name": "run.name",
+    "max_steps": "max_steps",
+    "batch_size": "orchestrator.batch_size",
+    "rollouts_per_example": "orchestrator.group_size",
+    "max_concurrent": "orchestrator.concurrency.max_inflight",
+    "system_prompt": "orchestrator.train.source.env.taskset.system_prompt (a file beside the config)",
+    "sampling.max_tokens": "orchestrator.train.sampling.max_completion_tokens",
+    "sampling.temperature": "orchestrator.train.sampling.temperature",
+    "env.id": "orchestrator.train.source.env.taskset.id",
+    "env.args": "orchestrator.train.source.env.taskset.<key>",
+    "env.name": "orchestrator.train.source.name",
+    "buffer.env_ratios": "orchestrator.train.source.ratio",
+    "trainer.lr": "trainer.optim.lr",
+    "trainer.weight_decay": "trainer.optim.weight_decay",
+    "trainer.max_grad_norm": "trainer.optim.max_norm",
+    "trainer.warmup_steps": "trainer.scheduler (constant, or linear warm-up)",
+    "trainer.max_seq_len": "seq_len",
+    "trainer.lora.rank": "trainer.model.lora.rank",
+    "trainer.lora.alpha": "trainer.model.lora.alpha",
+    "trainer.lora.dropout": "trainer.model.lora.dropout",
+    "trainer.lora.target_modules": "trainer.model.lora.target_modules",
+    "trainer.loss.type": "trainer.loss (type 'default', kl_tau = 0)",
+    "trainer.advantage.type": "orchestrator.algo.type",
+    "trainer.on_policy": "orchestrator.max_off_policy_steps (0, else 1)",
+    "ckpt.interval": "ckpt.interval",
+    "ckpt.keep_last": "ckpt.keep_last",
+    "eval.interval": "orchestrator.eval.interval",
+    "eval.num_examples": "orchestrator.eval.num_examples",
+    "eval.rollouts_per_example": "orchestrator.eval.group_size",
+    "eval.temperature": "orchestrator.eval.sampling.temperature",
+    "eval.at_start": "orchestrator.eval.skip_first_step (negated)",
+    "filter.enabled": "orchestrator.train.filter_zero_advantages + an advantage_range gate per source",
+    "wandb.project": "monitors.wandb.project",
+    "wandb.entity": "monitors.wandb.entity",
+    "wandb.name": "monitors.wandb.name",
+}
+"""primekit key -> prime-rl key (README's mapping table)."""
+
+LOCAL_ONLY = (
+    "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
+    "baseline", "ckpt.save_weights",
+)
+"""Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
+places trainer and vLLM by ``[deployment]``, writes its own weights, and has no baseline checks
+(`prime rl run --backend prime-rl` runs primekit's first). Not carried."""
+
+NO_MEANING: dict[str, str] = {
+    "sampling.top_p": "prime-rl samples training rollouts with top_p = 1.0",
+    "trainer.loss.mask_low": "prime-rl masks by probability difference (DPPO), not by ratio bounds",
+    "trainer.loss.mask_high": "prime-rl masks by probability difference (DPPO), not by ratio bounds",
+    "trainer.loss.clip_eps": "prime-rl's loss has no PPO clipping",
+    "trainer.advantage.std_normalize": "prime-rl's grpo subtracts the group mean only",
+    "filter.max_rounds": "prime-rl keeps sampling until the batch is full",
+}
+NOTED: dict[str, str] = {}
+"""Keys noted when set, never refused (none: prime-rl has a key for every evaluation and logging knob)."""
+SAME_AT_DEFAULT = ("sampling.top_p", "trainer.loss.clip_eps", "trainer.advantage.std_normalize")
+"""Keys whose primekit default is what prime-rl does anyway (no note)."""
+
+
+def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: Path | None = None,
+          run_name: str | None = None, system_prompt_file: Path | None = None) -> dict[str, Any]:
+    """The prime-rl config as a dict (what :func:`export` writes as TOML)."""
+    data: dict[str, Any] = {"max_steps": config.max_steps, "seq_len": config.trainer.max_seq_len}
+    if output_dir is not None:
+        data["output_dir"] = str(output_dir)
+    name = run_name or config.run_name
+    if name:
+        data["run"] = {"name": name}
+    data["model"] = {"name": model}
+    data["deployment"] = {"type": "single_node", "num_train_gpus": 1, "num_infer_gpus": 1}
+    data["trainer"] = _trainer(config)
+    data["orchestrator"] = _orchestrator(config, entries, system_prompt_file)
+    ckpt: dict[str, Any] = {}
+    if config.ckpt.interval:
+        ckpt["interval"] = config.ckpt.interval
+    if config.ckpt.keep_last is not None:
+        ckpt["keep_last"] = config.ckpt.keep_last
+    data["ckpt"] = ckpt
+    data["inference"] = {}
+    if config.wandb is not None:
+        wandb = {"project": config.wandb.project, "entity": config.wandb.entity, "name": config.wandb.name}
+        data["monitors"] = {"wandb": {k: v for k, v in wandb.items() if v is not None}}
+    return data
+
+
+def _trainer(config: RLConfig) -> dict[str, Any]:
+    trainer = config.trainer
+    warmup = trainer.warmup_steps
+    scheduler = {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
+    out: dict[str, Any] = {
+        "optim": {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay,
+                  "max_norm": trainer.max_grad_norm, "betas1": 0.9, "betas2": 0.999},
+        "scheduler": scheduler,
+        "loss": {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0},
+    }
+    if trainer.lora is not None:
+        lora = trainer.lora
+        out["model"] = {"lora": {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
+                                 "target_modules": list(lora.target_modules)}}
+    return out
+
+
+def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file: Path | None) -> dict[str, Any]:
+    sampling = {"temperature": config.sampling.temperature, "max_completion_tokens": config.sampling.max_tokens}
+    out: dict[str, Any] = {
+        "batch_size": config.batch_size,
+        "group_size": config.rollouts_per_example,
+        "max_off_policy_steps": 0 if config.trainer.on_policy else 1,
+        "algo": {"type": config.trainer.advantage.type},
+        "concurrency": {"max_inflight": config.max_concurrent},
+        "renderer": {"name": "default"},
+        "train": {
+            "filter_zero_advantages": config.filter.enabled,
+            "sampling": sampling,
+            "source": [_train_source(config, entry, index, system_prompt_file) for index, entry in enumerate(entries)],
+        },
+    }
+    if config.eval.interval:
+        eval_sampling = {"temperature": config.eval.temperature if config.eval.temperature is not None
+                         else config.sampling.temperature, "max_completion_tokens": config.sampling.max_tokens}
+        out["eval"] = {
+            "interval": config.eval.interval,
+            "num_examples": config.eval.num_examples,
+            "group_size": config.eval.rollouts_per_example,
+            "skip_first_step": not config.eval.at_start,
+            "sampling": eval_sampling,
+            "source": [{"name": e.spec.label, "env": _env(e, system_prompt_file)} for e in entries],
+        }
+    return out
+
+
+def _train_source(config: RLConfig, entry: EnvEntry, index: int, system_prompt_file: Path | None) -> dict[str, Any]:
+    source: dict[str, Any] = {"name": entry.spec.label}
+    ratios = config.buffer.env_ratios
+    if ratios is not None:
+        source["ratio"] = ratios[index]
+    source["env"] = _env(entry, system_prompt_file)
+    if config.filter.enabled:
+        gate = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}
+        source["curriculum"] = {"gates": {"zero_advantage": gate}}
+    return source
+
+
+def _env(entry: EnvEntry, system_prompt_file: Path | None) -> dict[str, Any]:
+    taskset: dict[str, Any] = {"id": entry.verifiers_id, **entry.spec.args}
+    if system_prompt_file is not None:
+        taskset["system_prompt"] = str(system_prompt_file)
+    return {"taskset": taskset, "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}}
+
+
+def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | None = None,
+           run_name: str | None = None) -> Export:
+    """The prime-rl config for ``config``, or one UserError naming everything that cannot carry.
+
+    ``output`` is where the file will be written (a system prompt goes to a file beside it, which
+    prime-rl reads); ``output_dir`` / ``run_name`` place prime-rl's own outputs (`prime rl run
+    --backend prime-rl` points them into its run dir).
+    """
+    model, entries, notes = checked(config, sys.modules[__name__], ("v1",), _value_problems(config, output))
+    prompt_file = output.with_suffix(".system_prompt.txt").resolve() if output and config.system_prompt else None
+    data = build(config, entries, model, output_dir=output_dir, run_name=run_name, system_prompt_file=prompt_file)
+    notes.append("not carried (this machine's run only; prime-rl places vLLM and the trainer by [deployment]): "
+                 + ", ".join(LOCAL_ONLY))
+    local = {str(e.local_path): e.spec.id for e in entries if e.local_path is not None}
+    notes += [f"[[env]] '{env_id}' is a local folder: install it where prime-rl runs (`uv pip install -e {path}`)"
+              for path, env_id in local.items()]
+    if prompt_file is not None:
+        notes.append(f"system_prompt: written to {prompt_file}, which the config names by that absolute path "
+                     "(moving the files to another machine: fix taskset.system_prompt)")
+    text = HEADER + dumps(data)
+    extra = {prompt_file.name: config.system_prompt} if prompt_file is not None and config.system_prompt else {}
+    return Export(TARGET, text, ".prime-rl.toml", command=["rl", "@", str(output.resolve()) if output else "FILE"], notes=notes,
+                  extra_files=extra)
+
+
+def _value_problems(config: RLConfig, output: Path | None) -> list[str]:
+    problems = []
+    if config.sampling.temperature > MAX_TEMPERATURE:
+        problems.append(f"sampling.temperature = {config.sampling.temperature:g} is above prime-rl's limit {MAX_TEMPERATURE:g}")
+    if config.trainer.loss.type != "mask":
+        problems.append(f"trainer.loss.type = '{config.trainer.loss.type}' has no prime-rl equivalent "
+                        "(prime-rl's default loss is importance-weighted with DPPO masking, closest to 'mask')")
+    if len(config.env) > 1 and config.buffer.env_ratios is None:
+        problems.append("several [[env]] tables without buffer.env_ratios: primekit pools their rows, prime-rl draws "
+                        "each source by its ratio (equal by default); set buffer.env_ratios")
+    if config.max_concurrent < config.rollouts_per_example:
+        problems.append(f"max_concurrent ({config.max_concurrent}) is below rollouts_per_example, which prime-rl refuses")
+    if config.system_prompt and output is None:
+        problems.append("system_prompt: prime-rl reads a system prompt from a file; pass -o FILE so it is written beside it")
+    return problems
+
+
+HEADER = (
+    f"# prime-rl {VERSION} ({COMMIT[:12]}) config, exported by `prime rl export --target prime-rl`.\n"
+    "# Run it from a prime-rl checkout: uv run rl @ THIS_FILE  (add --dry-run to check it first).\n"
+    "# [deployment] asks for 1 trainer GPU + 1 inference GPU; raise num_train_gpus / num_infer_gpus to scale out.\n"
+    "# [orchestrator.renderer] 'default' renders with the model's chat template, as primekit does; a model in\n"
+    "# prime-rl's renderer table can use name = \"auto\" instead.\n\n"
+)
