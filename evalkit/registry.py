@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,19 @@ class EnvSource:
 
 
 def module_name_for(env_id: str) -> str:
-    """``primeintellect/reverse-text`` -> ``reverse_text``."""
-    name = env_id.rstrip("/").split("/")[-1]
-    return name.replace("-", "_")
+    """The module an id names, as verifiers' loader derives it: ``Owner/Reverse-Text@0.1.2`` -> ``reverse_text``
+    (the last ``/`` part, without ``@version``, ``-`` -> ``_``, lower-cased)."""
+    return _bare_name(env_id).replace("-", "_").lower()
+
+
+def _bare_name(env_id: str) -> str:
+    """``owner/name@version`` -> ``name`` (what runs and tables call the environment)."""
+    return env_id.rstrip("/").split("/")[-1].split("@", 1)[0]
+
+
+def _folder_module(folder: Path) -> str:
+    """The module a local folder holds: its name with ``-`` -> ``_`` (case kept: the file is named that way)."""
+    return folder.name.replace("-", "_")
 
 
 def _looks_like_path(env_id: str) -> bool:
@@ -50,7 +61,7 @@ def _looks_like_path(env_id: str) -> bool:
     if env_id.startswith((".", "/", "~")):
         return True
     folder = Path(env_id)
-    return folder.is_dir() and _local_module_file(folder, module_name_for(folder.name)) is not None
+    return folder.is_dir() and _local_module_file(folder, _folder_module(folder)) is not None
 
 
 def _local_module_file(folder: Path, module: str) -> Path | None:
@@ -66,7 +77,7 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
         raise UserError("no environment given; pass an id such as 'reverse-text' (see `prime env list`)")
     if _looks_like_path(env_id):
         folder = Path(env_id).expanduser().resolve()
-        module = module_name_for(folder.name)
+        module = _folder_module(folder)
         if not folder.is_dir() or _local_module_file(folder, module) is None:
             raise UserError(f"{env_id} is not an environment folder (expected {folder}/{module}.py)")
         return EnvSource(folder.name.replace("_", "-"), module, "local", folder)
@@ -77,13 +88,13 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
             f"(letters, digits, '-', '_'; '{module}' is not a module name), or a folder path like ./environments/my_env"
         )
     if _is_installed_module(module):
-        return EnvSource(env_id.split("/")[-1], module, "installed")
+        return EnvSource(_bare_name(env_id), module, "installed")
     folder = Path(environments_dir) / module
     if folder.is_dir() and _local_module_file(folder, module) is not None:
-        return EnvSource(env_id.split("/")[-1], module, "local", folder.resolve())
+        return EnvSource(_bare_name(env_id), module, "local", folder.resolve())
     builtin = f"{BUILTIN_PACKAGE}.{module}"
     if importlib.util.find_spec(builtin) is not None:
-        return EnvSource(env_id.split("/")[-1], builtin, "builtin")
+        return EnvSource(_bare_name(env_id), builtin, "builtin")
     known = ", ".join(BUILTIN_IDS)
     raise UserError(
         f"unknown environment '{env_id}': not in ./environments/, not an installed module '{module}', "
@@ -103,29 +114,91 @@ def _is_installed_module(module: str) -> bool:
 
 
 def import_env_module(source: EnvSource) -> ModuleType:
+    """The environment's module, imported by its own name (see :func:`_import_local` for local folders)."""
     if source.origin != "local":
         try:
             return importlib.import_module(source.module_name)
         except ImportError as exc:
             raise _import_error(source.env_id, source.module_name, exc) from exc
+    return _import_local(source)
+
+
+_LOCAL_FILES: dict[str, Path] = {}
+"""Module name -> the file primekit imported it from, for local environment folders."""
+
+
+def importable_root(path: Path, module_name: str) -> Path:
+    """The folder to put on ``sys.path`` so ``import <module_name>`` finds a local environment folder:
+    the folder itself when it holds ``<module>.py`` or a package ``<module>/``, else its parent (the
+    folder is the package)."""
+    if (path / f"{module_name}.py").is_file() or (path / module_name / "__init__.py").is_file():
+        return path
+    return path.parent
+
+
+def _import_local(source: EnvSource) -> ModuleType:
+    """A local environment folder imported as an installed package would be: its root first on ``sys.path``
+    (and ``PYTHONPATH``) and the module under its own name, so ``from my_env.taskset import ...`` and sibling modules
+    (``from utils import ...``) resolve, and the module is the one object verifiers' own loader finds.
+
+    The same name imported earlier from another local folder (a second project in one process) is replaced;
+    a name already taken by another module (an installed package, the standard library) is a UserError,
+    since importing the folder under it would shadow that module or silently run the other one.
+    """
     assert source.path is not None
     file = _local_module_file(source.path, source.module_name)
-    unique = f"primekit_local_env_{source.module_name}"
+    if file is None:
+        raise UserError(f"{source.path} is not an environment folder (expected {source.path}/{source.module_name}.py)")
+    file = file.resolve()
+    name = source.module_name
+    loaded = sys.modules.get(name)
+    if loaded is not None and _module_file(loaded) == file:
+        return loaded
+    if loaded is not None or name in sys.stdlib_module_names:
+        if _LOCAL_FILES.get(name) is None or name in sys.stdlib_module_names:
+            where = _module_file(loaded) if loaded is not None else "the standard library"
+            raise UserError(f"environment module '{name}' ({file}) has the name of an already imported module "
+                            f"({where}); rename the environment's folder and module")
+        _forget_modules(name)
+    _put_on_path(str(importable_root(source.path, name)))
     spec = importlib.util.spec_from_file_location(
-        unique, file, submodule_search_locations=[str(file.parent)] if file.name == "__init__.py" else None
+        name, file, submodule_search_locations=[str(file.parent)] if file.name == "__init__.py" else None
     )
     if spec is None or spec.loader is None:
         raise UserError(f"cannot import environment from {file}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[unique] = module
+    sys.modules[name] = module
+    _LOCAL_FILES[name] = file
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        sys.modules.pop(unique, None)
+        _forget_modules(name)
         if isinstance(exc, ImportError):
             raise _import_error(source.env_id, str(file), exc) from exc
         raise UserError(f"environment module {file} failed to import: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _put_on_path(root: str) -> None:
+    """``root`` first on ``sys.path``, and on ``PYTHONPATH`` for the processes the environment starts (a v1
+    tool server runs ``python -m my_env.servers.x``), as an installed package is importable from both."""
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in current:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *current])
+
+
+def _module_file(module: ModuleType) -> Path | None:
+    location = getattr(module, "__file__", None)
+    return Path(location).resolve() if location else None
+
+
+def _forget_modules(name: str) -> None:
+    """Drop a local environment's module and its submodules from ``sys.modules`` (a failed or replaced import)."""
+    for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+        del sys.modules[key]
+    _LOCAL_FILES.pop(name, None)
 
 
 def _import_error(env_id: str, where: str, exc: ImportError) -> UserError:

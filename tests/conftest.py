@@ -25,3 +25,15 @@ def fault_servers() -> Iterator[Callable[..., FaultServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def verifiers_project(tmp_path: Path) -> Path:
+    """A fresh project whose ``environments/`` holds a copy of tests/verifiers_envs (environments written for
+    verifiers), with a ``home/`` to point HOME at."""
+    import shutil
+
+    envs = Path(__file__).resolve().parent / "verifiers_envs"
+    shutil.copytree(envs, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
+    (tmp_path / "home").mkdir()
+    return tmp_path

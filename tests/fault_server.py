@@ -27,6 +27,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -143,6 +144,13 @@ class ScriptServer:
             raise RuntimeError(f"{self.SCRIPT.stem} did not start: {line!r}")
         self.port = int(line.split()[1])
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The request bodies the server kept (``GET /requests``; the solver and hash servers keep them)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/requests", timeout=5) as response:
+            return json.loads(response.read())
 
     def stop(self) -> None:
         if self.process.poll() is None:

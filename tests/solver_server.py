@@ -96,12 +96,6 @@ class SolverServer(ScriptServer):
 
     SCRIPT = Path(__file__).resolve()
 
-    def requests(self) -> list[dict[str, Any]]:
-        import urllib.request
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/requests", timeout=5) as response:
-            return json.loads(response.read())
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()

@@ -364,6 +364,13 @@ def test_builtin_resolution_forms(env_id, tmp_path):
 def test_module_name_for():
     assert module_name_for("primeintellect/reverse-text") == "reverse_text"
     assert module_name_for("./environments/my_env/") == "my_env"
+    # as verifiers' loader: the version after '@' dropped, the name lower-cased
+    assert module_name_for("PrimeIntellect/Reverse-Text@0.1.2") == "reverse_text"
+
+
+def test_hub_ids_with_a_version_resolve_like_verifiers(tmp_path):
+    source = resolve("primeintellect/Reverse-Text@0.1.2", tmp_path / "environments")
+    assert source.module_name == "evalkit.builtin.reverse_text" and source.env_id == "Reverse-Text"
 
 
 def test_local_folder_resolution_by_id_and_path(env_dir, monkeypatch):

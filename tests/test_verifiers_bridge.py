@@ -205,10 +205,10 @@ async def test_env_group_routes_each_row_to_its_environment(environments):
     rows = env.get_eval_dataset()
     assert [r["info"]["env_id"] for r in rows] == ["small", "large"]
     groups = await run_groups(env, ScriptedClient(lambda m, s, t: "2" if "1+1" in m[-1]["content"] else "25"), rows)
-    # verifiers' EnvGroup rubric reports every member's functions (0 for the other environment's)
+    # as vf-eval (EnvGroup.run_group): the member a row routes to scores it, so a row has only its functions
     assert [(g[0].reward, g[0].metrics) for g in groups] == [
-        (1.0, {"exact": 1.0, "double_exact": 0.0, "num_turns": 1.0}),
-        (2.0, {"exact": 0.0, "double_exact": 2.0, "num_turns": 1.0})]
+        (1.0, {"exact": 1.0, "num_turns": 1.0}),
+        (2.0, {"double_exact": 2.0, "num_turns": 1.0})]
 
 
 def test_an_untested_verifiers_version_is_refused_with_the_fix(environments, monkeypatch):
@@ -241,3 +241,9 @@ async def test_v1_bridge_serves_only_requests_with_its_token():
     assert data["choices"][0]["token_ids"] == bridge.completions[0].completion_token_ids
     assert len(client.requests) == 1 and client.requests[0]["sampling"].max_tokens == 3
     assert client.requests[0]["sampling"].temperature == 0.0
+
+
+def test_a_multi_agent_v1_env_is_refused_for_what_it_is(environments):
+    # not "env args are invalid": the taskset's own env has seats where verifiers' config expects an agent
+    with pytest.raises(UserError, match=r"brings its own multi-agent env \(DuoEnv\); primekit runs single-agent"):
+        load_environment("vf-v1-duo", {})

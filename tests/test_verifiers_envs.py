@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from solver_server import SolverServer  # noqa: E402
 
-ENVS = Path(__file__).resolve().parent / "verifiers_envs"
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +30,8 @@ def solver():
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    shutil.copytree(ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-    (tmp_path / "home").mkdir()
-    return tmp_path
+def project(verifiers_project: Path) -> Path:
+    return verifiers_project
 
 
 def prime(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -74,6 +74,10 @@ def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
 class Environment:
     """Base class: data, system prompt, parser, rubric, default sampling; subclasses define ``generate``."""
 
+    pass_threshold: float | None = None
+    """The reward at or above which a rollout passes (pass@k), when the environment brings its own (verifiers'
+    ``Environment.pass_threshold``, 0.5 by default); ``None``: the run's ``pass_threshold`` (1.0)."""
+
     infinite: bool = False
     """Whether the training split never ends (a verifiers v1 taskset that yields tasks forever):
     ``get_dataset(-1)`` then refuses, and callers draw a bounded ``get_dataset(n)`` instead."""

@@ -9,8 +9,10 @@ What verifiers does and what primekit does:
   row's leading system message while the few-shot messages stay.
 - **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
   ``env_response``, tools, ``@vf.stop`` conditions, ``setup_state`` and cleanup handlers, with a
-  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client.
-- **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default). A rubric without
+  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client; ``input`` is the row as
+  ``vf-eval`` delivers it (:func:`rollout_input`).
+- **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default), by the
+  environment that ran the rollout (an ``EnvGroup``'s member, as ``vf-eval`` scores it). A rubric without
   group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
   numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
   group in :meth:`score_group`, which :func:`evalkit.rollouts.run_groups` calls. Then ``rubric.cleanup``.
@@ -18,6 +20,7 @@ What verifiers does and what primekit does:
   reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
   :class:`~evalkit.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
   the client reports them). ``RolloutState.extra`` is the verifiers ``State``, so ``-C key`` picks its keys.
+  pass@k counts a rollout as passed at the environment's ``pass_threshold`` (verifiers' default 0.5).
 
 Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
 exception escaping the environment's code, a raising reward function (see
@@ -38,8 +41,9 @@ from typing import Any
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
-from evalkit.types import Completion, RolloutState, SamplingArgs
+from evalkit.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
+from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
 from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
 
@@ -67,10 +71,12 @@ class VerifiersEnvironment(Environment):
             vf_env.env_args = dict(env_args)
         self.system_prompt = vf_env.system_prompt
         self.sampling_args = to_sampling_args(vf_env.sampling_args)
-        self.group_scored = bool(vf_env.requires_group_rollouts)
+        self.group_scored = any(bool(leaf.requires_group_rollouts) for leaf in leaf_envs(vf_env))
+        self.pass_threshold = float(getattr(vf_env, "pass_threshold", 0.5))
         self.parser = vf_env.parser
         self.rubric = vf_env.rubric
-        record_reward_errors(vf_env.rubric)
+        for leaf in leaf_envs(vf_env):
+            record_reward_errors(leaf.rubric)
 
     # ----- data -----------------------------------------------------------------------------
     @property
@@ -81,6 +87,25 @@ class VerifiersEnvironment(Environment):
     @property
     def eval_dataset(self) -> Any:
         return self._build("eval_dataset", self.vf_env.build_eval_dataset)
+
+    def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
+        """The row's prompt as verifiers built it (its ``system_prompt`` and ``few_shot`` already applied, so
+        ``system_prompt=""`` adds no message here either); a system prompt given for the run (GEPA,
+        ``--system-prompt``) replaces the leading system message, or goes first when there is none.
+
+        A completion-mode row (``message_type="completion"``) holds text: it is one ``text`` message, which
+        verifiers itself turns the text into (``normalize_messages``) and its chat client sends as a user turn.
+        """
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            messages: list[Message] = [{"role": "text", "content": prompt}]
+        else:
+            messages = [dict(m) for m in prompt or []]
+        if system_prompt is None:
+            return messages
+        if messages and messages[0].get("role") == "system":
+            return [{"role": "system", "content": system_prompt}, *messages[1:]]
+        return [{"role": "system", "content": system_prompt}, *messages] if system_prompt else messages
 
     def _build(self, split: str, build: Any) -> Any:
         try:
@@ -93,7 +118,7 @@ class VerifiersEnvironment(Environment):
     def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
         """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
-        state.extra[_VF_INPUT] = {**row, "prompt": state.prompt, "example_id": example_id}
+        state.extra[_VF_INPUT] = rollout_input(row, state.prompt, example_id)
         return state
 
     def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
@@ -148,22 +173,28 @@ class VerifiersEnvironment(Environment):
             state.timing["total_ms"] = round(state.timing.get("total_ms", 0.0) + elapsed_ms, 3)
 
     async def _score(self, states: list[RolloutState]) -> None:
-        """verifiers' ``score_group`` over the states that have a verifiers state, then cleanup; errors become rows."""
+        """verifiers' ``score_group`` over the states that have a verifiers state, by the environment that ran
+        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.env_group`), then cleanup;
+        errors become rows."""
         scorable = [s for s in states if _vf_state(s) is not None and (self.group_scored or s.error is None)]
-        failure = None
-        if scorable:
-            vf_states = [_vf_state(s) for s in scorable]
+        by_env: dict[int, tuple[Any, list[RolloutState]]] = {}
+        for state in scorable:
+            env = routed_env(self.vf_env, _vf_state(state))
+            by_env.setdefault(id(env), (env, []))[1].append(state)
+        failures: dict[int, str] = {}
+        for env, group in by_env.values():
+            vf_states = [_vf_state(s) for s in group]
             try:
-                if self.vf_env.score_rollouts:
-                    await self.vf_env.rubric.score_group(vf_states)
+                if env.score_rollouts:
+                    await env.rubric.score_group(vf_states)
                 else:
-                    await self.vf_env.rubric.dummy_score_group(vf_states)
+                    await env.rubric.dummy_score_group(vf_states)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broken rubric fails these rows, not the run
-                failure = f"rubric raised {type(exc).__name__}: {exc}"
+                failures.update({id(s): f"rubric raised {type(exc).__name__}: {exc}" for s in group})
         for state in states:
-            await self._finish(state, failure if state in scorable else None)
+            await self._finish(state, failures.get(id(state)))
 
     async def _finish(self, state: RolloutState, failure: str | None) -> None:
         """Reward, metrics and error of one row once scoring is over (see the module docstring's error rules)."""
@@ -172,7 +203,7 @@ class VerifiersEnvironment(Environment):
         if vf_state is not None:
             problems.extend(reward_errors(vf_state))
             try:
-                await self.vf_env.rubric.cleanup(vf_state)
+                await routed_env(self.vf_env, vf_state).rubric.cleanup(vf_state)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -189,6 +220,20 @@ class VerifiersEnvironment(Environment):
         state.metrics = {k: float(v) for k, v in (vf_state.get("metrics") or {}).items() if isinstance(v, (int, float))}
         if problems:  # like a native rubric: the failing function scored 0 and the row says why
             state.record_error(REWARD, "; ".join(problems))
+
+
+ROLLOUT_INPUT_KEYS = ("answer", "info")
+"""The row keys verifiers' ``RolloutInput`` declares besides ``prompt`` and ``example_id``."""
+
+
+def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: int) -> dict[str, Any]:
+    """verifiers' input for one rollout of ``row``, as ``vf-eval`` delivers it: its env server receives the
+    row as a ``RolloutInput`` (``prompt``, ``example_id``, ``answer``, ``info``), and serializing that drops
+    every other column. So a dataset's extra columns (a plain-string ``task`` naming the dataset, the raw
+    ``question``) never reach verifiers' ``rollout`` there; passed on, a string ``task`` fails every rollout
+    (verifiers reads a row's ``task`` as a serialized task payload)."""
+    extra = {key: row[key] for key in ROLLOUT_INPUT_KEYS if key in row}
+    return {"prompt": prompt, "example_id": example_id, **extra}
 
 
 def _vf_state(state: RolloutState) -> Any:

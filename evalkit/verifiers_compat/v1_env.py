@@ -46,10 +46,12 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1_loader import make_importable
+    from evalkit.verifiers_compat.v1_loader import own_env_class
 
-    if source.origin == "local" and source.path is not None:
-        make_importable(source.path, source.module_name)
+    own = own_env_class(module)
+    if own is not None and not issubclass(own, vf.SingleAgentEnv):  # said before its config fails to validate
+        raise UserError(f"v1 taskset '{source.env_id}' brings its own multi-agent env ({own.__name__}); primekit "
+                        "runs single-agent v1 tasksets only (verifiers' own `eval` runs this one)")
     taskset_id = source.module_name
     data = {
         "taskset": {"id": taskset_id, **env_args},

@@ -2,15 +2,15 @@
 
 verifiers names a v1 taskset by module: the id's last ``/`` part, without ``@version``, ``-`` -> ``_``,
 lower-cased; the module exports exactly one ``Taskset`` subclass through ``__all__``; the package's folder
-must be on ``sys.path`` (a file path is not accepted). primekit resolves the module first (installed, then
-``./environments/<name>/``, see :mod:`evalkit.registry`), then hands verifiers the module's name; for a local
-folder it puts that folder on ``sys.path`` so verifiers' own import finds the same package.
+must be on ``sys.path`` (a file path is not accepted). primekit resolves and imports the module first (installed,
+then ``./environments/<name>/`` or a path, see :mod:`evalkit.registry`, which imports a local folder under its own
+name with its root on ``sys.path``), then hands verifiers the module's name, so verifiers' own import finds that
+same module.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -49,15 +49,11 @@ def taskset_class_of(module: ModuleType) -> type | None:
     return found[0] if found else None
 
 
-def importable_root(path: Path, module_name: str) -> Path:
-    """The folder to put on ``sys.path`` so ``import <module_name>`` finds a local environment folder."""
-    if (path / f"{module_name}.py").is_file() or (path / module_name / "__init__.py").is_file():
-        return path
-    return path.parent  # the folder itself is the package
+def own_env_class(module: ModuleType) -> type | None:
+    """The verifiers v1 ``Env`` subclass ``module`` exports via ``__all__`` next to its taskset (a multi-agent
+    env, or a ``SingleAgentEnv`` with its own ``run``), None when it brings none."""
+    from verifiers.v1.env import Env
 
-
-def make_importable(path: Path, module_name: str) -> None:
-    """Put a local environment's root on ``sys.path`` (first), as verifiers' v1 loader requires."""
-    root = str(importable_root(path, module_name))
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    found = [obj for name in getattr(module, "__all__", None) or []
+             if isinstance(obj := getattr(module, name, None), type) and issubclass(obj, Env)]
+    return found[0] if found else None

@@ -92,7 +92,7 @@ def run(
     max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
     timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
-    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0]"),
+    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0; a verifiers environment's own, 0.5 unless it sets one]"),
     score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
     rollout_timeout: float = typer.Option(None, "--rollout-timeout", help=f"Seconds, wall clock, one rollout's conversation (model calls, env_response, tools) may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_ROLLOUT_TIMEOUT_S:g}]"),
     max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message (and of each stored message); the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
