@@ -19,6 +19,8 @@ import importlib.util
 import inspect
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -166,7 +168,8 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
     """Resolve, import and load the environment (see the module docstring); user mistakes become UserError."""
     env_args = dict(env_args or {})
     source = resolve(env_id, environments_dir)
-    module = import_env_module(source)
+    with _legacy_api_errors(source.env_id):
+        module = import_env_module(source)
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
         from evalkit.verifiers_compat.v1_loader import taskset_class_of
@@ -181,7 +184,8 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
         )
     _check_env_args(env_id, loader, env_args)
     try:
-        env = loader(**env_args)
+        with _legacy_api_errors(source.env_id):
+            env = loader(**env_args)
     except UserError:
         raise
     except Exception as exc:
@@ -192,6 +196,20 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
         hint = f" ({version_problem()})" if version_problem() else ""
         raise UserError(f"load_environment() of '{env_id}' raised {type(exc).__name__}: {exc}{hint}") from exc
     return _as_environment(env, env_id, source, env_args)
+
+
+@contextmanager
+def _legacy_api_errors(env_id: str) -> Iterator[None]:
+    """A legacy verifiers environment failing under verifiers 0.4 becomes the one line saying what it needs."""
+    try:
+        yield
+    except Exception as exc:
+        from evalkit.verifiers_compat import legacy_api_error
+
+        legacy = legacy_api_error(env_id, exc)
+        if legacy is None:
+            raise
+        raise legacy from exc
 
 
 def _check_env_args(env_id: str, loader: Any, env_args: dict[str, Any]) -> None:

@@ -214,10 +214,12 @@ async def test_env_group_routes_each_row_to_its_environment(environments):
 def test_an_untested_verifiers_version_is_refused_with_the_fix(environments, monkeypatch):
     import verifiers
 
-    monkeypatch.setattr(verifiers, "__version__", "0.4.0")
+    monkeypatch.setattr(verifiers, "__version__", "0.5.0")
     for env_id in ("vf-single", "vf-v1-math"):
-        with pytest.raises(UserError, match=r"verifiers 0.4.0 is installed, but primekit runs verifiers environments "
-                                             r"with 0.3.1 only; install the extra"):
+        with pytest.raises(UserError, match=r"verifiers 0.5.0 is installed, but primekit runs verifiers environments "
+                                             r"with 0.3.1 or 0.4.x only; install one extra: pip install "
+                                             r"'primekit\[verifiers\]' \(verifiers 0.4, v1 tasksets\) or pip install "
+                                             r"'primekit\[verifiers-legacy\]'"):
             load_environment(env_id, {})
 
 
