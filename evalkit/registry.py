@@ -218,7 +218,10 @@ def _check_env_args(env_id: str, loader: Any, env_args: dict[str, Any]) -> None:
         unknown = sorted(set(env_args) - set(signature.parameters))
         if unknown:
             accepted = ", ".join(signature.parameters) or "none"
-            raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: {accepted}")
+            v1_only = " (taskset/harness tables and args are for verifiers v1 tasksets)" if (
+                set(unknown) & {"taskset", "harness"}) else ""
+            raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: "
+                            f"{accepted}{v1_only}")
 
 
 def _as_environment(env: Any, env_id: str, source: EnvSource, env_args: dict[str, Any]):

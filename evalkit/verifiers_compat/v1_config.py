@@ -2,7 +2,8 @@
 
 Env args (``-a``, ``args``/``env_args`` in TOML) take three shapes, all meaning the same config:
 
-- flat: ``{"num_tasks": 5}``: the taskset's config knobs (verifiers' ``--env.taskset.<knob>``);
+- flat: ``{"num_tasks": 5}``: the taskset's config knobs (verifiers' ``--env.taskset.<knob>``); a knob that a
+  multi-agent env's own config declares and the taskset's does not is the env's (``--env.<knob>``);
 - by part: ``{"taskset": {...}, "harness": {...}}``, what the ``[env.taskset]`` / ``[env.harness]`` TOML tables
   (``[eval.taskset]`` / ``[eval.harness]`` in an eval file) become; flat knobs may sit beside them;
 - under ``config``: ``{"config": {"taskset": {...}, "harness": {...}}}``, as the Lab's configs README writes
@@ -65,12 +66,14 @@ def env_config_data(env_id: str, taskset_id: str, env_args: dict[str, Any]) -> d
     """The ``[env]`` data verifiers validates (``vf.resolve_env_config``) for taskset module ``taskset_id``."""
     import verifiers.v1 as vf
 
-    taskset, harness = split_env_args(env_id, env_args)
+    flat, harness = split_env_args(env_id, env_args)
     seat_knobs = {k: v for k, v in harness.items() if k in SEAT_KNOBS}
     program_knobs = {k: v for k, v in harness.items() if k not in SEAT_KNOBS}
     _check_program_knobs(env_id, program_knobs)
-    data: dict[str, Any] = {"taskset": {"id": taskset_id, **taskset}}
-    for name, seat in seats(vf.env_config_type(taskset_id)).items():
+    config_cls = vf.env_config_type(taskset_id)
+    env_knobs = _env_knobs(flat, config_cls, vf.taskset_config_type(taskset_id))
+    data: dict[str, Any] = {**env_knobs, "taskset": {"id": taskset_id, **flat}}
+    for name, seat in seats(config_cls).items():
         data[name] = {
             **seat_knobs,
             "harness": {**_pinned_program(env_id, name, seat), **program_knobs, "id": HARNESS_ID},
@@ -79,6 +82,15 @@ def env_config_data(env_id: str, taskset_id: str, env_args: dict[str, Any]) -> d
             "client": None,
         }
     return data
+
+
+def _env_knobs(flat: dict[str, Any], config_cls: type, taskset_cls: type) -> dict[str, Any]:
+    """Take out of ``flat`` the knobs of the env itself (fields its own ``EnvConfig`` subclass declares, that
+    the taskset's config does not: ``--env.<knob>`` in verifiers' CLI); the rest stays the taskset's."""
+    from verifiers.v1 import EnvConfig
+
+    own = set(config_cls.model_fields) - set(EnvConfig.model_fields) - set(seats(config_cls))
+    return {key: flat.pop(key) for key in list(flat) if key in own and key not in taskset_cls.model_fields}
 
 
 def seats(config_cls: type) -> dict[str, Any]:

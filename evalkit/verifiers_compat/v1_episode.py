@@ -13,7 +13,8 @@ An episode holds one trace per agent run (a plain taskset: one trace of its one 
   ``run``/``finalize`` hook), each with the kind its verifiers type names (a provider error: ``model``; any
   other: ``environment``); a failed episode with no error recorded says so;
 - **responses**: the model bridge's completions of the policy's traces, matched by the trace id verifiers sends
-  with every upstream request, so RL trains only the seats that train;
+  with every upstream request, so RL trains only the seats that train (the other seats' tokens still count in
+  the row's usage);
 - ``extra``: the trace's ``info`` and ``trace_id`` (one trace), plus ``agents`` (one summary per trace) when
   there are several, and the episode itself under :data:`EPISODE_KEY` for ``traces.jsonl``.
 """
@@ -63,7 +64,12 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         if len(traces) > 1:
             state.extra["agents"] = [_summary(trace) for trace in traces]
     policy_ids = {trace.id for trace in policy}
-    state.responses = [completion for session, completion in calls if session is None or session in policy_ids]
+    state.responses = []
+    for session, completion in calls:
+        if session is None or session in policy_ids:
+            state.responses.append(completion)
+        else:  # not trained on, but its tokens were spent: the skeleton sums only ``responses``
+            state.usage.add(completion.usage)
     state.extra[EPISODE_KEY] = episode
     for kind, message in errors:
         state.record_error(kind, message)
