@@ -16,7 +16,6 @@ from evalkit.errors import ModelCallError, UserError  # noqa: E402
 from evalkit.registry import load_environment  # noqa: E402
 from evalkit.rollouts import run_groups  # noqa: E402
 from evalkit.types import Completion, SamplingArgs, Usage  # noqa: E402
-from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment  # noqa: E402
 from evalkit.verifiers_compat.v1_env import TasksetEnvironment  # noqa: E402
 
 ENVS = Path(__file__).resolve().parent / "verifiers_envs"
@@ -37,6 +36,8 @@ def with_tokens(text: str, prompt_len: int = 3) -> Completion:
 
 
 async def test_legacy_rollout_keeps_the_clients_completion_per_turn(environments):
+    from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment  # the legacy API: verifiers 0.3.1 only
+
     env = load_environment("vf-counter", {"num_examples": 1})
     assert isinstance(env, VerifiersEnvironment)
     row = env.get_eval_dataset(n=1)[0]  # target 2: two model turns
@@ -131,6 +132,7 @@ async def test_group_rubric_is_scored_once_per_group_by_run_groups(environments)
     assert [s.reward for s in second] == [0.5] * 4  # wrong but unanimous: consensus only
 
 
+@pytest.mark.verifiers
 async def test_v1_rollout_keeps_token_ids_through_the_http_bridge(environments):
     env = load_environment("vf-v1-math", {"num_tasks": 2})
     assert isinstance(env, TasksetEnvironment) and env.system_prompt == "Reply with the number only."
@@ -146,6 +148,7 @@ async def test_v1_rollout_keeps_token_ids_through_the_http_bridge(environments):
     assert sent["sampling"].max_tokens == 5 and sent["sampling"].logprobs is True
 
 
+@pytest.mark.verifiers
 async def test_v1_system_prompt_override_and_failed_model_call(environments):
     env = load_environment("vf-v1-math", {})
     row = env.get_eval_dataset(n=1)[0]
@@ -162,6 +165,7 @@ async def test_v1_system_prompt_override_and_failed_model_call(environments):
     assert missing.error_kind == "environment" and "row names no task" in missing.error
 
 
+@pytest.mark.verifiers
 def test_v1_env_args_are_the_taskset_config(environments):
     assert len(load_environment("vf-v1-math", {"num_tasks": 5}).get_eval_dataset()) == 5
     with pytest.raises(UserError, match="env args for v1 taskset 'vf-v1-math' are invalid: .*num_taskz"):
@@ -223,6 +227,7 @@ def test_an_untested_verifiers_version_is_refused_with_the_fix(environments, mon
             load_environment(env_id, {})
 
 
+@pytest.mark.verifiers
 async def test_v1_bridge_serves_only_requests_with_its_token():
     import os
 
