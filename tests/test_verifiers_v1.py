@@ -223,3 +223,32 @@ def test_legacy_env_under_verifiers_0_4_is_one_line_with_the_install_command(pro
     assert line.startswith("error: environment 'vf-single' is written for verifiers' legacy API (`import verifiers as "
                            "vf`: SingleTurnEnv, ToolEnv, rubrics, ...), which verifiers 0.4.")
     assert line.endswith("run it with verifiers 0.3.1 in its own venv: pip install 'primekit[verifiers-legacy]'")
+
+
+def test_resumed_run_keeps_one_trace_line_per_row(tmp_path, monkeypatch):
+    """Rows that run again (errored without a score) lose their trace line; the rerun writes the new one."""
+    import shutil
+
+    from scripted_client import ScriptedClient
+
+    from evalkit.errors import ModelCallError
+    from evalkit.eval.config import EvalConfig
+    from evalkit.eval.runner import run_eval
+    from evalkit.verifiers_compat.v1_traces import episode_id
+
+    envs = Path(__file__).resolve().parent / "verifiers_envs"
+    shutil.copytree(envs / "vf_v1_math", tmp_path / "environments" / "vf_v1_math")
+    monkeypatch.chdir(tmp_path)
+    config = EvalConfig(env_id="vf-v1-math", num_examples=2, rollouts_per_example=1, output_dir=str(tmp_path / "out"))
+
+    def flaky(messages, sampling, tools):
+        return ModelCallError("HTTP 503") if "1+2" in messages[-1]["content"] else "1"
+
+    first = run_eval(config, client=ScriptedClient(flaky))
+    assert [r["error_kind"] for r in first.rows] == [None, "model"]
+    assert len((first.run_dir / "traces.jsonl").read_text().splitlines()) == 2
+    again = run_eval(config.model_copy(update={"resume": str(first.run_dir)}), client=ScriptedClient(["1", "3"]))
+    assert [r["error"] for r in again.rows] == [None, None]
+    lines = [json.loads(line) for line in (first.run_dir / "traces.jsonl").read_text().splitlines()]
+    assert [e["id"] for e in lines] == [episode_id(first.run_dir, 0, 0), episode_id(first.run_dir, 1, 0)]
+    assert all(e["ok"] for e in lines)
