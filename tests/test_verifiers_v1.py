@@ -115,6 +115,8 @@ def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solve
     assert asked == ["What is 0+1?", "What is 1+2?", "What is 1+2?", "What is 3+2?"]
     episodes = [json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()]
     assert sorted(t["agent"]["name"] for e in episodes for t in e["traces"]) == ["checker"] * 2 + ["solver"] * 2
+    view = prime(project, "eval", "view", str(run_dir(project, "vf-v1-seats")))
+    assert "completion/solver:assistant: 3" in view.stdout and "completion/checker:assistant: 5" in view.stdout
 
 
 def test_single_agent_env_with_a_scripted_user(project, solver):
