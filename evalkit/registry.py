@@ -20,6 +20,8 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -239,7 +241,8 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
     """Resolve, import and load the environment (see the module docstring); user mistakes become UserError."""
     env_args = dict(env_args or {})
     source = resolve(env_id, environments_dir)
-    module = import_env_module(source)
+    with _legacy_api_errors(source.env_id):
+        module = import_env_module(source)
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
         from evalkit.verifiers_compat.v1_loader import taskset_class_of
@@ -254,7 +257,8 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
         )
     _check_env_args(env_id, loader, env_args)
     try:
-        env = loader(**env_args)
+        with _legacy_api_errors(source.env_id):
+            env = loader(**env_args)
     except UserError:
         raise
     except Exception as exc:
@@ -267,13 +271,30 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
     return _as_environment(env, env_id, source, env_args)
 
 
+@contextmanager
+def _legacy_api_errors(env_id: str) -> Iterator[None]:
+    """A legacy verifiers environment failing under verifiers 0.4 becomes the one line saying what it needs."""
+    try:
+        yield
+    except Exception as exc:
+        from evalkit.verifiers_compat import legacy_api_error
+
+        legacy = legacy_api_error(env_id, exc)
+        if legacy is None:
+            raise
+        raise legacy from exc
+
+
 def _check_env_args(env_id: str, loader: Any, env_args: dict[str, Any]) -> None:
     signature = inspect.signature(loader)
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
         unknown = sorted(set(env_args) - set(signature.parameters))
         if unknown:
             accepted = ", ".join(signature.parameters) or "none"
-            raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: {accepted}")
+            v1_only = " (taskset/harness tables and args are for verifiers v1 tasksets)" if (
+                set(unknown) & {"taskset", "harness"}) else ""
+            raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: "
+                            f"{accepted}{v1_only}")
 
 
 def _as_environment(env: Any, env_id: str, source: EnvSource, env_args: dict[str, Any]):

@@ -4,7 +4,8 @@
 model conversations at a time, and hands each finished *group* (all rollouts of one example) to
 ``on_group`` as soon as it is complete, so callers can write rows and update progress while work
 continues. Once a group's rollouts are done, ``env.score_group(states)`` runs (a no-op for native
-environments; group-scored verifiers rubrics score there). Rollout failures are rows with ``error``
+environments; group-scored verifiers rubrics score there). ``env.serving()`` is held around all groups
+(a verifiers v1 taskset's shared tool servers live there). Rollout failures are rows with ``error``
 set (see Environment.rollout); this function raises only for programming errors, cancellation, or
 what ``on_group`` raises; then the groups still running are cancelled before it returns.
 """
@@ -84,14 +85,15 @@ async def run_groups(
                 await result
         return states
 
-    tasks = [asyncio.ensure_future(group(row, eid)) for row, eid in zip(rows, ids)]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        # ``on_group`` raised (e.g. the disk is full) or we were cancelled: stop the other groups
-        # too, rather than leave them running (and calling ``on_group``) after the caller gave up
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        raise
+    async with env.serving():
+        tasks = [asyncio.ensure_future(group(row, eid)) for row, eid in zip(rows, ids)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # ``on_group`` raised (e.g. the disk is full) or we were cancelled: stop the other groups
+            # too, rather than leave them running (and calling ``on_group``) after the caller gave up
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+            raise

@@ -8,7 +8,8 @@ It reads the conversation and answers the way a model that always knows the answ
 - a judge prompt (verifiers' ``JudgeRubric`` template mentions the "ground truth") -> ``yes``;
 - a GEPA reflection request (it shows the current instruction in a ```-fenced block) -> that instruction
   plus " Double-check the sum." in a fenced block;
-- tools offered and the last message is the user's ``What is A+B?`` -> one ``add`` tool call;
+- tools offered and the last message is the user's ``What is A+B?`` -> one call of the tool named ``add``
+  (or ``<server>_add``, an MCP server's prefixed name);
 - the last message is a tool result -> ``The answer is <result>.``;
 - ``next number after N`` -> ``N+1``;
 - ``What is A+B?`` -> the sum, in the format the system prompt asks for: ``<answer>`` tags when it says
@@ -57,8 +58,10 @@ def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) ->
         return {"role": "assistant", "content": "I do not know."}
     a, b = int(match.group(1)), int(match.group(2))
     if tools:
+        names = [str(t.get("function", {}).get("name")) for t in tools]
+        name = next((n for n in names if n == "add" or n.endswith("_add")), "add")
         call = {"id": f"call_{a}_{b}", "type": "function",
-                "function": {"name": "add", "arguments": json.dumps({"a": a, "b": b})}}
+                "function": {"name": name, "arguments": json.dumps({"a": a, "b": b})}}
         return {"role": "assistant", "content": "", "tool_calls": [call]}
     if "answer tags" in system:
         return {"role": "assistant", "content": f"<think>\nadd them\n</think>\n<answer>\n{a + b}\n</answer>"}

@@ -163,6 +163,7 @@ def test_legacy_multi_turn_env_trains_on_every_turn_with_its_token_ids(project, 
 
 
 @pytest.mark.slow
+@pytest.mark.verifiers
 def test_v1_infinite_taskset_is_drawn_in_order_and_trained_per_turn(project, tiny_model, monkeypatch):
     trained, run_dir = _train(project, tiny_model, "vf-endless", 1, monkeypatch)
     rows = _rows(run_dir, 1)

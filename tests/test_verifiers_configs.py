@@ -179,7 +179,8 @@ def test_missing_verifiers_says_to_install_the_extra(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "error: environment 'vf-needs' imports verifiers, which is not installed (No module named 'verifiers'); "
-        "install the extra: pip install 'primekit[verifiers]' (verifiers 0.3.1)"
+        "install one extra: pip install 'primekit[verifiers]' (verifiers 0.4, v1 tasksets) or "
+        "pip install 'primekit[verifiers-legacy]' (verifiers 0.3.1, legacy environments and v1 tasksets)"
     )
 
 

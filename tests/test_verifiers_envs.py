@@ -123,6 +123,7 @@ def test_legacy_verifiers_envs_run_unchanged_through_prime_eval_run(project, sol
     assert tools[0]["function"]["parameters"]["properties"]["a"]["type"] == "integer"
 
 
+@pytest.mark.verifiers
 def test_v1_taskset_runs_offline_through_prime_eval_run(project, solver):
     done = prime(project, "eval", "run", "vf-v1-math", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "2")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -119,7 +119,6 @@ def test_legacy_shapes_give_the_rows_vf_eval_gives(project, server):
 
 
 def test_v1_package_with_absolute_self_imports_runs_through_the_path_form(project, server):
-    folder = project / "environments" / "vf_v1_pkg"
     done = run(project, ["-m", "prime_cli", "eval", "run", "./environments/vf_v1_pkg", "-m", "hash-model",
                          "-b", server.base_url, "-k", KEY_VAR, "-n", "4", "-r", "1", "-o", "out"], [Path.cwd()])
     assert done.returncode == 0, done.stderr[-3000:]

@@ -32,6 +32,11 @@ hooks it calls, in this order:
 5. ``score_group(states)``: :func:`evalkit.rollouts.run_groups` calls it once per finished group
    (a no-op here; group-level verifiers rubrics score there).
 
+Two lifecycle hooks around the rollouts, both doing nothing here: ``serving()`` is held by
+:func:`evalkit.rollouts.run_groups` while its groups run (verifiers v1 tasksets bring up their shared tool
+servers there), and ``run_files(run_dir, kept)`` gives the eval runner a writer of the environment's own
+files beside ``results.jsonl`` (verifiers v1: verifiers' ``traces.jsonl``).
+
 The skeleton owns the rest: token usage (summed over ``responses``), ``timing``, recording what
 ``generate`` raised, and the rule that a rollout whose conversation failed is not scored (reward 0,
 ``stop_condition`` ``error`` unless the conversation named one). It never raises for problems
@@ -45,7 +50,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from contextlib import AbstractAsyncContextManager, nullcontext
+from pathlib import Path
+from typing import Any, Protocol
 
 from datasets import Dataset
 
@@ -58,6 +65,13 @@ from evalkit.types import Message, RolloutState, SamplingArgs
 from evalkit.untrusted import cap_message
 
 DatasetLike = Dataset | Iterable[dict[str, Any]] | Callable[[], Any] | None
+
+
+class RunFiles(Protocol):
+    """An environment's own files in an eval run dir (see :meth:`Environment.run_files`)."""
+
+    def write_group(self, states: list[RolloutState]) -> None:
+        """Append what the environment keeps of these finished rollouts; an ``OSError`` propagates."""
 
 
 def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
@@ -240,6 +254,20 @@ class Environment:
             "total_ms": round((finished - started) * 1000, 3),
         }
         return state
+
+    def serving(self) -> AbstractAsyncContextManager[Any]:
+        """Hook: an async context held while a batch of rollouts runs (:func:`evalkit.rollouts.run_groups`
+        enters it around its groups); resources every rollout of the batch shares live inside it. Nothing here."""
+        return nullcontext()
+
+    def run_files(self, run_dir: Path, kept: set[tuple[int, int]]) -> RunFiles | None:
+        """Hook: a writer of the environment's own files in an eval run dir, beside ``results.jsonl``, or None.
+
+        ``kept`` holds the ``(example_id, rollout_idx)`` of the rows the run keeps (a resumed run's rows that
+        do not run again); the writer drops what it holds for any other rollout, then gets every finished
+        group (:meth:`RunFiles.write_group`) right before its rows are written. None here: no own files.
+        """
+        return None
 
     async def score_group(self, states: list[RolloutState]) -> None:
         """Called by :func:`evalkit.rollouts.run_groups` once per group, after all its rollouts finished.

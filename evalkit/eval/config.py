@@ -18,6 +18,9 @@ Entries run one after the other, each into its own run dir. Unknown keys are rej
 paths (output_dir, endpoints_path, system_prompt_file, local model folders) resolve against the
 config file's folder.
 
+A verifiers v1 taskset's settings also go in ``[eval.taskset]`` / ``[eval.harness]`` tables under an entry
+(``[env.taskset]`` / ``[env.harness]`` under ``[[env]]`` in GEPA and RL configs), as the Lab's configs write them.
+
 Keys as verifiers' ``vf-eval`` configs write them are accepted too: ``env_id``/``env_args`` beside
 ``id``/``args`` in ``[[eval]]`` (and a top-level ``env_args`` as every entry's defaults), a
 ``[sampling_args]`` table beside ``[sampling]``, and the sampling keys ``max_tokens``, ``temperature``
@@ -248,8 +251,15 @@ def anchor_sampling_keys(data: Any) -> Any:
     return data
 
 
+V1_PARTS = ("taskset", "harness")
+"""Sub-tables of an environment table for a verifiers v1 taskset (``[env.taskset]``, ``[eval.harness]``, ...)."""
+
+
 def anchor_env_keys(data: Any) -> Any:
-    """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``."""
+    """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``, and the v1
+    sub-tables ``taskset``/``harness`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns = 8``),
+    which become ``args["taskset"]``/``args["harness"]`` (what ``-a '{"taskset": {...}}'`` gives; see
+    :mod:`evalkit.verifiers_compat.v1_config`)."""
     if not isinstance(data, dict):
         return data
     data = dict(data)
@@ -258,6 +268,17 @@ def anchor_env_keys(data: Any) -> Any:
             if ours in data:
                 raise ValueError(f"set {ours} or {theirs} (the same thing), not both")
             data[ours] = data.pop(theirs)
+    parts = {part: data.pop(part) for part in V1_PARTS if part in data}
+    if parts:
+        args = data.get("args")
+        args = dict(args) if isinstance(args, dict) else {}
+        for part, table in parts.items():
+            if not isinstance(table, dict):
+                raise ValueError(f"{part} must be a table of the v1 taskset's {part} settings, got {table!r}")
+            if part in args:
+                raise ValueError(f"{part} is set both as a table and in args; set it once")
+            args[part] = table
+        data["args"] = args
     return data
 
 

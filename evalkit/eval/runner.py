@@ -147,6 +147,7 @@ async def execute(
     new_rows: list[dict[str, Any]] = []
     metadata.write("incomplete", new_rows)
     drop_rows(plan.run_dir, {(int(r["example_id"]), int(r["rollout_idx"])) for r in plan.retry})
+    env_files = plan.env.run_files(plan.run_dir, {(int(r["example_id"]), int(r["rollout_idx"])) for r in plan.existing})
     writer = ResultsWriter(plan.run_dir)
     progress = EvalProgress(plan.total, plan.total - plan.todo, description=env_label(config),
                             console=console, enabled=console is not None)
@@ -155,6 +156,8 @@ async def execute(
 
     def on_group(group: list[RolloutState]) -> None:
         rows = [with_anchor_fields(state.to_row(config.state_columns), state, tool_defs) for state in group]
+        if env_files is not None:
+            env_files.write_group(group)
         rows = writer.write_group(rows)
         new_rows.extend(rows)
         states.extend(group)

@@ -81,6 +81,8 @@ def _sample_panel(title: str, row: dict[str, Any]) -> Panel:
             messages = [{"role": "text", "content": messages}]
         for message in messages:
             role = message.get("role", "?")
+            if message.get("agent"):  # a multi-seat verifiers env names the seat of each message
+                role = f"{message['agent']}:{role}"
             text = _clip(str(message.get("content") or ""))
             if message.get("tool_calls"):
                 calls = ", ".join(c.get("function", {}).get("name", "?") for c in message["tool_calls"])

@@ -32,6 +32,7 @@ from evalkit.types import Completion
 from evalkit.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 
 BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
+SESSION_HEADER = "X-Session-ID"
 _TOKEN = secrets.token_urlsafe(24)
 
 
@@ -51,6 +52,9 @@ class ModelBridgeServer:
     def __init__(self, client: ModelClient):
         self.client = client
         self.completions: list[Completion] = []
+        self.sessions: list[str | None] = []
+        """Per completion, the verifiers trace it was made for (``X-Session-ID``: verifiers' interception
+        sends the trace id with every upstream request), so a multi-agent episode's turns map to their seats."""
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -71,6 +75,11 @@ class ModelBridgeServer:
             await self._runner.cleanup()
             self._runner = None
 
+    @property
+    def calls(self) -> list[tuple[str | None, Completion]]:
+        """``(trace id, completion)`` per answered request, in order."""
+        return list(zip(self.sessions, self.completions))
+
     async def __aenter__(self) -> "ModelBridgeServer":
         return await self.start()
 
@@ -89,6 +98,7 @@ class ModelBridgeServer:
         except ModelCallError as exc:
             return _error(502, str(exc))
         self.completions.append(completion)
+        self.sessions.append(request.headers.get(SESSION_HEADER))
         model = chat.model or self.client.model
         if not chat.stream:
             return web.json_response(completion_body(completion, model))

@@ -1,44 +1,52 @@
 """A verifiers v1 taskset (``import verifiers.v1 as vf``, ``Taskset``/``Task``) as a primekit Environment.
 
-How it runs (verifiers 0.3.1's v1 stack, driven the way its ``eval`` command drives it in-process):
+How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`` command drives it in-process):
 
 - **loading**: the taskset module is found as verifiers finds it (:mod:`~evalkit.verifiers_compat.v1_loader`);
-  env args become the taskset config (``--env.taskset.<knob>`` in verifiers' CLI); verifiers builds its env
-  with ``vf.resolve_env_config`` + ``vf.load_environment``. Only the single-agent env is supported.
-- **offline by default**: the agent runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
-  program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the
-  ``subprocess`` runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a
-  login, the network and a ``uv`` it installs with pip; primekit never asks for them.
-- **rows**: one per task (the taskset iterated, ``shuffle``/``head`` as verifiers' own views), with the
-  task's system prompt and prompt as messages and ``info.task_key`` naming the task.
-- **rollout**: ``env.run_episode(task, ctx)``; the model context points at a per-rollout
-  :class:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer` in front of primekit's ModelClient.
-  verifiers runs the harness, the task's ``setup``/``finalize``, tool servers, stop conditions and scoring
-  (``@vf.reward`` / ``@vf.metric``) and records everything on its ``Trace``.
-- **results**: reward = the trace's weighted reward sum; metrics = each reward's score and each metric;
-  ``stop_condition``, ``is_truncated``, turns from the trace; the trace's errors (a raising reward or hook,
-  a failed model call, a harness that exited non-zero) are the row's ``error`` (reward 0), as verifiers
-  words them, each recorded with the kind its verifiers type names (a provider error: ``model``; any
-  other: ``environment``).
-- **hooks**: this class implements :class:`~evalkit.envs.base.Environment`'s rollout hooks
-  (``new_state`` finds the task, ``generate`` runs the episode, ``score_rollout`` has nothing left to run).
+  env args become the ``[env]`` config (:mod:`~evalkit.verifiers_compat.v1_config`: the taskset's knobs, a seat's
+  limits and harness settings); verifiers builds its env with ``vf.resolve_env_config`` + ``vf.load_environment``:
+  ``SingleAgentEnv`` for a plain taskset, or the taskset's own ``Env`` (several seats, a scripted user, ...).
+- **offline by default**: every seat runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
+  program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the ``subprocess``
+  runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
+  a ``uv`` it installs with pip; primekit never asks for them.
+- **serving**: :meth:`TasksetEnvironment.serving` holds verifiers' ``Env.serving()`` (the taskset-wide shared
+  tool servers from ``Taskset.toolsets``, the interception server) while a batch of rollouts runs, as verifiers'
+  eval holds it for a run; a rollout outside a batch holds it for itself.
+- **rows**: one per task (the taskset iterated, ``-n``/``-s`` picking tasks as verifiers' eval does, see
+  :mod:`~evalkit.verifiers_compat.v1_api`), with the task's system prompt and prompt as messages and
+  ``info.task_key`` naming the task.
+- **rollout**: ``env.run_slot`` (one episode, with verifiers' own episode retries); the run's model context
+  points at a per-rollout :class:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer` in front of primekit's
+  ModelClient, so every seat's model calls go through primekit's client. verifiers runs the harness, the task's
+  ``setup``/``finalize``, tool servers, stop conditions and scoring and records everything on its traces;
+  :mod:`~evalkit.verifiers_compat.v1_episode` turns the episode into the row.
+- **files**: an eval run dir also gets verifiers' own ``traces.jsonl`` (one episode per line, verifiers' writer)
+  and ``configs/resolved/eval.json`` (the env config), which verifiers' replay reads
+  (:mod:`~evalkit.verifiers_compat.v1_traces`).
 - **GEPA**: the system prompt is the tasks' ``system_prompt``; a candidate replaces it through
   ``Task.with_system_prompt`` (what verifiers' ``taskset.system_prompt`` override does).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.errors import ENVIRONMENT, MODEL, UserError
+from evalkit.errors import ENVIRONMENT, UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
+from evalkit.verifiers_compat import v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
-from evalkit.verifiers_compat.v1_harness import HARNESS_ID
+from evalkit.verifiers_compat.v1_episode import copy_episode
 
 _TASK = "primekit_v1_task"
+logger = logging.getLogger(__name__)
 
 
 def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any]) -> "TasksetEnvironment":
@@ -46,18 +54,10 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1_loader import own_env_class
+    from evalkit.verifiers_compat.v1_config import env_config_data
 
-    own = own_env_class(module)
-    if own is not None and not issubclass(own, vf.SingleAgentEnv):  # said before its config fails to validate
-        raise UserError(f"v1 taskset '{source.env_id}' brings its own multi-agent env ({own.__name__}); primekit "
-                        "runs single-agent v1 tasksets only (verifiers' own `eval` runs this one)")
-    taskset_id = source.module_name
-    data = {
-        "taskset": {"id": taskset_id, **env_args},
-        "agent": {"harness": {"id": HARNESS_ID}, "runtime": {"type": "subprocess"}},
-    }
     try:
+        data = env_config_data(source.env_id, source.module_name, env_args)
         config = vf.resolve_env_config(data)
         vf_env = vf.load_environment(config)
     except ValidationError as exc:
@@ -66,28 +66,24 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
         raise UserError(f"env args for v1 taskset '{source.env_id}' are invalid: {where}: {first.get('msg')}") from exc
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise UserError(f"verifiers could not load v1 taskset '{source.env_id}': {type(exc).__name__}: {exc}") from exc
-    if not isinstance(vf_env, vf.SingleAgentEnv):
-        raise UserError(
-            f"v1 taskset '{source.env_id}' brings its own multi-agent env ({type(vf_env).__name__}); "
-            "primekit runs single-agent v1 tasksets only"
-        )
-    if vf_env.taskset.toolsets(vf_env.taskset.config):
-        raise UserError(f"v1 taskset '{source.env_id}' has taskset-wide shared tool servers, which primekit does not "
-                        "run yet (per-task tool servers from Task.toolsets work)")
     return TasksetEnvironment(vf_env, env_id=source.env_id)
 
 
 class TasksetEnvironment(Environment):
-    """A primekit Environment over a verifiers v1 single-agent env (see the module docstring)."""
+    """A primekit Environment over a verifiers v1 env (see the module docstring)."""
 
     def __init__(self, vf_env: Any, *, env_id: str):
+        from evalkit.verifiers_compat.v1_config import seats
+
         self.vf_env = vf_env
         self.env_id = env_id
         self.taskset = vf_env.taskset
-        self.infinite = bool(self.taskset.INFINITE)
+        self.infinite = not v1_api.is_bounded(self.taskset)
+        self.multi_seat = len(seats(type(vf_env.config))) > 1
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
-        first = next(iter(self._iterate(self.taskset.head(1))), None)
+        self._serving: _Serving | None = None
+        first = next(iter(self._iterate(v1_api.take(self.taskset, 1))), None)
         self.system_prompt = first.data.system_prompt if first is not None else None
 
     def _iterate(self, view: Any) -> list[Any]:
@@ -108,14 +104,13 @@ class TasksetEnvironment(Environment):
         return None
 
     def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
-        view = self.taskset
-        if n is None or n < 0:
-            if view.INFINITE:
-                raise UserError(f"v1 taskset '{self.env_id}' is infinite; bound it with -n/--num-examples")
-        if shuffle:
-            view = (view.head(n) if view.INFINITE else view).shuffle(seed)
-        if n is not None and n >= 0:
-            view = view.head(n)
+        limit = None if n is None or n < 0 else n
+        if limit is None and self.infinite:
+            raise UserError(f"v1 taskset '{self.env_id}' is infinite; bound it with -n/--num-examples")
+        try:
+            view = v1_api.select(self.taskset, limit, seed, shuffle)
+        except ValueError as exc:
+            raise UserError(f"v1 taskset '{self.env_id}': {exc}") from exc
         rows = []
         for task in self._iterate(view):
             self._tasks[task.key] = task
@@ -141,6 +136,36 @@ class TasksetEnvironment(Environment):
             messages.insert(0, {"role": "system", "content": system_prompt})
         return messages
 
+    # ----- lifecycle -----------------------------------------------------------------------
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """verifiers' ``Env.serving()`` (shared tool servers, interception) held while any caller holds this:
+        the first brings it up, the last takes it down. It runs in a task of its own (what it enters, it exits
+        there), on one event loop: a second loop using the environment at the same time is refused. A failed
+        start is every waiting caller's error; a failed teardown is logged (the rollouts are already over)."""
+        loop = asyncio.get_running_loop()
+        if self._serving is None:
+            self._serving = _Serving(loop, self.vf_env)
+        serving = self._serving
+        if serving.loop is not loop:
+            raise RuntimeError(f"v1 taskset '{self.env_id}' is serving rollouts on another event loop")
+        serving.holders += 1
+        try:
+            await asyncio.shield(serving.ready)
+            yield
+        finally:
+            serving.holders -= 1
+            if serving.holders == 0:
+                if self._serving is serving:
+                    self._serving = None
+                await serving.close()
+
+    def run_files(self, run_dir: Path, kept: set[tuple[int, int]]) -> Any:
+        """verifiers' ``traces.jsonl`` and resolved config beside the rows (see :mod:`.v1_traces`)."""
+        from evalkit.verifiers_compat.v1_traces import TraceFiles
+
+        return TraceFiles(run_dir, kept, self.vf_env.config)
+
     # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
     def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
         """The opening state, holding the row's task (with the candidate system prompt, if any) for ``generate``."""
@@ -161,20 +186,52 @@ class TasksetEnvironment(Environment):
         if task is None:
             state.record_error(ENVIRONMENT, "environment raised KeyError: row names no task of this taskset")
             return
-        async with ModelBridgeServer(client) as bridge:
+        async with self.serving(), ModelBridgeServer(client) as bridge:
             ctx = vf.ModelContext(
                 model=client.model,
                 client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
                 sampling=vf.SamplingConfig(**sampling.to_dict()),
             )
-            episode = await self.vf_env.run_episode(task, ctx)
-            state.responses = list(bridge.completions)
-        copy_episode(episode, state)
+            slot = self.vf_env.slots(task, 1)[0]
+            episode = await self.vf_env.run_slot(slot, ctx)
+            calls = bridge.calls
+        copy_episode(episode, state, calls, self.multi_seat)
 
     async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
         """Nothing to run: ``generate`` copied verifiers' reward and metrics; an errored episode keeps none."""
         if state.error is not None:
             state.metrics = {}
+
+
+class _Serving:
+    """verifiers' ``Env.serving()`` entered and exited in one task of its own (see :meth:`TasksetEnvironment.serving`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, vf_env: Any):
+        self.loop = loop
+        self.holders = 0
+        self.ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._task = loop.create_task(self._serve(vf_env))
+
+    async def _serve(self, vf_env: Any) -> None:
+        try:
+            async with vf_env.serving():
+                self.ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if self.ready.done():
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                self.ready.cancel()
+                raise
+            self.ready.set_exception(exc)
+
+    async def close(self) -> None:
+        self._stop.set()
+        try:
+            await self._task
+        except Exception as exc:  # teardown of servers whose rollouts are over
+            logger.warning("verifiers env teardown failed: %s: %s", type(exc).__name__, exc)
 
 
 def task_prompt(data: Any) -> list[Message]:
@@ -187,38 +244,3 @@ def task_prompt(data: Any) -> list[Message]:
     elif data.prompt:
         messages.extend(to_openai_messages(data.prompt))
     return messages
-
-
-def copy_episode(episode: Any, state: RolloutState) -> None:
-    """The single trace's conversation, rewards, metrics, stop condition and errors onto ``state``."""
-    errors = [(_kind(e), f"{e.type}: {e.message}") for e in episode.errors]
-    if episode.traces:
-        trace = episode.traces[0]
-        nodes = trace.branches[-1].nodes if trace.branches else []
-        first = next((i for i, node in enumerate(nodes) if node.sampled), len(nodes))
-        state.completion = to_openai_messages(node.message for node in nodes[first:])
-        state.turns = trace.num_turns
-        state.stop_condition = trace.stop_condition
-        state.is_truncated = bool(trace.is_truncated)
-        state.reward = float(trace.reward)
-        metrics = {name: r.score for name, r in trace.rewards.items() if r is not None}
-        metrics.update({name: v for name, v in trace.metrics.items() if v is not None})
-        state.metrics = {name: float(v) for name, v in metrics.items()}
-        state.extra = {**trace.info, "trace_id": trace.id}
-        errors = [(_kind(e), f"{e.type}: {e.message}") for e in trace.errors] + errors
-        if not trace.ok and not errors:
-            errors.append((ENVIRONMENT, f"verifiers marked the rollout failed (stop condition {trace.stop_condition})"))
-    elif not errors:
-        errors.append((ENVIRONMENT, "verifiers ran no agent for this task"))
-    for kind, message in errors:
-        state.record_error(kind, message)
-
-
-_MODEL_ERROR_TYPES = frozenset({"ProviderError", "OverlongPromptError"})
-"""verifiers v1's error types for a failed model request (``verifiers.v1.errors``); every other type
-(harness, toolset, task hook or reward, sandbox, env, interception) is environment code's."""
-
-
-def _kind(error: Any) -> str:
-    """A verifiers error's kind, from its recorded type (never from its message)."""
-    return MODEL if error.type in _MODEL_ERROR_TYPES else ENVIRONMENT

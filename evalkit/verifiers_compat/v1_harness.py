@@ -1,10 +1,11 @@
 """An offline harness for verifiers v1 tasksets: verifiers' own ``null`` chat program, run by this interpreter.
 
-Why it exists: verifiers 0.3.1 runs every harness program as a PEP 723 script through ``uv``
+Why it exists: verifiers (0.3.1 and 0.4.x) runs every harness program as a PEP 723 script through ``uv``
 (``Runtime.prepare_uv_script``): on first use it runs ``pip install --user uv`` and ``uv sync`` downloads the
 script's dependencies into a fresh environment. That needs the network and writes to the user's home
 (``~/.local/bin/uv``, ``~/.cache/uv``). The ``null`` harness's program (a plain chat loop with MCP tool support,
-``verifiers/v1/harnesses/null/program.py``) only needs ``openai``, ``mcp``, ``httpx`` and ``tenacity``, which
+``verifiers/v1/harnesses/null/program.py`` in 0.3.1; in 0.4 the bundled ``harnesses/utils`` modules, which always
+stream) only needs ``openai``, ``mcp``, ``httpx`` and ``tenacity`` (0.4 adds ``httpx2`` and ``certifi``), which
 verifiers itself depends on, so they are installed wherever verifiers is.
 
 :class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
@@ -58,10 +59,12 @@ class OfflineChatHarness(NullHarness):
             await super().setup(runtime)
 
     async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
-                     mcp_urls: dict[str, str], data: Any) -> Any:
+                     mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
+        """``NullHarness.launch`` on a runtime that runs the program with this interpreter; keyword arguments
+        (0.4 adds ``tool_interception_url``) pass through unchanged."""
         if isinstance(runtime.config, SubprocessConfig):
             runtime = LocalInterpreterRuntime(runtime)
-        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data)
+        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)
 
 
 __all__ = ["OfflineChatHarness"]

@@ -47,13 +47,3 @@ def taskset_class_of(module: ModuleType) -> type | None:
             f"({[c.__name__ for c in found]}); verifiers needs exactly one"
         )
     return found[0] if found else None
-
-
-def own_env_class(module: ModuleType) -> type | None:
-    """The verifiers v1 ``Env`` subclass ``module`` exports via ``__all__`` next to its taskset (a multi-agent
-    env, or a ``SingleAgentEnv`` with its own ``run``), None when it brings none."""
-    from verifiers.v1.env import Env
-
-    found = [obj for name in getattr(module, "__all__", None) or []
-             if isinstance(obj := getattr(module, name, None), type) and issubclass(obj, Env)]
-    return found[0] if found else None

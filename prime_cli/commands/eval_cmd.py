@@ -77,7 +77,8 @@ def run(
     max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
     temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
     sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T."),
-    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'."),
+    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'; a verifiers v1 taskset also takes "
+                                  "'{\"taskset\": {...}, \"harness\": {\"max_turns\": 8}}'."),
     extra_env_kwargs: str = typer.Option(None, "--extra-env-kwargs", "-x", help="JSON of settings applied to the loaded environment (set_<key> or an attribute)."),
     env_dir_path: str = typer.Option(None, "--env-dir-path", help="Folder of local environments. [default: ./environments]"),
     system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
