@@ -12,34 +12,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evalkit.clients.routing import is_embedded, route
 from evalkit.clients.spec import ClientSpec
 from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
 from evalkit.errors import ConfigError, UserError
-from evalkit.eval.config import anchor_env_keys
+from evalkit.eval.config import EnvTable
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
 from evalkit.tomlio import load_toml, validate
 
 
-class EnvSpec(BaseModel):
+class EnvSpec(EnvTable):
     """One environment whose examples train and validate the shared system prompt.
 
     verifiers' GEPA configs write ``env_id``/``env_args``; those names are accepted for ``id``/``args``.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _anchor_keys(cls, data: Any) -> Any:
-        return anchor_env_keys(data)
-
-    id: str = Field(min_length=1)
-    """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
-    args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the environment's ``load_environment(**args)``."""
     extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.env_kwargs`)."""
 

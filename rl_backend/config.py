@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ConfigError
-from evalkit.eval.config import anchor_env_keys
+from evalkit.eval.config import EnvTable
 from evalkit.runs import env_slug
 from evalkit.tomlio import dumps, load_toml, validate
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
@@ -39,18 +39,9 @@ SHARED_GPU_MAX_UTILIZATION = 0.8
 trainer's weights, gradients, optimizer state and activations)."""
 
 
-class EnvConfig(_Strict):
+class EnvConfig(EnvTable):
     """One ``[[env]]`` table; verifiers' ``env_id``/``env_args`` are accepted for ``id``/``args``."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _anchor_keys(cls, data: Any) -> Any:
-        return anchor_env_keys(data)
-
-    id: str = Field(min_length=1)
-    """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
-    args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the environment's ``load_environment``."""
     name: str | None = None
     """Label of this environment in metrics (``reward_mean/<name>``), rollout rows and eval folders
     (default: the id's last part, ``reverse-text``); needed when two tables share an id."""

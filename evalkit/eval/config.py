@@ -282,20 +282,32 @@ def anchor_env_keys(data: Any) -> Any:
     return data
 
 
-class EvalEntry(BaseModel):
-    """One ``[[eval]]`` table (``env_id``/``env_args`` and loose sampling keys accepted, see the module docstring)."""
+class EnvTable(BaseModel):
+    """An environment table of any config (eval's ``[[eval]]``, GEPA's ``[env]``, RL's ``[[env]]``): its id and
+    its ``load_environment`` args, under verifiers' names too (:func:`anchor_env_keys`). One class, so the three
+    configs accept the same spellings and refuse the same mistakes."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anchor_keys(cls, data: Any) -> Any:
+        return anchor_env_keys(data)
+
+    id: str = Field(min_length=1)
+    """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment's ``load_environment(**args)``."""
+
+
+class EvalEntry(EnvTable):
+    """One ``[[eval]]`` table (``env_id``/``env_args`` and loose sampling keys accepted, see the module docstring)."""
 
     @model_validator(mode="before")
     @classmethod
     def _anchor_keys(cls, data: Any) -> Any:
         return anchor_sampling_keys(anchor_env_keys(data))
 
-    id: str
-    """Environment id or folder."""
-    args: dict[str, Any] = Field(default_factory=dict)
-    """Env args for this entry."""
     num_examples: int | None = None
     rollouts_per_example: int | None = None
     max_concurrent: int | None = None

@@ -110,16 +110,9 @@ def run(
     """
     from rich.console import Console
 
-    from evalkit.errors import UserError
-
     if verbose:
         _enable_verbose_logging()
-    if system_prompt is not None and system_prompt_file is not None:
-        raise UserError("pass --system-prompt or --system-prompt-file, not both")
-    if system_prompt_file is not None:
-        from evalkit.fileio import read_user_text
-
-        system_prompt = read_user_text(system_prompt_file, "--system-prompt-file")
+    system_prompt = _system_prompt_flag(system_prompt, system_prompt_file)
     overrides = _overrides(
         model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
         endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
@@ -144,6 +137,19 @@ def run(
         _close_embedded_engines()
     if failed:
         _exit_all_errored(failed)
+
+
+def _system_prompt_flag(text: str | None, path: Path | None) -> str | None:
+    """``--system-prompt`` or the text of ``--system-prompt-file`` (one of them, or neither)."""
+    from evalkit.errors import UserError
+
+    if text is not None and path is not None:
+        raise UserError("pass --system-prompt or --system-prompt-file, not both")
+    if path is None:
+        return text
+    from evalkit.fileio import read_user_text
+
+    return read_user_text(path, "--system-prompt-file")
 
 
 def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str | None, console: Any) -> list[str]:
