@@ -9,13 +9,15 @@ request is part of the eval harness's ceiling (``bench/eval_harness.py``).
 
 Conventions kept on both sides, as OpenAI and vLLM have them:
 
-* An assistant reply with tool calls and no text has ``content: null`` (not ``""``); a stream says the
-  same by sending no content delta for it, and ``content: ""`` once for a reply that is empty and has no
-  tool calls, so a client that assembles the deltas gets the non-streamed message back.
+* An assistant reply with tool calls and no text has ``content: null`` (not ``""``) in a response body.
+  A stream opens every choice with ``{"role": "assistant", "content": ""}``, as vLLM does, so a client
+  that assembles the deltas holds ``content: ""`` for such a reply: verifiers' chat programs send that
+  back in the next request, and primekit's bridge must stream what a vLLM server streams for the
+  conversation to go on exactly as it does against vLLM.
 * vLLM's extensions ride along when known: ``prompt_token_ids`` (top level; on a stream's first chunk)
   and each choice's ``token_ids`` (on a stream, each chunk's own tokens).
-* A stream is ``data: {json}\\n\\n`` events ending with ``data: [DONE]``; per choice a role delta, then
-  content deltas, then tool-call deltas (header with index, id and name; then the arguments), then a
+* A stream is ``data: {json}\\n\\n`` events ending with ``data: [DONE]``; per choice a role delta (with
+  ``content: ""``), then content deltas, then tool-call deltas (header with index, id and name; then the arguments), then a
   delta with ``finish_reason``; with ``stream_options.include_usage`` one more chunk with empty
   ``choices`` and the usage. An error after the stream began is an ``{"error": ...}`` event.
 
@@ -274,7 +276,6 @@ class ChunkWriter:
         self.include_usage = include_usage
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
-        self._sent_text: set[int] = set()
 
     def chunk(self, choices: list[dict[str, Any]], **top: Any) -> bytes:
         """A ``chat.completion.chunk`` event; ``top`` adds top-level keys (``usage``, ``prompt_token_ids``)."""
@@ -282,16 +283,15 @@ class ChunkWriter:
                           "model": self.model, "choices": choices, **top})
 
     def start(self, index: int, prompt_token_ids: list[int] | None = None) -> bytes:
-        """The role delta that opens choice ``index`` (with the prompt's token ids, when given)."""
+        """The role delta that opens choice ``index``, with vLLM's empty content (see the module docstring)
+        and the prompt's token ids, when given."""
         top = {"prompt_token_ids": prompt_token_ids} if prompt_token_ids is not None else {}
-        return self.chunk([_choice(index, {"role": "assistant"})], **top)
+        return self.chunk([_choice(index, {"role": "assistant", "content": ""})], **top)
 
     def content(self, index: int, text: str, *, token_ids: list[int] | None = None,
                 logprobs: list[dict[str, Any]] | None = None) -> bytes:
         """A content delta (an empty ``text`` sends only the tokens and logprobs of this increment)."""
         delta = {"content": text} if text else {}
-        if text:
-            self._sent_text.add(index)
         extra: dict[str, Any] = {}
         if token_ids is not None:
             extra["token_ids"] = token_ids
@@ -300,11 +300,9 @@ class ChunkWriter:
         return self.chunk([_choice(index, delta, **extra)])
 
     def end(self, index: int, tool_calls: Sequence[ToolCall], finish_reason: str) -> list[bytes]:
-        """The closing events of choice ``index``: ``content: ""`` if it said nothing and called no
-        tool, each tool call as a header delta and an arguments delta, and the finish reason."""
+        """The closing events of choice ``index``: each tool call as a header delta and an arguments
+        delta, then the finish reason."""
         events = []
-        if index not in self._sent_text and not tool_calls:
-            events.append(self.chunk([_choice(index, {"content": ""})]))
         for position, call in enumerate(tool_calls):
             header = {"index": position, "id": call.id, "type": "function",
                       "function": {"name": call.name, "arguments": ""}}

@@ -128,6 +128,22 @@ def test_single_agent_env_with_a_scripted_user(project, solver):
         ("assistant", "0"), ("user", "Good. Now say the next number after 0."), ("assistant", "1")]
 
 
+def test_an_env_that_opens_the_exchange_puts_its_opening_in_the_rows_prompt(project, solver):
+    """A prompt-less task opened by the env's own ``turn(...)``: the row's prompt is what the model was shown
+    before its first reply (verifiers' own rows), not the task's bare system prompt."""
+    before = len(solver.requests())
+    done = prime(project, "eval", "run", "vf-v1-opener", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = sorted(rows_of(run_dir(project, "vf-v1-opener")), key=lambda r: r["example_id"])
+    assert [r["reward"] for r in rows] == [1.0, 1.0]
+    assert rows[1]["prompt"] == [{"role": "system", "content": "Answer with the number only."},
+                                 {"role": "user", "content": "Quick one: What is 1+2?"}]
+    assert rows[1]["completion"] == [{"role": "assistant", "content": "3"}]
+    sent = [r["messages"] for r in solver.requests()[before:] if r.get("max_tokens") != 1]  # not the preflight
+    assert sorted(m[-1]["content"] for m in sent) == ["Quick one: What is 0+1?", "Quick one: What is 1+2?"]
+    assert all(m[:len(rows[0]["prompt"]) - 1] == rows[0]["prompt"][:-1] for m in sent)
+
+
 EVAL_TOML = """\
 model = "solver"
 base_url = "{url}"

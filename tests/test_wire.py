@@ -85,6 +85,7 @@ def test_incremental_text_holds_a_tool_call_back_until_the_end():
 # ----- the bridge over the openai SDK ----------------------------------------------------------
 
 def sdk(bridge: ModelBridgeServer):
+    """An SDK client for the bridge; use it in ``async with`` so it closes on the test's own loop."""
     from openai import AsyncOpenAI
 
     return AsyncOpenAI(base_url=bridge.base_url, api_key=os.environ[bridge_key_var()], max_retries=0)
@@ -105,8 +106,7 @@ async def streamed(client, **kwargs):
 
 async def test_bridge_streams_text_and_the_usage_chunk_when_asked():
     reply = Completion("hello there", usage=Usage(4, 2), prompt_token_ids=[1, 2], completion_token_ids=[7, 8])
-    async with ModelBridgeServer(ScriptedClient([reply])) as bridge:
-        client = sdk(bridge)
+    async with ModelBridgeServer(ScriptedClient([reply])) as bridge, sdk(bridge) as client:
         plain = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         final, chunks = await streamed(client, stream_options={"include_usage": True})
         _, without = await streamed(client)
@@ -117,14 +117,16 @@ async def test_bridge_streams_text_and_the_usage_chunk_when_asked():
     assert [t for c in chunks if c.choices for t in (c.choices[0].model_extra or {}).get("token_ids") or []] == [7, 8]
 
 
-async def test_bridge_streams_a_tool_call_in_deltas_with_null_content():
+async def test_bridge_answers_a_tool_call_as_vllm_does_null_content_whole_empty_content_streamed():
     reply = tool_call_reply("add", '{"a": 2, "b": 3}', call_id="call_7")
-    async with ModelBridgeServer(ScriptedClient([reply])) as bridge:
-        client = sdk(bridge)
+    async with ModelBridgeServer(ScriptedClient([reply])) as bridge, sdk(bridge) as client:
         plain = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=[ADD_TOOL])
         final, chunks = await streamed(client, tools=[ADD_TOOL])
+    # vLLM: `null` in a whole reply; a stream opens with `content: ""`, so the assembled message holds "" and a
+    # chat program sends "" back in its next request, as it does against vLLM
+    assert plain.choices[0].message.content is None and final.choices[0].message.content == ""
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content == ""
     for message in (plain.choices[0].message, final.choices[0].message):
-        assert message.content is None  # not "": the next request must carry what verifiers would send
         (call,) = message.tool_calls
         assert (call.id, call.function.name, json.loads(call.function.arguments)) == ("call_7", "add", {"a": 2, "b": 3})
     assert final.choices[0].finish_reason == "tool_calls"
@@ -164,8 +166,8 @@ class HangingClient:
 async def test_a_client_that_hangs_up_cancels_the_bridges_model_call(caplog):
     client = HangingClient()
     with caplog.at_level(logging.WARNING):
-        async with ModelBridgeServer(client) as bridge:
-            asking = asyncio.ensure_future(streamed(sdk(bridge)))
+        async with ModelBridgeServer(client) as bridge, sdk(bridge) as caller:
+            asking = asyncio.ensure_future(streamed(caller))
             await asyncio.wait_for(client.started.wait(), 30)
             asking.cancel()  # closes the connection
             await asyncio.wait_for(client.cancelled.wait(), 30)

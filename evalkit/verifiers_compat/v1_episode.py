@@ -7,6 +7,9 @@ An episode holds one trace per agent run (a plain taskset: one trace of its one 
   verifiers' own headline rule; for one trace, that trace's reward;
 - **metrics**: each trace's rewards (their scores) and metrics, averaged per name over the traces of a seat;
   an env with several seats names them ``<seat>/<name>`` so the row says whose they are;
+- **prompt**: the first trace's messages before its first sampled one: the task's system prompt and prompt,
+  plus whatever the env sent before the model spoke (an env that opens the exchange itself, with
+  ``interaction.turn(...)`` on a prompt-less task, puts its opening there, as verifiers' own rows have it);
 - **completion**: each trace's messages from its first sampled one on, in completion order; with several
   seats each message carries ``agent: <seat>``;
 - **errors**: the traces' errors (``<seat>: `` in front with several seats), then the episode's own (a raising
@@ -53,6 +56,9 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
     if not traces and not errors:
         errors.append((ENVIRONMENT, "verifiers ran no agent for this task"))
     if policy:
+        opening = _opening(traces[0])
+        if opening:
+            state.prompt = opening
         state.completion = [message for trace in traces for message in _messages(trace, multi_seat)]
         state.turns = sum(trace.num_turns for trace in traces)
         state.stop_condition = policy[-1].stop_condition
@@ -75,10 +81,21 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         state.record_error(kind, message)
 
 
+def _split(trace: Any) -> tuple[list[Any], int]:
+    """The nodes of the trace's last branch and the index of its first sampled one (their count if none)."""
+    nodes = list(trace.branches[-1].nodes) if trace.branches else []
+    return nodes, next((i for i, node in enumerate(nodes) if node.sampled), len(nodes))
+
+
+def _opening(trace: Any) -> list[dict[str, Any]]:
+    """What the model was shown before its first reply in this trace."""
+    nodes, first = _split(trace)
+    return to_openai_messages(node.message for node in nodes[:first])
+
+
 def _messages(trace: Any, tag: bool) -> list[dict[str, Any]]:
     """The trace's conversation from its first sampled message on (its last branch), tagged with its seat."""
-    nodes = trace.branches[-1].nodes if trace.branches else []
-    first = next((i for i, node in enumerate(nodes) if node.sampled), len(nodes))
+    nodes, first = _split(trace)
     messages = to_openai_messages(node.message for node in nodes[first:])
     return [{**message, "agent": trace.agent.name} for message in messages] if tag else messages
 
