@@ -14,7 +14,12 @@ disturbs the requests being generated for others.
 A client that disconnects before its answer is ready has its sequences cancelled: the engine drops
 them from the batch at its next step, so abandoned requests cost nothing afterwards. With an API
 key (``build_app(..., api_key=...)``), every endpoint but ``/health`` wants
-``Authorization: Bearer <key>`` and answers 401 otherwise. :func:`serve_forever` runs the app and
+``Authorization: Bearer <key>`` (the scheme in any case, RFC 7235) and answers 401 otherwise.
+
+No single request can stall the server: a body over :data:`MAX_BODY_BYTES` is refused 413 (what
+goes past the bound is read and dropped, never held), and the JSON parse and
+chat-template rendering run on a worker thread, so ``/health`` and the streams of other clients keep
+being answered while a large prompt is tokenized. :func:`serve_forever` runs the app and
 stops within seconds on the first SIGINT/SIGTERM: the engine is closed at once, so requests in
 flight end (503) instead of holding the shutdown until they finish.
 """
@@ -47,6 +52,8 @@ if TYPE_CHECKING:
     from evalkit.model.scheduler import TokenListener
 
 MAX_CHOICES = 16
+MAX_BODY_BYTES = 8 * 1024 * 1024
+"""The largest request body served (8 MiB): hundreds of times what fits the embedded model's context."""
 SHUTDOWN_GRACE_S = 3.0
 """How long a stopping server waits for responses still being written before cancelling them."""
 
@@ -61,6 +68,10 @@ class BadRequest(Exception):
 
 class Unauthorized(Exception):
     """Answered as HTTP 401 ``authentication_error``."""
+
+
+class TooLarge(Exception):
+    """Answered as HTTP 413 ``invalid_request_error``."""
 
 
 def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str | None = None) -> FastAPI:
@@ -84,15 +95,17 @@ def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str |
 
     @app.post("/v1/chat/completions", dependencies=authorized)
     async def chat_completions(request: Request) -> Response:
-        chat = _chat_request(await _json_body(request), served, accepted)
+        body = await _body(request)
+        chat = await asyncio.to_thread(_chat_request, body, served, accepted)
         from evalkit.model.engine import EngineError
 
+        prompt_ids = await asyncio.to_thread(_encode, engine, chat)
         try:
             if chat.stream:
                 stream = EngineStream(engine, chat, served)
-                stream.begin(*_submit(engine, chat, stream.listener))
+                stream.begin(*_submit(engine, chat, prompt_ids, stream.listener))
                 return StreamingResponse(stream.events(request), media_type=SSE_MEDIA_TYPE)
-            prompt_ids, futures = _submit(engine, chat)
+            prompt_ids, futures = _submit(engine, chat, prompt_ids)
             results = await _until_done_or_gone(request, futures)
         except EngineError as exc:
             return _error(503, str(exc), "server_error")
@@ -112,6 +125,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _unauthorized(_: Request, exc: Unauthorized) -> JSONResponse:
         return _error(401, str(exc), "authentication_error")
 
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, exc: TooLarge) -> JSONResponse:
+        return _error(413, str(exc), "invalid_request_error")
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, f"invalid request: {exc.errors()}", "invalid_request_error")
@@ -123,20 +140,22 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _bearer_check(api_key: str) -> Any:
-    expected = f"Bearer {api_key}".encode()
+    expected = api_key.encode()
 
     async def check(request: Request) -> None:
-        given = request.headers.get("authorization", "").encode()
-        if not secrets.compare_digest(given, expected):
+        scheme, _, token = request.headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), expected):
             raise Unauthorized("invalid or missing API key; send the header 'Authorization: Bearer <key>'")
 
     return check
 
 
-def _chat_request(body: Any, served: str, accepted: set[str]) -> ChatRequest:
-    """The request, checked: its shape (:func:`evalkit.wire.parse_request`) and the model it names."""
+def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
+    """The request, parsed and checked: its shape (:func:`evalkit.wire.parse_request`) and the model it names."""
     try:
-        chat = parse_request(body, max_choices=MAX_CHOICES)
+        chat = parse_request(json.loads(body or b"{}"), max_choices=MAX_CHOICES)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
     except WireError as exc:
         raise BadRequest(str(exc), exc.param) from None
     if chat.model is not None and chat.model not in accepted:
@@ -146,16 +165,20 @@ def _chat_request(body: Any, served: str, accepted: set[str]) -> ChatRequest:
     return chat
 
 
-def _submit(engine: "Engine", chat: ChatRequest, listener: Callable[[int], "TokenListener"] | None = None
-            ) -> tuple[list[int], list[concurrent.futures.Future]]:
-    """Tokenize the chat and queue its ``n`` generations (``listener(i)`` hears choice ``i``'s tokens)."""
+def _encode(engine: "Engine", chat: ChatRequest) -> list[int]:
+    """The chat's prompt token ids (run on a worker thread: a huge prompt takes seconds)."""
+    try:
+        return engine.encode_chat(chat.messages, chat.tools)
+    except Exception as exc:  # the chat template rejected the messages
+        raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
+
+
+def _submit(engine: "Engine", chat: ChatRequest, prompt_ids: list[int],
+            listener: Callable[[int], "TokenListener"] | None = None) -> tuple[list[int], list[concurrent.futures.Future]]:
+    """Queue the chat's ``n`` generations (``listener(i)`` hears choice ``i``'s tokens)."""
     from evalkit.model.engine import EngineError
     from evalkit.model.requests import InvalidRequest
 
-    try:
-        prompt_ids = engine.encode_chat(chat.messages, chat.tools)
-    except Exception as exc:  # the chat template rejected the messages
-        raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
     futures: list[concurrent.futures.Future] = []
     try:
         for index in range(chat.n):
@@ -180,10 +203,17 @@ async def _until_done_or_gone(request: Request, futures: list[concurrent.futures
         gone.cancel()
     if not done.done():
         done.cancel()
+        done.add_done_callback(_retrieved)  # cancelled children may finish it with CancelledError; nobody awaits it
         for future in futures:
             future.cancel()  # the engine drops cancelled sequences at its next step
         return None
     return done.result()
+
+
+def _retrieved(future: "asyncio.Future[Any]") -> None:
+    """Mark ``future``'s outcome as seen, so asyncio does not log "exception was never retrieved"."""
+    if not future.cancelled():
+        future.exception()
 
 
 def serve_forever(app: FastAPI, engine: "Engine", host: str, port: int) -> None:
@@ -208,11 +238,17 @@ def _error(status: int, message: str, kind: str, param: str | None = None) -> JS
     return JSONResponse(status_code=status, content=error_body(message, kind, param))
 
 
-async def _json_body(request: Request) -> Any:
-    try:
-        return json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+async def _body(request: Request) -> bytes:
+    """The request's body, or :class:`TooLarge` when it exceeds :data:`MAX_BODY_BYTES`."""
+    refusal = f"the request body is over {MAX_BODY_BYTES // (1024 * 1024)} MiB; send a smaller conversation"
+    parts, size = [], 0
+    async for part in request.stream():  # past the bound, read on but keep nothing: the client then reads the 413
+        size += len(part)
+        if size <= MAX_BODY_BYTES:
+            parts.append(part)
+    if size > MAX_BODY_BYTES:
+        raise TooLarge(refusal)
+    return b"".join(parts)
 
 
 def _nth_seed(sampling: SamplingArgs, index: int) -> SamplingArgs:

@@ -124,6 +124,51 @@ def test_requests_of_clients_that_hang_up_are_cancelled(keyed):
     assert status == 200 and body["usage"]["completion_tokens"] == 3
 
 
+def test_clients_that_hang_up_leave_nothing_unretrieved_in_the_log(keyed):
+    """Before: each client that left logged "_GatheringFuture exception was never retrieved"."""
+    hung = [keyed.open_request(LONG), keyed.open_request({**LONG, "stream": True})]
+    keyed.wait_busy()
+    for connection in hung:
+        connection.close()
+    time.sleep(2)
+    assert keyed.get("/health")[1].get("requests_running") == 0
+    assert "never retrieved" not in keyed.log.read_text() and "Traceback" not in keyed.log.read_text()
+
+
+def test_health_answers_within_a_second_while_one_huge_request_is_refused(keyed):
+    """Before: one 20 MB request was tokenized on the event loop and /health stalled 11-16 s."""
+    import threading
+
+    answers: dict[str, tuple[int, dict]] = {}
+    many = {"model": "local/smollm2-135m", "max_tokens": 2,
+            "messages": [{"role": "user", "content": f"message {i} " + "x" * 8} for i in range(300_000)]}
+    wide = {**many, "messages": [{"role": "user", "content": "word " * 1_400_000}]}  # 7 MB: under the body bound
+    for name, body in (("many", many), ("wide", wide)):
+        asking = threading.Thread(target=lambda n=name, b=body: answers.__setitem__(n, keyed.post(b)))
+        asking.start()
+        slowest = 0.0
+        while asking.is_alive():
+            started = time.monotonic()
+            assert keyed.get("/health")[0] == 200
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(0.05)
+        assert slowest < 1.0, (name, slowest)
+    assert answers["many"][0] == 413 and "MiB" in answers["many"][1]["error"]["message"]  # 16 MB of JSON
+    assert answers["wide"][0] == 400 and "context" in answers["wide"][1]["error"]["message"]
+    status, body = keyed.post({**LONG, "max_tokens": 2})
+    assert status == 200 and body["usage"]["completion_tokens"] == 2
+
+
+def test_the_bearer_scheme_is_case_insensitive(keyed):
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        request = urllib.request.Request(f"http://127.0.0.1:{keyed.port}/v1/models")
+        request.add_header("Authorization", f"{scheme} {KEY}")
+        assert keyed._send(request)[0] == 200, scheme
+    request = urllib.request.Request(f"http://127.0.0.1:{keyed.port}/v1/models")
+    request.add_header("Authorization", f"Basic {KEY}")
+    assert keyed._send(request)[0] == 401
+
+
 def test_api_key_is_required_except_for_health(keyed):
     assert keyed.get("/health")[0] == 200
     status, body = keyed.get("/v1/models")
