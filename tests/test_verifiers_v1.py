@@ -197,6 +197,23 @@ def test_v1_env_args_by_part_and_their_errors(tmp_path, monkeypatch):
         load_environment("vf-v1-chat", {"num_taskz": 2})
 
 
+def test_a_taskset_that_ships_its_own_harness_runs_on_the_chat_program_only_when_asked(tmp_path, monkeypatch):
+    """verifiers runs an unpinned seat on the taskset's own Harness (web_search_interception ships Codex's): a
+    silent swap to the chat program would give other rows than verifiers, so it takes an explicit harness id."""
+    math = (Path(__file__).resolve().parent / "verifiers_envs" / "vf_v1_math" / "vf_v1_math.py").read_text()
+    folder = tmp_path / "environments" / "vf_v1_bundled"
+    folder.mkdir(parents=True)
+    (folder / "vf_v1_bundled.py").write_text(math.replace('__all__ = ["AddTaskset"]', (
+        'class OwnHarness(vf.Harness):\n    """A program of its own (verifiers would run the seat on it)."""\n\n\n'
+        '__all__ = ["AddTaskset", "OwnHarness"]')))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"v1 taskset 'vf-v1-bundled' ships its own harness program .* pass "
+                                        r"-a '\{\"harness\": \{\"id\": \"null\"\}\}'"):
+        load_environment("vf-v1-bundled", {})
+    chosen = load_environment("vf-v1-bundled", {"harness": {"id": "null"}})
+    assert chosen.vf_env.config.agent.harness.id == "primekit-harness" and len(chosen.get_eval_dataset()) == 3
+
+
 def test_a_seat_pinned_to_a_program_that_cannot_run_offline_is_one_line(tmp_path, monkeypatch):
     folder = tmp_path / "environments" / "vf_v1_coder"
     folder.mkdir(parents=True)

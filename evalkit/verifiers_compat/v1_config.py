@@ -19,7 +19,9 @@ plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env`
 ``AgentConfig`` field. Every seat runs offline on primekit's harness (verifiers' ``null`` chat program, see
 :mod:`~evalkit.verifiers_compat.v1_harness`) on the ``subprocess`` runtime, and plays the run's model through the
 run's client (a seat's own ``model``/``client`` pins are dropped: primekit's client is the only model here). A seat
-pinned to another harness program (``bash``, ``codex``, ...) cannot run offline: one UserError says which.
+pinned to another harness program (``bash``, ``codex``, ...) cannot run offline: one UserError says which. A
+taskset that ships its own harness (verifiers runs unpinned seats on it) is refused too, unless the env args name
+the chat program (``{"harness": {"id": "null"}}``): the rows would differ from verifiers' without that choice.
 """
 
 from __future__ import annotations
@@ -69,11 +71,14 @@ def env_config_data(env_id: str, taskset_id: str, env_args: dict[str, Any]) -> d
     flat, harness = split_env_args(env_id, env_args)
     seat_knobs = {k: v for k, v in harness.items() if k in SEAT_KNOBS}
     program_knobs = {k: v for k, v in harness.items() if k not in SEAT_KNOBS}
+    chose_chat_program = "id" in program_knobs
     _check_program_knobs(env_id, program_knobs)
     config_cls = vf.env_config_type(taskset_id)
     env_knobs = _env_knobs(flat, config_cls, vf.taskset_config_type(taskset_id))
     data: dict[str, Any] = {**env_knobs, "taskset": {"id": taskset_id, **flat}}
     for name, seat in seats(config_cls).items():
+        if seat.harness is None and not chose_chat_program:
+            _refuse_bundled_harness(env_id, taskset_id)
         data[name] = {
             **seat_knobs,
             "harness": {**_pinned_program(env_id, name, seat), **program_knobs, "id": HARNESS_ID},
@@ -113,6 +118,18 @@ def _pinned_program(env_id: str, seat: str, agent: Any) -> dict[str, Any]:
     knobs = pinned.model_dump(exclude_unset=True)
     knobs.pop("id", None)
     return knobs
+
+
+def _refuse_bundled_harness(env_id: str, taskset_id: str) -> None:
+    """UserError when the taskset ships its own harness: verifiers runs an unpinned seat on it, so running the
+    chat program instead would give other rows than verifiers, and must be the user's explicit choice."""
+    from verifiers.v1.utils.loaders import default_harness_id
+
+    if default_harness_id(taskset_id) == taskset_id:
+        raise UserError(
+            f"v1 taskset '{env_id}' ships its own harness program (a Harness in module '{taskset_id}'), which "
+            "verifiers runs by default and primekit cannot run offline; to run its tasks on verifiers' null chat "
+            """program instead, pass -a '{"harness": {"id": "null"}}' ([env.harness] id = "null")""")
 
 
 def _check_program_knobs(env_id: str, knobs: dict[str, Any]) -> None:
