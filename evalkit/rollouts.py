@@ -7,7 +7,8 @@ continues. Once a group's rollouts are done, ``env.score_group(states)`` runs (a
 environments; group-scored verifiers rubrics score there). ``env.serving()`` is held around all groups
 (a verifiers v1 taskset's shared tool servers live there). Rollout failures are rows with ``error``
 set (see Environment.rollout); this function raises only for programming errors, cancellation, or
-what ``on_group`` raises; then the groups still running are cancelled before it returns.
+what ``on_group`` raises; then the groups still running are cancelled before it returns. The garbage
+collector is held back while groups run (:mod:`evalkit.gctune`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from evalkit.aio import Slots
 from evalkit.clients.base import ModelClient
 from evalkit.defaults import DEFAULT_MAX_CONCURRENT
 from evalkit.envs.base import Environment
 from evalkit.errors import REWARD
+from evalkit.gctune import relaxed_gc
 from evalkit.defaults import RolloutLimits
 from evalkit.types import RolloutState, SamplingArgs
 from evalkit.untrusted import non_finite_scores
@@ -51,7 +54,7 @@ async def run_groups(
     system_prompt: str | None = None,
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
-    semaphore: asyncio.Semaphore | None = None,
+    semaphore: asyncio.Semaphore | Slots | None = None,
     limits: RolloutLimits = RolloutLimits(),
 ) -> list[list[RolloutState]]:
     """Run every group; return them in input order.
@@ -62,7 +65,7 @@ async def run_groups(
     ``limits`` bound each rollout's time, scoring time and message size (see :meth:`Environment.rollout`).
     """
     ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
-    semaphore = semaphore or asyncio.Semaphore(max(1, max_concurrent))
+    semaphore = semaphore or Slots(max_concurrent)
 
     async def one(row: dict[str, Any], example_id: int, rollout_idx: int) -> RolloutState:
         async with semaphore:
@@ -85,6 +88,13 @@ async def run_groups(
                 await result
         return states
 
+    with relaxed_gc():
+        return await _run_all(env, group, rows, ids)
+
+
+async def _run_all(env: Environment, group: Callable[[dict[str, Any], int], Awaitable[list[RolloutState]]],
+                   rows: Sequence[dict[str, Any]], ids: list[int]) -> list[list[RolloutState]]:
+    """Every group as its own task inside ``env.serving()``; on failure the others are cancelled."""
     async with env.serving():
         tasks = [asyncio.ensure_future(group(row, eid)) for row, eid in zip(rows, ids)]
         try:
