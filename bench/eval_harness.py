@@ -12,8 +12,9 @@ ms per rollout (everything: HTTP, JSON, environment, rubric, results.jsonl, prog
     python bench/eval_harness.py --only native --profile                       # pyinstrument
 
 The suite's rows: the raw client (a bare aiohttp loop: post a request body, read, ``json.loads``; the
-ceiling, in-process) at 0 ms; a native environment (built-in reverse-text) at 0 ms and at 200 ms of
-server latency, where the limit is ``concurrency / latency``; a wrapped legacy verifiers environment
+ceiling, in-process) and a native environment (built-in reverse-text), each at 0 ms and at 200 ms of
+server latency, where the limit is ``concurrency / latency`` ("- raw": CPU ms above the raw client's
+at the same latency); a wrapped legacy verifiers environment
 (``environments/digit_sums_vf``, single-turn) at 0 ms when verifiers 0.3 is installed; a v1 taskset
 (``environments/digit_sums``) at 0 ms when verifiers has v1; start-up: ``prime eval run`` of 10
 rollouts as a fresh process, wall clock, native and wrapped. Each rate row is the best of ``--repeat``
@@ -279,6 +280,7 @@ def suite(args: argparse.Namespace) -> None:
     slow = Stub(args.slow_ms)
     try:
         for _ in range(args.repeat):
+            keep("raw@slow", run_raw(slow.url, args.slow_rollouts, c))
             keep("native@slow", run_harness(slow.url, "reverse-text", args.slow_rollouts, c))
     finally:
         slow.close()
@@ -295,16 +297,20 @@ def _print_table(best: dict[str, Measured], startup: dict[str, float], skipped: 
     rows += [(f"native reverse-text, 0 ms", "native", raw.rate, "of raw"),
              (f"legacy digit-sums-vf, 0 ms", "legacy", raw.rate, "of raw"),
              (f"v1 digit-sums, 0 ms", "v1", raw.rate, "of raw"),
+             (f"raw aiohttp client, {args.slow_ms:g} ms", "raw@slow", limit, f"of {limit:,.0f}/s"),
              (f"native reverse-text, {args.slow_ms:g} ms", "native@slow", limit, f"of {limit:,.0f}/s")]
     for label, key, ceiling, what in rows:
         if key in skipped:
             print(f"{label:<34}  skipped: {skipped[key]}")
         elif key in best:
             m = best[key]
-            print(f"{label:<34}{m.n:>6}{m.rate:>9,.0f}{m.cpu_ms:>8.3f}{m.cpu_ms - raw.cpu_ms:>8.3f}"
+            base = best["raw@slow"] if key.endswith("@slow") else raw
+            print(f"{label:<34}{m.n:>6}{m.rate:>9,.0f}{m.cpu_ms:>8.3f}{m.cpu_ms - base.cpu_ms:>8.3f}"
                   f"{m.rate / ceiling:>7.2f}{m.errors:>5}  {what}")
+    if "native@slow" in best:
+        print(f"native / raw at {args.slow_ms:g} ms: {best['native@slow'].rate / best['raw@slow'].rate:.2f}")
     if "native" in best and "legacy" in best:
-        print(f"legacy / native rate: {best['legacy'].rate / best['native'].rate:.2f}")
+        print(f"legacy / native rate at 0 ms: {best['legacy'].rate / best['native'].rate:.2f}")
     for kind, wall in startup.items():
         print(f"start-up, prime eval run of 10 rollouts, {kind}: {wall:.2f} s wall")
 
