@@ -229,7 +229,11 @@ def _close(value: Any) -> None:
 
 async def call_reward_func(func: RewardFunc, **kwargs: Any) -> Any:
     """``func(**kwargs)`` off the event loop when it is sync (on the scoring threads), awaited when
-    async: for reward functions that another library's rubric calls (wrapped verifiers environments)."""
+    async, inline when marked :func:`fast_reward`: for reward functions that another library's rubric calls
+    (wrapped verifiers environments)."""
+    if is_fast_reward(func):
+        value = func(**kwargs)
+        return await value if inspect.isawaitable(value) else value
     return await call_user_code(_POOL, func, **kwargs)
 
 
