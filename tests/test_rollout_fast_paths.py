@@ -119,3 +119,16 @@ def test_relaxed_gc_restores_the_thresholds_after_nested_batches():
         assert gc.get_threshold() == RUN_THRESHOLDS
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_native_eval_loads_without_datasets_or_pandas():
+    """Start-up: resolving a built-in environment and reading its rows imports neither (a legacy verifiers
+    environment still does, through verifiers)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from evalkit.eval.runner import arun_eval; from evalkit.registry import load_environment; "
+            "env = load_environment('reverse-text', {}); rows = env.get_eval_dataset(n=3, shuffle=True); "
+            "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'torch') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
