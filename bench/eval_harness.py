@@ -10,6 +10,7 @@ ms per rollout (everything: HTTP, JSON, environment, rubric, results.jsonl, prog
     python bench/eval_harness.py --only native --transport openai-sdk-aiohttp  # SDK on DefaultAioHttpClient
     python bench/eval_harness.py --only native --latency-ms 200
     python bench/eval_harness.py --only native --profile                       # pyinstrument
+    python bench/eval_harness.py --stub protocol  # a cheaper stub server: the client alone is the bottleneck
 
 The suite's rows: the raw client (a bare aiohttp loop: post a request body, read, ``json.loads``; the
 ceiling, in-process) and a native environment (built-in reverse-text), each at 0 ms and at 200 ms of
@@ -77,12 +78,53 @@ def serve(port: int, latency_ms: float) -> None:
     asyncio.run(main())
 
 
+def serve_protocol(port: int, latency_ms: float) -> None:
+    """A cheaper stub: HTTP/1.1 keep-alive on a bare ``asyncio.Protocol``, the same fixed reply (``--stub
+    protocol``). The aiohttp stub costs about as much CPU per request as the client, so on two cores it
+    shares the bottleneck; this one leaves the client the bottleneck (a stricter ruler)."""
+    body = json.dumps(REPLY).encode()
+    response = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    class Reply(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.transport, self.buffer = transport, b""
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+                head = self.buffer[:end].lower()
+                at = head.find(b"content-length:")
+                size = int(head[at + 15:].split(b"\r\n", 1)[0]) if at >= 0 else 0
+                if len(self.buffer) < end + 4 + size:
+                    return
+                self.buffer = self.buffer[end + 4 + size:]
+                if latency_ms:
+                    asyncio.get_running_loop().call_later(latency_ms / 1000, self.send)
+                else:
+                    self.send()
+
+        def send(self) -> None:
+            if not self.transport.is_closing():
+                self.transport.write(response)
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Reply, "127.0.0.1", port, backlog=4096)
+        print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
 class Stub:
     """A stub server process with a fixed latency; ``url`` is its OpenAI base URL."""
 
+    kind = "aiohttp"
+    """``aiohttp`` (an aiohttp.web app, the default) or ``protocol`` (:func:`serve_protocol`)."""
+
     def __init__(self, latency_ms: float):
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", "0",
-                                      "--latency-ms", str(latency_ms)], stdout=subprocess.PIPE, text=True)
+                                      "--latency-ms", str(latency_ms), "--stub", self.kind],
+                                     stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):
             self.close()
@@ -291,7 +333,8 @@ def _print_table(best: dict[str, Measured], startup: dict[str, float], skipped: 
                  args: argparse.Namespace) -> None:
     raw = best["raw"]
     limit = args.concurrency / (args.slow_ms / 1000)
-    print(f"eval harness bench: concurrency {args.concurrency}, best of {args.repeat}; load {_load()}")
+    print(f"eval harness bench: concurrency {args.concurrency}, best of {args.repeat}, {args.stub} stub; "
+          f"load {_load()}")
     print(f"{'row':<34}{'n':>6}{'rate/s':>9}{'CPU ms':>8}{'- raw':>8}{'ratio':>7}{'err':>5}")
     rows = [("raw aiohttp client, 0 ms", "raw", raw.rate, "of raw")]
     rows += [(f"native reverse-text, 0 ms", "native", raw.rate, "of raw"),
@@ -354,8 +397,13 @@ def main() -> None:
     parser.add_argument("--only", choices=["raw", "native", "legacy", "v1", "startup"])
     parser.add_argument("--transport", choices=["aiohttp", "openai-sdk", "openai-sdk-aiohttp"], default="aiohttp")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--stub", choices=["aiohttp", "protocol"], default="aiohttp",
+                        help="the stub server: aiohttp.web (default) or a bare asyncio protocol (cheaper)")
     args = parser.parse_args()
-    if args.serve is not None:
+    Stub.kind = args.stub
+    if args.serve is not None and args.stub == "protocol":
+        serve_protocol(args.serve, args.latency_ms)
+    elif args.serve is not None:
         serve(args.serve, args.latency_ms)
     elif args.only:
         single(args)
