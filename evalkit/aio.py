@@ -242,7 +242,7 @@ class Slots:
         return self._free == 0
 
     async def acquire(self) -> None:
-        if self._free > 0 and not self._waiters:
+        if self._free > 0:  # then no waiter is live: release() hands slots to live waiters first
             self._free -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -132,3 +132,15 @@ def test_a_native_eval_loads_without_datasets_or_pandas():
             "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'torch') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_a_cancelled_waiter_left_in_the_queue_does_not_block_a_free_slot():
+    slots = Slots(1)
+    await slots.acquire()
+    waiter = asyncio.create_task(slots.acquire())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    slots.release()
+    await asyncio.wait_for(slots.acquire(), 5)
+    assert slots.locked()
