@@ -144,3 +144,53 @@ async def test_a_cancelled_waiter_left_in_the_queue_does_not_block_a_free_slot()
     slots.release()
     await asyncio.wait_for(slots.acquire(), 5)
     assert slots.locked()
+
+
+class _CountingClient:
+    """Replies after a short sleep and records the most requests it held at once."""
+
+    model = "counting"
+
+    def __init__(self):
+        self.now = self.peak = 0
+
+    async def chat(self, messages, sampling, tools=None):  # noqa: ANN001, ANN201
+        from evalkit.types import Completion
+
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        await asyncio.sleep(0.001)
+        self.now -= 1
+        return Completion(text="x")
+
+
+async def test_run_groups_keeps_the_bound_and_returns_groups_in_input_order():
+    from evalkit.rollouts import run_groups
+
+    env = SingleTurnEnv(eval_dataset=UNIFORM, rubric=Rubric())
+    client = _CountingClient()
+    rows = env.get_eval_dataset()
+    seen: list[int] = []
+    groups = await run_groups(env, client, rows, rollouts_per_example=3, max_concurrent=5,
+                              on_group=lambda states: seen.append(states[0].example_id))
+    assert client.peak == 5
+    assert [[(s.example_id, s.rollout_idx) for s in g] for g in groups] == [[(i, 0), (i, 1), (i, 2)] for i in range(len(rows))]
+    assert sorted(seen) == list(range(len(rows)))
+
+
+async def test_an_on_group_failure_stops_the_run_and_starts_nothing_more():
+    from evalkit.rollouts import run_groups
+
+    env = SingleTurnEnv(eval_dataset=UNIFORM, rubric=Rubric())
+    client = _CountingClient()
+    calls: list[int] = []
+
+    def on_group(states):  # noqa: ANN001, ANN202
+        calls.append(states[0].example_id)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        await run_groups(env, client, env.get_eval_dataset(), rollouts_per_example=2, max_concurrent=2,
+                         on_group=on_group)
+    assert len(calls) == 1
+    assert client.now == 0  # nothing left running
