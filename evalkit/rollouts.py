@@ -7,7 +7,12 @@ continues. Once a group's rollouts are done, ``env.score_group(states)`` runs (a
 environments; group-scored verifiers rubrics score there). ``env.serving()`` is held around all groups
 (a verifiers v1 taskset's shared tool servers live there). Rollout failures are rows with ``error``
 set (see Environment.rollout); this function raises only for programming errors, cancellation, or
-what ``on_group`` raises; then the groups still running are cancelled before it returns.
+what ``on_group`` raises; then the groups still running are cancelled before it returns. The garbage
+collector is held back while groups run (:mod:`evalkit.gctune`).
+
+Rollouts start in input order, each once a slot of the bound is free: a task exists only for a running
+rollout (an eval used to park one task per rollout of the whole run on the bound), and a group's last
+rollout to finish runs the group's tail (group scoring, ``on_group``) after giving back its slot.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from evalkit.aio import Slots
 from evalkit.clients.base import ModelClient
 from evalkit.defaults import DEFAULT_MAX_CONCURRENT
 from evalkit.envs.base import Environment
 from evalkit.errors import REWARD
+from evalkit.gctune import relaxed_gc
 from evalkit.defaults import RolloutLimits
 from evalkit.types import RolloutState, SamplingArgs
 from evalkit.untrusted import non_finite_scores
@@ -51,7 +58,7 @@ async def run_groups(
     system_prompt: str | None = None,
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
-    semaphore: asyncio.Semaphore | None = None,
+    semaphore: asyncio.Semaphore | Slots | None = None,
     limits: RolloutLimits = RolloutLimits(),
 ) -> list[list[RolloutState]]:
     """Run every group; return them in input order.
@@ -62,38 +69,89 @@ async def run_groups(
     ``limits`` bound each rollout's time, scoring time and message size (see :meth:`Environment.rollout`).
     """
     ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
-    semaphore = semaphore or asyncio.Semaphore(max(1, max_concurrent))
-
-    async def one(row: dict[str, Any], example_id: int, rollout_idx: int) -> RolloutState:
-        async with semaphore:
-            return await env.rollout(
-                client, row, example_id=example_id, rollout_idx=rollout_idx, sampling=sampling, system_prompt=system_prompt,
-                score_timeout=limits.score_timeout, rollout_timeout=limits.rollout_timeout,
-                max_message_chars=limits.max_message_chars,
-            )
-
-    async def group(row: dict[str, Any], example_id: int) -> list[RolloutState]:
+    bound = semaphore or Slots(max_concurrent)
+    groups = []
+    for row, example_id in zip(rows, ids):
         indices = rollout_indices.get(example_id) if rollout_indices is not None else None
-        wanted = list(indices) if indices is not None else list(range(rollouts_per_example))
-        states = list(await asyncio.gather(*(one(row, example_id, idx) for idx in wanted)))
-        await env.score_group(states)
-        for state in states:
+        groups.append(_Group(row, example_id, list(indices) if indices is not None else list(range(rollouts_per_example))))
+
+    async def finish(group: _Group) -> None:
+        """A group's tail, once all its rollouts are done: group scoring, the finite-score rule, ``on_group``."""
+        await env.score_group(group.states)
+        for state in group.states:
             require_finite_scores(state)
         if on_group is not None:
-            result = on_group(states)
+            result = on_group(group.states)
             if asyncio.iscoroutine(result):
                 await result
-        return states
 
-    async with env.serving():
-        tasks = [asyncio.ensure_future(group(row, eid)) for row, eid in zip(rows, ids)]
+    async def one(group: _Group, position: int, started: list[bool]) -> None:
+        """One rollout, on a slot its dispatcher already holds; the group's last rollout runs its tail."""
+        started[0] = True  # from here on the slot is released below (see _dispatch for a task cancelled earlier)
         try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            # ``on_group`` raised (e.g. the disk is full) or we were cancelled: stop the other groups
-            # too, rather than leave them running (and calling ``on_group``) after the caller gave up
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(tasks)
-            raise
+            group.states[position] = await env.rollout(
+                client, group.row, example_id=group.example_id, rollout_idx=group.wanted[position], sampling=sampling,
+                system_prompt=system_prompt, score_timeout=limits.score_timeout,
+                rollout_timeout=limits.rollout_timeout, max_message_chars=limits.max_message_chars,
+            )
+        finally:
+            bound.release()
+        group.left -= 1
+        if group.left == 0:
+            await finish(group)
+
+    with relaxed_gc():
+        async with env.serving():
+            await _dispatch(groups, bound, one, finish)
+    return [group.states for group in groups]
+
+
+class _Group:
+    """One example's rollouts: the row, the rollout indices wanted, their states as they finish."""
+
+    __slots__ = ("row", "example_id", "wanted", "states", "left")
+
+    def __init__(self, row: dict[str, Any], example_id: int, wanted: list[int]):
+        self.row, self.example_id, self.wanted = row, example_id, wanted
+        self.states: list[Any] = [None] * len(wanted)
+        self.left = len(wanted)
+
+
+async def _dispatch(groups: list[_Group], bound: Any, one: Callable[[_Group, int, list[bool]], Awaitable[None]],
+                    finish: Callable[[_Group], Awaitable[None]]) -> None:
+    """Start each rollout, in order, once a slot of ``bound`` is free (a task exists only for a running
+    rollout, not for every rollout waiting its turn). On a failure (``on_group`` raised, e.g. the disk is
+    full) or a cancellation, the rollouts still running are cancelled before it is raised."""
+    tasks: list[asyncio.Task[None]] = []
+    failed: list[BaseException] = []
+
+    def check(task: asyncio.Task[None]) -> None:
+        """The first failure stops the others at once, before they finish (and call ``on_group``)."""
+        if not task.cancelled() and task.exception() is not None:
+            failed.append(task.exception())  # type: ignore[arg-type]
+            for other in tasks:
+                other.cancel()
+
+    try:
+        for group in groups:
+            if not group.wanted:
+                await finish(group)
+            for position in range(len(group.wanted)):
+                await bound.acquire()
+                if failed:
+                    bound.release()
+                    raise failed[0]
+                started = [False]
+                task = asyncio.ensure_future(one(group, position, started))
+                task.add_done_callback(check)
+                # a task cancelled before its first step never runs ``one``'s ``finally``: give its slot back here
+                task.add_done_callback(lambda _, started=started: None if started[0] else bound.release())
+                tasks.append(task)
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        raise

@@ -6,7 +6,8 @@ RL trainer. They hold no behaviour beyond (de)serialisation so that every part c
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.errors import UNKNOWN, UNSCORED_KINDS, ConfigError
@@ -78,8 +79,9 @@ class SamplingArgs:
     def to_dict(self) -> dict[str, Any]:
         """Only the keys that are set, ``extra`` flattened in (what metadata.json records)."""
         # ``is`` rather than ``in (None, False)``: 0 == False, and temperature 0 / seed 0 are settings
-        out = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None and v is not False}
-        out.update(self.extra)
+        out = {k: v for k, v in self._fields().items() if k != "extra" and v is not None and v is not False}
+        if self.extra:  # deep-copied, as ``asdict`` did (only ``extra`` can nest)
+            out.update(copy.deepcopy(self.extra))
         return out
 
 

@@ -17,11 +17,19 @@ def lcs_length(a: list | str, b: list | str) -> int:
     """Length of the longest common subsequence (O(len(a)*len(b)), fine for short answers)."""
     if not a or not b:
         return 0
+    if len(a) < len(b):  # the shorter sequence as the row: fewer list entries to build
+        a, b = b, a
     previous = [0] * (len(b) + 1)
     for item in a:
         current = [0]
+        left = 0
         for j, other in enumerate(b):
-            current.append(previous[j] + 1 if item == other else max(previous[j + 1], current[j]))
+            if item == other:
+                left = previous[j] + 1
+            else:
+                up = previous[j + 1]
+                left = up if up > left else left
+            current.append(left)
         previous = current
     return previous[-1]
 

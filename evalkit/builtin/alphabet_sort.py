@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from evalkit.builtin._util import check_counts, lcs_ratio, split_rng
-from evalkit.envs import Parser, Rubric, SingleTurnEnv
+from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 from evalkit.errors import UserError
 
 SYSTEM_PROMPT = (
@@ -56,11 +56,13 @@ def _names(parser: Parser, completion) -> list[str]:
     return [name.lower() for name in parsed.split(", ") if name]
 
 
+@fast_reward
 def exact_order(completion, answer: str, parser: Parser) -> float:
     """1.0 when the reply lists exactly the expected names in the expected order."""
     return float(_names(parser, completion) == [n.lower() for n in answer.split(", ")])
 
 
+@fast_reward
 def partial_order(completion, answer: str, parser: Parser) -> float:
     """LCS similarity between the reply's name sequence and the sorted one (0..1)."""
     return lcs_ratio(_names(parser, completion), [n.lower() for n in answer.split(", ")])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from evalkit.builtin._util import check_counts, split_rng
-from evalkit.envs import Parser, Rubric, SingleTurnEnv
+from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 from evalkit.errors import UserError
 
 SYSTEM_PROMPT = "Solve the arithmetic problem. End your reply with the final answer as a single number."
@@ -49,12 +49,14 @@ def extract_integer(text: str) -> str | None:
     return numbers[-1].replace(",", "")
 
 
+@fast_reward
 def correct_answer(completion, answer: str, parser: Parser) -> float:
     """1.0 when the parsed integer equals the expected one (leading zeros and '+' ignored)."""
     got = parser.parse_answer(completion)
     return float(got is not None and int(got) == int(answer))
 
 
+@fast_reward
 def has_number(completion, parser: Parser) -> float:
     """Logged only (weight 0): did the reply contain any integer at all?"""
     return float(parser.parse_answer(completion) is not None)

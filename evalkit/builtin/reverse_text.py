@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from evalkit.builtin._util import check_counts, lcs_ratio, split_rng
-from evalkit.envs import Parser, Rubric, SingleTurnEnv
+from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 from evalkit.errors import UserError
 
 SYSTEM_PROMPT = (
@@ -42,11 +42,13 @@ def extract_reversed(text: str) -> str:
     return matches[-1].strip() if matches else text.strip()
 
 
+@fast_reward
 def lcs_reward(completion, answer: str, parser: Parser) -> float:
     """Partial credit: 2*LCS / (len(reply) + len(target)) over characters; 1.0 only when exact."""
     return lcs_ratio(parser.parse_answer(completion) or "", answer)
 
 
+@fast_reward
 def exact_match(completion, answer: str, parser: Parser) -> float:
     """Logged only (weight 0): did the model reverse the text exactly?"""
     return float((parser.parse_answer(completion) or "") == answer)

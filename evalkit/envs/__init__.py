@@ -3,7 +3,7 @@
 from evalkit.envs.base import Environment, SingleTurnEnv
 from evalkit.envs.multiturn import MultiTurnEnv
 from evalkit.envs.parsers import Parser, ThinkParser, XMLParser
-from evalkit.envs.rubric import Rubric
+from evalkit.envs.rubric import Rubric, fast_reward
 from evalkit.envs.tool_env import ToolEnv
 from evalkit.envs.tools import tool_schema
 
@@ -13,6 +13,7 @@ __all__ = [
     "MultiTurnEnv",
     "ToolEnv",
     "Rubric",
+    "fast_reward",
     "Parser",
     "XMLParser",
     "ThinkParser",

@@ -52,19 +52,24 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
-
-from datasets import Dataset
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
+from evalkit.envs.rows import column_names, plain_rows, take_rows
 from evalkit.envs.rubric import Rubric
 from evalkit.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
 from evalkit.types import Message, RolloutState, SamplingArgs
 from evalkit.untrusted import cap_message
 
-DatasetLike = Dataset | Iterable[dict[str, Any]] | Callable[[], Any] | None
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+DatasetLike = "Dataset | Iterable[dict[str, Any]] | Callable[[], Any] | None"
+Split = "Dataset | list[dict[str, Any]]"
+"""A built split: a ``datasets.Dataset``, or plain rows that ``datasets`` would return unchanged
+(:mod:`evalkit.envs.rows`; ``datasets`` is then imported only if the ``dataset`` property is read)."""
 
 
 class RunFiles(Protocol):
@@ -76,13 +81,34 @@ class RunFiles(Protocol):
 
 def to_dataset(data: DatasetLike, what: str = "dataset") -> Dataset | None:
     """Accept a ``datasets.Dataset`` or a list of dict rows; check each row can become a prompt."""
+    split = _to_split(data, what)
+    return _as_dataset(split) if split is not None else None
+
+
+def _to_split(data: Any, what: str) -> Split | None:
+    """Plain rows when ``datasets`` would return them unchanged, else a ``Dataset``; checked like :func:`to_dataset`."""
     if data is None:
         return None
-    dataset = data if isinstance(data, Dataset) else Dataset.from_list(list(data))
-    columns = set(dataset.column_names)
+    rows = plain_rows(data)
+    if rows is not None:
+        columns = set(column_names(rows))
+        split: Any = rows
+    else:
+        from datasets import Dataset
+
+        split = data if isinstance(data, Dataset) else Dataset.from_list(list(data))
+        columns = set(split.column_names)
     if "prompt" not in columns and "question" not in columns:
         raise UserError(f"{what} rows need a 'prompt' (messages) or 'question' (text) column; got {sorted(columns)}")
-    return dataset
+    return split
+
+
+def _as_dataset(split: Split) -> Dataset:
+    if isinstance(split, list):
+        from datasets import Dataset
+
+        return Dataset.from_list(split)
+    return split
 
 
 class Environment:
@@ -110,10 +136,11 @@ class Environment:
         if dataset is None and eval_dataset is None:
             raise UserError("an environment needs a dataset or an eval_dataset")
         self._sources = {"dataset": dataset, "eval_dataset": eval_dataset}
-        self._built: dict[str, Dataset | None] = {}
+        self._built: dict[str, Split | None] = {}
+        self._as_datasets: dict[str, Dataset] = {}
         for split, source in self._sources.items():
             if not callable(source):
-                self._built[split] = to_dataset(source, split)
+                self._built[split] = _to_split(source, split)
         self.system_prompt = system_prompt
         self.few_shot = [dict(m) for m in few_shot] if few_shot else None
         self.parser = parser or (rubric.parser if rubric else Parser())
@@ -133,6 +160,7 @@ class Environment:
     def dataset(self, value: DatasetLike) -> None:
         self._sources["dataset"] = value
         self._built.pop("dataset", None)
+        self._as_datasets.pop("dataset", None)
 
     @property
     def eval_dataset(self) -> Dataset | None:
@@ -143,24 +171,37 @@ class Environment:
     def eval_dataset(self, value: DatasetLike) -> None:
         self._sources["eval_dataset"] = value
         self._built.pop("eval_dataset", None)
+        self._as_datasets.pop("eval_dataset", None)
 
     def _split(self, split: str) -> Dataset | None:
+        """The split as a ``datasets.Dataset`` (what the properties promise)."""
+        data = self._data(split)
+        if data is None:
+            return None
+        if split not in self._as_datasets:
+            self._as_datasets[split] = _as_dataset(data)
+        return self._as_datasets[split]
+
+    def _data(self, split: str) -> Split | None:
+        """The split as built: plain rows or a Dataset (a builder function is called on first use)."""
         if split not in self._built:
             source = self._sources.get(split)
             try:
                 data = source() if callable(source) else source
             except Exception as exc:  # user code, run late: still one clear line, not a traceback
                 raise UserError(f"the {split} builder of environment '{self.env_id}' raised {type(exc).__name__}: {exc}") from exc
-            self._built[split] = to_dataset(data, split)
+            self._built[split] = _to_split(data, split)
         return self._built[split]
 
     def get_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
         """Training rows (falls back to the eval split), as plain dicts, at most ``n`` (-1 = all)."""
-        return _take(self.dataset if self.dataset is not None else self.eval_dataset, n, seed, shuffle)
+        data = self._data("dataset")
+        return _take(data if data is not None else self._data("eval_dataset"), n, seed, shuffle)
 
     def get_eval_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
         """Evaluation rows (falls back to the training split), as plain dicts."""
-        return _take(self.eval_dataset if self.eval_dataset is not None else self.dataset, n, seed, shuffle)
+        data = self._data("eval_dataset")
+        return _take(data if data is not None else self._data("dataset"), n, seed, shuffle)
 
     def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
         """The opening messages of a rollout; ``system_prompt`` (e.g. from GEPA) replaces the env's."""
@@ -306,9 +347,11 @@ async def _recorded(step: Any, state: RolloutState, what: str = "environment") -
         state.record_error(ENVIRONMENT, f"{what} raised {type(exc).__name__}: {exc}")
 
 
-def _take(dataset: Dataset | None, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
+def _take(dataset: Split | None, n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
     if dataset is None:
         return []
+    if isinstance(dataset, list):
+        return take_rows(dataset, n, seed, shuffle)
     if shuffle:
         dataset = dataset.shuffle(seed=seed)
     if n is not None and n >= 0:

@@ -15,6 +15,12 @@ past it the rollout records an error of kind ``timeout`` and gets no score. A sy
 running then is left to finish on its thread (Python cannot stop a thread), and that thread stops
 counting against the pool's ``SCORING_THREADS``: a new one serves the rollouts queued behind it, so
 stuck functions never starve healthy ones.
+
+The exception: a sync function its author marks :func:`fast_reward` (pure, bounded work on the
+rollout's own text, such as a regex or an exact match) runs inline on the event loop. A hop to a
+scoring thread costs more CPU than such a function (and the GIL hand-offs cost the loop more still),
+so at thousands of rollouts per second the hop, not the function, is the harness's bottleneck. The
+mark is a promise: an inline call cannot be timed out, and a hanging one stops the whole run.
 """
 
 from __future__ import annotations
@@ -38,6 +44,19 @@ _POOL = DaemonThreadPool(SCORING_THREADS, "reward")  # threads start on first us
 
 RewardFunc = Callable[..., Any]
 INJECTABLE = ("prompt", "completion", "answer", "state", "info", "parser", "task")
+FAST_ATTR = "primekit_fast_reward"
+
+
+def fast_reward(func: RewardFunc) -> RewardFunc:
+    """Mark a sync reward function as fast and bounded: it runs inline on the event loop (see the module
+    docstring), with no scoring thread and so no score timeout. Returns ``func`` itself."""
+    setattr(func, FAST_ATTR, True)
+    return func
+
+
+def is_fast_reward(func: RewardFunc) -> bool:
+    """A sync function marked with :func:`fast_reward` (an async one always runs on the loop)."""
+    return bool(getattr(func, FAST_ATTR, False)) and not is_async_callable(func)
 
 
 @dataclass
@@ -69,11 +88,13 @@ class Rubric:
             raise ValueError(f"Rubric got {len(self.funcs)} funcs but {len(self.weights)} weights")
         self.parser = parser or Parser()
         self._wanted = [_wanted_kwargs(f) for f in self.funcs]
+        self._modes = [_mode(f) for f in self.funcs]
 
     def add_reward_func(self, func: RewardFunc, weight: float = 1.0) -> None:
         self.funcs.append(func)
         self.weights.append(weight)
         self._wanted.append(_wanted_kwargs(func))
+        self._modes.append(_mode(func))
 
     @property
     def names(self) -> list[str]:
@@ -95,27 +116,17 @@ class Rubric:
             "parser": self.parser,
             "task": state.task,
         }
+        if len(self._modes) != len(self.funcs):  # ``funcs`` was changed in place
+            self._wanted, self._modes = [_wanted_kwargs(f) for f in self.funcs], [_mode(f) for f in self.funcs]
         kwargs = [available if wanted is None else {k: available[k] for k in wanted} for wanted in self._wanted]
         values: list[float] = []  # in function order; appended as each function finishes
         errors: list[str] = []
-        loop = asyncio.get_running_loop()
+        if all(mode == _INLINE for mode in self._modes):  # nothing to wait for, nothing to time out
+            for func, func_kwargs in zip(self.funcs, kwargs):
+                _call_sync([(func, func_kwargs)], values, errors, None)
+            return self._total(values, errors)
         try:
-            async with asyncio.timeout(None) as limit:
-                clock = _RunningClock(limit, timeout)
-                start = 0
-                while start < len(self.funcs):
-                    end = start + 1
-                    if is_async_callable(self.funcs[start]):
-                        clock.start()
-                        values.append(await _call_async(self.funcs[start], kwargs[start], errors))
-                    else:  # a run of sync functions: one hop to a worker thread for all of them
-                        while end < len(self.funcs) and not is_async_callable(self.funcs[end]):
-                            end += 1
-                        calls = list(zip(self.funcs[start:end], kwargs[start:end]))
-                        await _POOL.call(_call_sync, calls, values, errors, loop, on_start=clock.start)
-                    clock.pause()
-                    start = end
-                clock.close()
+            await self._run_funcs(kwargs, values, errors, timeout)
         except TimeoutError:
             names = self.names
             finished = list(values)  # a snapshot: a function still running on its thread may append later
@@ -124,6 +135,35 @@ class Rubric:
             message = (f"scoring timed out after {timeout:g} s in reward function {running} "
                        "(raise --score-timeout if it needs longer)")
             return Score(reward=0.0, metrics=metrics, errors=[*list(errors), message], timed_out=True)
+        return self._total(values, errors)
+
+    async def _run_funcs(self, kwargs: list[dict[str, Any]], values: list[float], errors: list[str],
+                         timeout: float | None) -> None:
+        """Each function in order: fast ones inline, async ones on the loop, each run of other sync ones in one
+        hop to a scoring thread; the clock of ``timeout`` runs only while a non-inline function runs."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(None) as limit:
+            clock = _RunningClock(limit, timeout)
+            start = 0
+            while start < len(self.funcs):
+                end = start + 1
+                mode = self._modes[start]
+                if mode == _INLINE:
+                    _call_sync([(self.funcs[start], kwargs[start])], values, errors, None)
+                elif mode == _ASYNC:
+                    clock.start()
+                    values.append(await _call_async(self.funcs[start], kwargs[start], errors))
+                else:  # a run of sync functions: one hop to a worker thread for all of them
+                    while end < len(self.funcs) and self._modes[end] == _THREAD:
+                        end += 1
+                    calls = list(zip(self.funcs[start:end], kwargs[start:end]))
+                    await _POOL.call(_call_sync, calls, values, errors, loop, on_start=clock.start)
+                clock.pause()
+                start = end
+            clock.close()
+
+    def _total(self, values: list[float], errors: list[str]) -> Score:
+        """The weighted sum of the functions' ``values`` (in function order)."""
         metrics: dict[str, float] = {}
         reward = 0.0
         for func, weight, value in zip(self.funcs, self.weights, values):
@@ -159,13 +199,17 @@ class _RunningClock:
 
 
 def _call_sync(calls: list[tuple[RewardFunc, dict[str, Any]]], values: list[float], errors: list[str],
-               loop: asyncio.AbstractEventLoop) -> None:
-    """On a worker thread: each function in turn; a raising one scores 0 and is recorded. A sync
-    callable that returns an awaitable has it awaited on ``loop`` (where its resources live)."""
+               loop: asyncio.AbstractEventLoop | None) -> None:
+    """On a worker thread (or inline, ``loop`` None): each function in turn; a raising one scores 0 and is
+    recorded. A sync callable that returns an awaitable has it awaited on ``loop`` (where its resources
+    live); inline, that is an error (a fast reward function returns its number)."""
     for func, kwargs in calls:
         try:
             value = func(**kwargs)
             if inspect.isawaitable(value):
+                if loop is None:
+                    _close(value)
+                    raise TypeError("a fast_reward function returned an awaitable; make it async instead")
                 value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
             values.append(_finite(func, value, errors))
         except Exception as exc:  # a bad reward function is data, not a crash
@@ -177,9 +221,19 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
+def _close(value: Any) -> None:
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+
+
 async def call_reward_func(func: RewardFunc, **kwargs: Any) -> Any:
     """``func(**kwargs)`` off the event loop when it is sync (on the scoring threads), awaited when
-    async: for reward functions that another library's rubric calls (wrapped verifiers environments)."""
+    async, inline when marked :func:`fast_reward`: for reward functions that another library's rubric calls
+    (wrapped verifiers environments)."""
+    if is_fast_reward(func):
+        value = func(**kwargs)
+        return await value if inspect.isawaitable(value) else value
     return await call_user_code(_POOL, func, **kwargs)
 
 
@@ -205,6 +259,16 @@ def _finite(func: RewardFunc, value: Any, errors: list[str]) -> float:
 
 def _func_name(func: RewardFunc) -> str:
     return getattr(func, "__name__", type(func).__name__)
+
+
+_INLINE, _ASYNC, _THREAD = "inline", "async", "thread"
+
+
+def _mode(func: RewardFunc) -> str:
+    """Where a function runs: inline on the loop (:func:`fast_reward`), awaited on the loop, or on a scoring thread."""
+    if is_async_callable(func):
+        return _ASYNC
+    return _INLINE if is_fast_reward(func) else _THREAD
 
 
 def _wanted_kwargs(func: RewardFunc) -> tuple[str, ...] | None:

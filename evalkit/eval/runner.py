@@ -55,10 +55,13 @@ SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_th
                 "avg_error", "errors_by_kind", "usage", "reward_diversity")
 
 
-@dataclass
+@dataclass(repr=False)
 class EvalResult:
     """What a run produced. ``states`` are this invocation's rollouts (with token ids/logprobs);
-    ``rows`` are all rows of the run dir (resumed ones included)."""
+    ``rows`` are all rows of the run dir (resumed ones included).
+
+    Its repr is short on purpose: ``asyncio.run`` builds the repr of its main task (and so of this result,
+    every state and row included) when it restores the SIGINT handler, which cost ~0.1 ms per rollout."""
 
     run_dir: Path
     config: EvalConfig
@@ -69,6 +72,10 @@ class EvalResult:
     duration_s: float
     resumed_rows: int = 0
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (f"EvalResult(run_dir={str(self.run_dir)!r}, states={len(self.states)}, rows={len(self.rows)}, "
+                f"status={self.metadata.get('status')!r})")
 
     @property
     def complete(self) -> bool:

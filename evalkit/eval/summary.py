@@ -21,10 +21,9 @@ error / rollouts). Token usage counts every rollout (errored ones spent tokens t
 
 from __future__ import annotations
 
-from math import comb
+from math import comb, fsum, isnan, sqrt
 from typing import Any
 
-import pandas as pd
 from rich.table import Table
 
 from evalkit.errors import ERROR_KINDS, UNKNOWN, error_kind
@@ -52,33 +51,58 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
 
 
 def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float) -> dict[str, Any]:
-    """Mean/std reward, metric means, pass@k, pass^k and reward diversity over scored rows only."""
+    """Mean/std reward, metric means, pass@k, pass^k and reward diversity over scored rows only.
+
+    Plain Python, not pandas: it runs twice at the end of every run (and importing pandas cost start-up
+    time); the numbers are pandas' (population std; a metric's mean over the rows that have it as a number)."""
     if not rows:
         return {"avg_reward": None, "std_reward": None, "avg_metrics": {}, "pass_at_k": {}, "pass_all_k": {},
                 "reward_diversity": None}
-    frame = pd.DataFrame(
-        {"example_id": [r["example_id"] for r in rows], "reward": [float(r.get("reward") or 0.0) for r in rows]}
-    )
-    metrics = pd.DataFrame([r.get("metrics") or {} for r in rows])
-    groups = frame.groupby("example_id")["reward"]
-    passes = frame.assign(passed=frame["reward"] >= pass_threshold).groupby("example_id")["passed"].agg(["size", "sum"])
+    rewards = [float(r.get("reward") or 0.0) for r in rows]
+    groups: dict[Any, list[float]] = {}
+    for row, reward in zip(rows, rewards):
+        groups.setdefault(row["example_id"], []).append(reward)
+    ordered = [groups[key] for key in sorted(groups)]
     pass_at_k, pass_all_k = {}, {}
     for k in range(1, rollouts_per_example + 1):
-        eligible = passes[passes["size"] >= k]
-        if len(eligible):
-            pairs = [(int(n), int(c)) for n, c in zip(eligible["size"], eligible["sum"])]
+        pairs = [(len(g), sum(1 for x in g if x >= pass_threshold)) for g in ordered if len(g) >= k]
+        if pairs:
             pass_at_k[str(k)] = round(sum(1.0 - comb(n - c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
             pass_all_k[str(k)] = round(sum(comb(c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
-    multi = groups.agg(["size", "nunique"])
-    multi = multi[multi["size"] > 1]
+    multi = [g for g in ordered if len(g) > 1]
+    mean = fsum(rewards) / len(rewards)
     return {
-        "avg_reward": round(float(frame["reward"].mean()), 6),
-        "std_reward": round(float(frame["reward"].std(ddof=0)), 6),
-        "avg_metrics": {name: round(float(value), 6) for name, value in metrics.mean(numeric_only=True).items()},
+        "avg_reward": round(mean, 6),
+        "std_reward": round(sqrt(fsum((x - mean) ** 2 for x in rewards) / len(rewards)), 6),
+        "avg_metrics": _metric_means(rows),
         "pass_at_k": pass_at_k,
         "pass_all_k": pass_all_k,
-        "reward_diversity": round(float((multi["nunique"] > 1).mean()), 6) if len(multi) else None,
+        "reward_diversity": round(sum(len(set(g)) > 1 for g in multi) / len(multi), 6) if multi else None,
     }
+
+
+def _metric_means(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each metric's mean over the rows where it is a number (missing, None and NaN skipped), in order of first
+    appearance, as pandas' ``mean(numeric_only=True)`` gave it: a metric with any value that is not a number
+    is left out, and one that is None wherever it appears averages to NaN unless every row has it (then left out)."""
+    columns: dict[str, list[float]] = {}
+    present: dict[str, int] = {}
+    dropped: set[str] = set()
+    for row in rows:
+        for name, value in (row.get("metrics") or {}).items():
+            values = columns.setdefault(name, [])
+            present[name] = present.get(name, 0) + 1
+            if isinstance(value, (int, float)):
+                values.append(float(value))
+            elif value is not None:
+                dropped.add(name)
+    means = {}
+    for name, values in columns.items():
+        numbers = [v for v in values if not isnan(v)]
+        if name in dropped or (not values and present[name] == len(rows)):
+            continue
+        means[name] = round(fsum(numbers) / len(numbers), 6) if numbers else float("nan")
+    return means
 
 
 def run_status(summary: dict[str, Any]) -> str:

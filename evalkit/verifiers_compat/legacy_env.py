@@ -88,6 +88,10 @@ class VerifiersEnvironment(Environment):
     def eval_dataset(self) -> Any:
         return self._build("eval_dataset", self.vf_env.build_eval_dataset)
 
+    def _data(self, split: str) -> Any:
+        """What ``get_dataset``/``get_eval_dataset`` read: verifiers' own split (a ``datasets.Dataset``)."""
+        return self.dataset if split == "dataset" else self.eval_dataset
+
     def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
         """The row's prompt as verifiers built it (its ``system_prompt`` and ``few_shot`` already applied, so
         ``system_prompt=""`` adds no message here either); a system prompt given for the run (GEPA,

@@ -9,7 +9,8 @@ see it is the call itself: :func:`record_reward_errors` replaces each function i
 and return annotation, records the exception on the rollout's verifiers state (``state[ERRORS_KEY]``; for a
 group function, on every state of the group) and re-raises it, so verifiers' own handling (log line, 0.0) is
 unchanged. A sync function runs on primekit's scoring threads (:func:`evalkit.envs.rubric.call_reward_func`),
-so a slow one holds up only its own rollout, as in a native rubric.
+so a slow one holds up only its own rollout, as in a native rubric; one marked
+:func:`~evalkit.envs.rubric.fast_reward` runs inline, as there.
 """
 
 from __future__ import annotations
