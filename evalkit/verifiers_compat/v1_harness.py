@@ -9,8 +9,9 @@ stream) only needs ``openai``, ``mcp``, ``httpx`` and ``tenacity`` (0.4 adds ``h
 verifiers itself depends on, so they are installed wherever verifiers is.
 
 :class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
-written into the rollout's working directory and started with ``sys.executable`` instead of a uv
-environment. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
+written into the rollout's working directory and run by this interpreter instead of a uv environment:
+forked, with its imports already loaded, from one server per primekit process
+(:mod:`~evalkit.verifiers_compat.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
 goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
 
 verifiers finds harnesses by module name, so the plugin is exposed as the top-level module
@@ -20,17 +21,19 @@ verifiers finds harnesses by module name, so the plugin is exposed as the top-le
 from __future__ import annotations
 
 import hashlib
-import sys
 from typing import Any
 
 from verifiers.v1.harnesses.null.harness import NullHarness
+
+from evalkit.verifiers_compat.harness_workers import program_command
 from verifiers.v1.runtimes import SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
 
 
 class LocalInterpreterRuntime:
-    """A rollout's subprocess runtime, except that a PEP 723 script runs with ``sys.executable``, not uv.
+    """A rollout's subprocess runtime, except that a PEP 723 script runs with this interpreter, not uv: forked
+    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`).
 
     Every other attribute and method is the wrapped runtime's own.
     """
@@ -45,7 +48,7 @@ class LocalInterpreterRuntime:
         data = script.encode() if isinstance(script, str) else script
         path = f".primekit-program-{hashlib.sha256(data).hexdigest()[:16]}.py"
         await self._runtime.write(path, data)
-        return [sys.executable, path]
+        return program_command(path)
 
 
 class OfflineChatHarness(NullHarness):

@@ -1,0 +1,98 @@
+"""Harness runs for v1 tasksets without an interpreter start-up each: one fork server per primekit process.
+
+verifiers' subprocess runtime starts the chat program once per rollout. Started as a fresh interpreter, the
+program spends ~1.5 s of CPU importing its libraries first; here the runtime starts ``launcher.py`` instead
+(``python -S``, ~10 ms), which has ``forkserver.py`` fork a child that already holds those imports. The child
+is still a separate process with the run's own session, working directory, environment and streams (the
+isolation v1 promises: harness code never runs in primekit's process), and the exit code is the program's.
+
+The server is started on first use and lives as long as this process (it exits when its stdin closes). It
+is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key of primekit's environment is
+in its memory or its children's ``/proc/<pid>/environ``; each run's environment is the one verifiers builds
+for it. Where the server cannot run (no ``os.pidfd_open``: not Linux 5.3+; or it fails to start), every run
+falls back to a fresh interpreter, as before, and one warning says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FORKSERVER = Path(__file__).with_name("forkserver.py")
+LAUNCHER = Path(__file__).with_name("launcher.py")
+SERVER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE")
+"""The variables the fork server starts with: enough to find Python's packages, nothing secret."""
+START_TIMEOUT_S = 60.0
+
+
+class ForkServer:
+    """One running ``forkserver.py`` and the socket it listens on."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="primekit-harness-")
+        self.socket = os.path.join(self.folder, "fork.sock")
+        env = {name: os.environ[name] for name in SERVER_ENV if name in os.environ}
+        self.process = subprocess.Popen([sys.executable, str(FORKSERVER), self.socket], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, env=env, start_new_session=True)
+        ready = _read_line(self.process, START_TIMEOUT_S)
+        if ready != b"READY\n":
+            self.close()
+            raise RuntimeError(f"the harness fork server did not start (said {ready!r})")
+
+    def command(self, program: str) -> list[str]:
+        """The argv that runs ``program`` (a path, relative to the run's working directory) in a forked child."""
+        return [sys.executable, "-S", str(LAUNCHER), self.socket, program]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
+    """The server's first line, or b"" if it says nothing within ``timeout`` (then it is killed)."""
+    box: list[bytes] = [b""]
+    reader = threading.Thread(target=lambda: box.__setitem__(0, process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        process.kill()
+    return box[0]
+
+
+_lock = threading.Lock()
+_server: ForkServer | None = None
+_unavailable = False
+
+
+def program_command(program: str) -> list[str]:
+    """How verifiers' runtime should start ``program``: through the fork server, or (where it cannot run) a
+    fresh interpreter."""
+    global _server, _unavailable
+    with _lock:
+        if _server is None and not _unavailable:
+            if not hasattr(os, "pidfd_open"):
+                _unavailable = True
+                log.warning("harness runs start a fresh interpreter each (no os.pidfd_open on this system)")
+            else:
+                try:
+                    _server = ForkServer()
+                    atexit.register(_server.close)
+                except (OSError, RuntimeError) as exc:
+                    _unavailable = True
+                    log.warning("harness runs start a fresh interpreter each: %s", exc)
+        server = _server
+    return server.command(program) if server is not None else [sys.executable, program]

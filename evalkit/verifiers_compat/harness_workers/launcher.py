@@ -1,0 +1,43 @@
+"""The command verifiers' subprocess runtime starts for one harness run: it hands the run to the fork server.
+
+Run as ``python -S launcher.py SOCKET PROGRAM [ARGS...]`` (standard library only, started in ~10 ms). It sends
+its own argv (from PROGRAM on), working directory, environment and standard streams to the fork server
+(``forkserver.py``, which documents the protocol), then waits and exits with the program's exit code, so to
+verifiers it is the program: same streams, same code. SIGTERM is forwarded; if the launcher is killed, the
+server kills the program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+
+def main(argv: list[str]) -> int:
+    path, program = argv[0], argv[1:]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(path)
+    header = json.dumps({"argv": program, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    socket.send_fds(conn, [struct.pack(">I", len(header))], [0, 1, 2])
+    conn.sendall(header)
+    signal.signal(signal.SIGTERM, lambda *_: conn.send(b"T"))
+    answer = b""
+    while not answer.endswith(b"\n"):
+        try:
+            more = conn.recv(64)
+        except InterruptedError:
+            continue
+        if not more:
+            print("primekit harness worker: the fork server went away", file=sys.stderr)
+            return 1
+        answer += more
+    code = int(answer)
+    return 128 - code if code < 0 else code  # killed by signal N: the shell's 128+N
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
