@@ -136,7 +136,8 @@ def main() -> int:
     eval_wall = rows["reuse on"]["wall"]
     for m in metrics:
         print(f"rl step {m['step']}: {m['groups_generated'] * args.r} rollouts, {m['gen_tokens']} generated tokens, generation "
-              f"{m['gen_s']:.1f} s = {m['gen_s'] / eval_wall:.2f}x the eval's {eval_wall:.1f} s (goal <= 1.2x)")  # fmt: skip
+              f"{m['gen_s']:.1f} s = {m['gen_s'] / eval_wall:.2f}x the eval's {eval_wall:.1f} s (goal <= 1.2x); "
+              f"training {m['train_s']:.1f} s, step {m['step_s']:.1f} s")  # fmt: skip
     print(load("[end]"))
     return 0
 
