@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,6 +301,7 @@ class Trainer:
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=False)
         _split_threads(level > 0)
+        restore_priority = _yield_to_sampler(level > 0)
         pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
         columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
@@ -327,10 +330,11 @@ class Trainer:
                     progress.console.print(
                         f"step {step:>4}  reward {last['reward_mean']:.3f}  kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
-                        f"gen {last['gen_s']:.1f}s  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
+                        f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
                     )
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
+            restore_priority()
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=True)
         return last
@@ -477,6 +481,13 @@ class Pipeline:
             future.result()
 
 
+def _rounds_note(metrics: dict[str, Any]) -> str:
+    """`` (N rounds)`` when the difficulty filter rolled out replacement groups: generation then did
+    N times the rollouts of one batch, which is why its time is a multiple of an eval's."""
+    rounds = metrics.get("rounds", 1)
+    return f" ({rounds} rounds)" if rounds > 1 else ""
+
+
 def _reward_by_env(batch: Any) -> dict[str, float]:
     """``reward_mean/<env>`` over the step's generated rollouts, for each environment that had some."""
     by_env: dict[str, list[float]] = {}
@@ -499,6 +510,44 @@ def _split_threads(off_policy: bool) -> None:
         return
     cores = os.cpu_count() or 1
     torch.set_num_threads(max(1, cores // 2))
+
+
+TRAINER_NICE = 19
+"""The trainer thread's niceness while it overlaps the sampler on CPU (19: the lowest priority)."""
+
+
+def _yield_to_sampler(off_policy: bool) -> Callable[[], None]:
+    """With overlap on CPU, lower this (the trainer's) thread's scheduling priority; returns the undo.
+
+    The sampler is the step's critical path: the next step cannot start before its rollouts exist,
+    while training only has to finish before the next sync. On a few cores the two compete, and an
+    equal share made generation ~2x slower than an eval of the same rollouts (bench/multiturn.py).
+    At nice +19 (the lowest priority) the trainer gets what generation leaves (waits for the environment, idle sampler);
+    the engine's worker keeps its own priority. Linux sets niceness per thread; where the undo is
+    not permitted (raising priority needs privileges) the thread stays nice, which only matters
+    while something else wants the CPU."""
+    if not off_policy or torch_cuda_available() or not hasattr(os, "setpriority"):
+        return lambda: None
+    tid = threading.get_native_id()
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, max(before, TRAINER_NICE))
+    except OSError:
+        return lambda: None
+
+    def restore() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, before)
+        except OSError:
+            pass
+
+    return restore
+
+
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _worker_threads() -> None:

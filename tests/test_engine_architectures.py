@@ -350,3 +350,26 @@ def test_graph_path_logic_with_a_simulated_cuda(tokenizer, monkeypatch, fail_cap
     finally:
         plain.close()
         graphed.close()
+
+
+@pytest.mark.parametrize("kind, backend", [("llama", "fused"), ("qwen3", "hf"), ("gemma2", "hf"), ("mistral-window", "hf"), ("phi3", "hf")])
+def test_prefix_reuse_matches_transformers(tokenizer, kind: str, backend: str):
+    """A conversation's next turn reuses the K/V of the last one (prefill and decode steps, sliding
+    windows and soft-capping included) and still gets a plain forward's greedy tokens and logprobs."""
+    model = _build(kind)
+    engine = _engine(model, tokenizer)
+    try:
+        assert engine.backend == backend
+        first = [1] + list(range(300, 340))
+        turn = engine.generate_many([first], GREEDY)[0]
+        prompts = [first + turn.token_ids + [7, 8, 9], first + [11, 12]]  # the next turn, and a sibling of the first
+        results = [f.result(timeout=120) for f in [engine.submit(p, GREEDY) for p in prompts]]
+        assert [r.cached_tokens for r in results] == [len(first) + len(turn.token_ids) - 1, len(first)]
+        for result, prompt in zip(results, prompts):
+            expected = _forward_logprobs(model, prompt, result.token_ids)
+            assert torch.allclose(torch.tensor(result.logprobs), expected, atol=1e-4), (result.logprobs, expected)
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([prompt + result.token_ids])).logits[0, len(prompt) - 1 : -1]
+            assert logits.argmax(-1).tolist() == result.token_ids
+    finally:
+        engine.close()

@@ -41,6 +41,8 @@ CUDA_WINDOW = 16
 """Decode steps between host synchronisations on CUDA (on CPU: 1)."""
 CUDA_KV_SHARE = 0.5
 """Share of the GPU memory free after loading that the KV cache may plan for, by default."""
+PREFIX_CACHE_GB = 1.0
+"""Default bound on the prefix cache's K/V (CPU; on CUDA the smaller of this and a tenth of the free memory)."""
 
 
 class EngineError(RuntimeError):
@@ -114,6 +116,13 @@ class Engine:
     them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``; default
     4 GB on CPU, half the GPU memory left free after loading on CUDA).
 
+    Prefix reuse (:mod:`evalkit.model.prefix_cache`): the K/V of prompts and finished sequences are
+    kept, so a request that starts with tokens the engine has seen (the conversation's previous
+    turn, a group's shared prompt) prefills only the rest. They take at most ``prefix_cache_gb``
+    (default 1 GB; on CUDA at most a tenth of the free memory) on top of the KV cache, least recently
+    used evicted first; ``prefix_cache_gb=0`` turns reuse off. A weight update empties it.
+    :meth:`prefix_stats` counts prompt tokens prefilled and reused.
+
     Requests: :meth:`submit` (thread-safe, returns a ``concurrent.futures.Future``; cancelling it
     drops the sequence from the batch), :meth:`generate` (async) and :meth:`generate_many`
     (blocking). Bad requests raise :class:`~evalkit.model.requests.InvalidRequest` at submission.
@@ -134,6 +143,7 @@ class Engine:
         window: int | None = None,
         graphs: bool | None = None,
         bucketed: bool = False,
+        prefix_cache_gb: float | None = None,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -157,6 +167,7 @@ class Engine:
             kv_budget_bytes=(kv_cache_gb if kv_cache_gb is not None else _default_kv_gb(self.device)) * 2**30,
             prefill_tokens=16384 if cuda else 4096,
             window=max(1, window if window is not None else (CUDA_WINDOW if cuda else 1)),
+            prefix_bytes=(prefix_cache_gb if prefix_cache_gb is not None else _default_prefix_gb(self.device)) * 2**30,
         )
         self._graphs = cuda and self._forward.graph_safe and graphs is not False
         self._bucketed = bucketed
@@ -274,6 +285,8 @@ class Engine:
                         raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
                     self.model.load_state_dict(dict(update.state_dict), strict=False)
                 self._forward.load(self.model)
+                if self._scheduler is not None:  # K/V of the old weights must not be reused
+                    self._scheduler.prefixes.clear()
             if cuda:  # and ours finish reading it before the trainer may write it again
                 torch.cuda.current_stream(self.device).synchronize()
             self.weights_version += 1
@@ -307,6 +320,17 @@ class Engine:
         scheduler = self._scheduler
         running = len(scheduler.active) if scheduler is not None else 0
         return {"requests_running": running, "requests_waiting": len(self._pending)}
+
+    def prefix_stats(self) -> dict[str, int]:
+        """Prompt tokens submitted so far, how many were prefilled and how many reused from the prefix
+        cache, and the cache's current size (approximate: read without the worker's lock)."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return {"prompt_tokens": 0, "prefilled_tokens": 0, "reused_tokens": 0, "cache_bytes": 0, "entries": 0}
+        stats = scheduler.prefixes.stats
+        return {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
+                "reused_tokens": stats.reused_tokens, "cache_bytes": scheduler.prefixes.nbytes,
+                "entries": len(scheduler.prefixes.entries)}  # fmt: skip
 
     # -- the worker --------------------------------------------------------------------------------
 
@@ -367,6 +391,13 @@ def _default_kv_gb(device: torch.device) -> float:
         return 4.0
     free, _total = torch.cuda.mem_get_info(device)
     return CUDA_KV_SHARE * free / 2**30
+
+
+def _default_prefix_gb(device: torch.device) -> float:
+    if device.type != "cuda":
+        return PREFIX_CACHE_GB
+    free, _total = torch.cuda.mem_get_info(device)
+    return min(PREFIX_CACHE_GB, 0.1 * free / 2**30)
 
 
 def _int64(seed: int) -> int:

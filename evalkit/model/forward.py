@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from typing import Any
 
-from evalkit.model.kvcache import KVCache, right_padded
+from evalkit.model.kvcache import KVCache, extension, right_padded
 from evalkit.model.weights import DecoderShape, DecoderWeights, rope_tables
 
 
@@ -95,12 +95,16 @@ class LlamaForward:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]]) -> torch.Tensor:
+    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None) -> torch.Tensor:
         """Run whole prompts (right-padded into one batch), fill their slots' cache, and return the
         float32 logits at each prompt's last position, ``[len(prompts), vocab]``.
 
+        ``starts[i]`` > 0: slot ``slots[i]`` already holds the K/V of ``prompts[i][:starts[i]]``
+        (a reused prefix) and only the rest is computed (:meth:`_extend`).
         Right padding needs no mask beyond causality: pad keys sit after every real query.
         """
+        if starts is not None and any(starts):
+            return self._extend(cache, slots, prompts, starts)
         ids, last = right_padded(cache, slots, prompts)
         longest = ids.shape[1]
         slot_index = torch.tensor(slots, dtype=torch.long, device=self.device)
@@ -118,6 +122,31 @@ class LlamaForward:
             x = self._mlp(x, layer)
         rows = torch.arange(len(prompts), device=self.device)
         return self.logits(x[rows, last])
+
+    def _extend(self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int]) -> torch.Tensor:
+        """Prefill of the new tokens only: each row writes its tokens' K/V at their positions and
+        attends to its slot's keys up to each query's position (an explicit mask, since rows start
+        at different positions)."""
+        batch = extension(cache, slots, prompts, starts)
+        n, span = batch.ids.shape
+        cos = self.cos[batch.positions][:, :, None, :]
+        sin = self.sin[batch.positions][:, :, None, :]
+        keys_at = torch.arange(batch.total, device=self.device)
+        mask = (keys_at[None, None, :] <= batch.positions[:, :, None])[:, None]  # [n, 1, span, total]
+        write_slots = batch.slots[:, None].expand(n, span)[batch.valid]
+        write_positions = batch.positions[batch.valid]
+        x = F.embedding(batch.ids, self.weights.embed)
+        for index, layer in enumerate(self.weights.layers):
+            q, k, v = self._qkv(x, layer, cos, sin)  # [n, span, heads, d]
+            k_cache, v_cache = cache.k[index], cache.v[index]
+            k_cache[write_slots, :, write_positions] = k[batch.valid]
+            v_cache[write_slots, :, write_positions] = v[batch.valid]
+            keys, values = k_cache[batch.slots, :, : batch.total], v_cache[batch.slots, :, : batch.total]
+            attn = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
+            x = x + layer.o(attn.transpose(1, 2).reshape(n, span, self._q_width))
+            x = self._mlp(x, layer)
+        rows = torch.arange(n, device=self.device)
+        return self.logits(x[rows, batch.last])
 
     def decode(self, cache: KVCache, tokens: torch.Tensor, positions: torch.Tensor, length: int) -> torch.Tensor:
         """One step for slots ``0..B-1``: ``tokens[b]`` sits at ``positions[b]``, and attends to

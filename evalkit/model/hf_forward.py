@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from evalkit.errors import UserError
-from evalkit.model.kvcache import CacheShape, KVCache, right_padded
+from evalkit.model.kvcache import CacheShape, Extension, KVCache, extension, right_padded
 from evalkit.model.weights import effective_linear
 
 KNOWN_LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -73,9 +73,12 @@ class HFForward:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]]) -> torch.Tensor:
+    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None) -> torch.Tensor:
         """Whole prompts, right-padded into one batch: fill their slots, return float32 logits at
-        each prompt's last position ``[len(prompts), vocab]``."""
+        each prompt's last position ``[len(prompts), vocab]``. With ``starts`` (reused prefixes
+        already in the slots), only each prompt's tokens from ``starts[i]`` on are computed."""
+        if starts is not None and any(starts):
+            return self._extend(extension(cache, slots, prompts, starts), cache)
         ids, self._gather = right_padded(cache, slots, prompts)
         positions = torch.arange(ids.shape[1], device=self.device)
         view = _SlotCache(cache, prefill_slots=torch.tensor(slots, device=self.device))
@@ -84,6 +87,21 @@ class HFForward:
                 input_ids=ids,
                 position_ids=positions[None, :].expand(len(prompts), -1),
                 attention_mask=self._masks(positions[None, :], positions),
+                past_key_values=view,
+                use_cache=True,
+            )
+        finally:
+            self._gather = None
+        return out.logits[:, -1].float()
+
+    def _extend(self, batch: Extension, cache: KVCache) -> torch.Tensor:
+        self._gather = batch.last
+        view = _SlotCache(cache, extend=batch)
+        try:
+            out = self.module(
+                input_ids=batch.ids,
+                position_ids=batch.positions,
+                attention_mask=self._masks(batch.positions, torch.arange(batch.total, device=self.device)),
                 past_key_values=view,
                 use_cache=True,
             )
@@ -149,8 +167,10 @@ class _SlotCache:
         prefill_slots: torch.Tensor | None = None,
         decode_positions: torch.Tensor | None = None,
         length: int = 0,
+        extend: Extension | None = None,
     ):
         self.cache = cache
+        self.extend = extend
         self.prefill_slots = prefill_slots
         self.positions = decode_positions
         self.length = length
@@ -158,6 +178,13 @@ class _SlotCache:
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         k_cache, v_cache = self.cache.k[layer_idx], self.cache.v[layer_idx]
+        if self.extend is not None:  # new tokens after reused prefixes: store them, attend to the slot rows
+            batch = self.extend
+            slots = batch.slots[:, None].expand(batch.valid.shape)[batch.valid]
+            positions = batch.positions[batch.valid]
+            k_cache[slots, :, positions] = key_states.transpose(1, 2)[batch.valid].to(k_cache.dtype)
+            v_cache[slots, :, positions] = value_states.transpose(1, 2)[batch.valid].to(v_cache.dtype)
+            return k_cache[batch.slots, :, : batch.total], v_cache[batch.slots, :, : batch.total]
         if self.prefill_slots is not None:
             span = key_states.shape[2]
             k_cache[self.prefill_slots, :, :span] = key_states.to(k_cache.dtype)
@@ -169,9 +196,13 @@ class _SlotCache:
         return k_cache[:batch, :, : self.length], v_cache[:batch, :, : self.length]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
+        if self.extend is not None:
+            return self.extend.total - self.extend.ids.shape[1]
         return 0 if self.prefill_slots is not None else self.length - 1
 
     def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        if self.extend is not None:
+            return self.extend.total, 0
         return (query_length if self.prefill_slots is not None else self.length), 0
 
     def get_query_offset(self, layer_idx: int = 0) -> int:

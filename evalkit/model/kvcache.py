@@ -105,3 +105,38 @@ def right_padded(cache: KVCache, slots: list[int], prompts: list[list[int]]) -> 
     for row, prompt in enumerate(prompts):
         ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
     return ids.to(cache.device), torch.tensor(lengths, device=cache.device) - 1
+
+
+@dataclass(frozen=True)
+class Extension:
+    """A prefill batch that continues sequences already ``starts[i]`` positions into their slots:
+    only each prompt's new tokens ``prompt[start:]`` are computed.
+
+    ``ids`` ``[n, longest new]`` right-padded with 0; ``positions`` the same shape, each token's
+    position (a pad repeats its row's last one); ``valid`` marks real tokens; ``last`` each row's
+    last new index ``[n]``; ``slots`` ``[n]``; ``total`` the positions the longest row spans."""
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    valid: torch.Tensor
+    last: torch.Tensor
+    slots: torch.Tensor
+    total: int
+
+
+def extension(cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int]) -> Extension:
+    """An :class:`Extension` on the cache's device, with room in ``cache`` for every prompt."""
+    fresh = [p[s:] for p, s in zip(prompts, starts)]
+    longest = max(len(f) for f in fresh)
+    total = max(len(p) for p in prompts)
+    cache.ensure(max(slots) + 1, total)
+    ids = torch.zeros((len(prompts), longest), dtype=torch.long)
+    positions = torch.zeros((len(prompts), longest), dtype=torch.long)
+    for row, (tokens, start) in enumerate(zip(fresh, starts)):
+        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        positions[row] = torch.clamp(torch.arange(start, start + longest), max=start + len(tokens) - 1)
+    lengths = torch.tensor([len(f) for f in fresh])
+    valid = torch.arange(longest)[None, :] < lengths[:, None]
+    device = cache.device
+    return Extension(ids.to(device), positions.to(device), valid.to(device), (lengths - 1).to(device),
+                     torch.tensor(slots, dtype=torch.long, device=device), total)  # fmt: skip

@@ -77,6 +77,8 @@ class GenerationResult:
     logprobs: list[float]
     weights_version: int = 0
     timing: dict[str, float] = field(default_factory=dict)
+    cached_tokens: int = 0
+    """Prompt tokens whose K/V came from the engine's prefix cache (not prefilled again)."""
 
 
 def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_length: int) -> SamplingParams:

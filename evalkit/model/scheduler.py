@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from evalkit.model.kvcache import KVCache
+from evalkit.model.prefix_cache import MIN_REUSE, PrefixCache, PrefixEntry, common_prefix
 from evalkit.model.requests import GenerationResult, SamplingParams
 from evalkit.model.sampling import sample, sampling_mode
 from evalkit.model.stepper import DecodeStepper, SlotState, attend_length
@@ -50,6 +51,9 @@ class Sequence:
     started: float = 0.0
     on_tokens: "TokenListener | None" = None
     """Told each increment of sampled tokens (see :meth:`evalkit.model.engine.Engine.submit`)."""
+    reused: int = 0
+    """Prompt positions whose K/V came from the prefix cache instead of being prefilled."""
+    prefix: PrefixEntry | None = None
 
     @property
     def worst_length(self) -> int:
@@ -66,6 +70,8 @@ class Limits:
     """Most padded prompt tokens prefilled in one forward; bounds a prefill's activation memory."""
     window: int
     """Decode steps between host synchronisations."""
+    prefix_bytes: float = 0.0
+    """Most K/V bytes the prefix cache keeps for reuse (:mod:`evalkit.model.prefix_cache`); 0: no reuse."""
 
 
 class Scheduler:
@@ -83,6 +89,7 @@ class Scheduler:
         self.stepper = DecodeStepper(forward, self.cache, self.state, graphs=graphs, max_rows=limits.max_batch, bucketed=bucketed)
         self.active: list[Sequence] = []
         self._kv_bytes = KVCache.bytes_per_position(forward.cache_shape, dtype)
+        self.prefixes = PrefixCache(forward.cache_shape, dtype, forward.device, limits.prefix_bytes)
 
     # -- admission -------------------------------------------------------------------------------
 
@@ -105,25 +112,68 @@ class Scheduler:
         return admitted
 
     def prefill(self, admitted: list[Sequence]) -> None:
-        """Prefill ``admitted`` in chunks, sample each one's first token, and add them to the batch."""
+        """Prefill ``admitted`` in chunks, sample each one's first token, and add them to the batch.
+
+        With the prefix cache on, requests that share a long prefix with an earlier one of this
+        round (a group's rollouts) wait for a second wave, and reuse the K/V the first wave saved."""
         admitted = [s for s in admitted if not s.future.cancelled()]
-        for chunk in _prefill_chunks(admitted, self.limits.prefill_tokens):
-            first = len(self.active)
-            now = time.perf_counter()
-            for sequence in chunk:
-                sequence.started = now
-                sequence.length = len(sequence.prompt_ids)
-            logits = self.forward.prefill(self.cache, list(range(first, first + len(chunk))), [s.prompt_ids for s in chunk])
-            st = self.state
-            st.configure(first, [s.params for s in chunk], [s.seed for s in chunk], [s.prompt_ids for s in chunk], logits.shape[-1])
-            rows = slice(first, first + len(chunk))
-            mode = sampling_mode(s.params for s in chunk)
-            tokens, logprobs = sample(logits, st.settings(rows), st.seeds[rows], st.counters[rows], mode)
-            if mode.penalized and st.seen is not None:
-                st.seen[rows].scatter_(1, tokens[:, None], True)
-            st.start(first, tokens, [s.length for s in chunk])
-            self.active.extend(chunk)
-            self._settle(first, [[t] for t in tokens.tolist()], [[lp] for lp in logprobs.tolist()])
+        for wave in self._waves(admitted):
+            for sequence in wave:
+                sequence.prefix, sequence.reused = self.prefixes.lookup(sequence.prompt_ids)
+            for chunk in _prefill_chunks(wave, self.limits.prefill_tokens):
+                self._prefill_chunk(chunk)
+
+    def _waves(self, admitted: list[Sequence]) -> list[list[Sequence]]:
+        """(leaders, followers): a follower shares at least :data:`MIN_REUSE` more tokens with a
+        leader's prompt than with anything the prefix cache holds now."""
+        if not self.prefixes.enabled or len(admitted) < 2:
+            return [admitted]
+        leaders: list[tuple[Sequence, torch.Tensor]] = []
+        followers: list[Sequence] = []
+        for sequence in admitted:
+            ids = torch.tensor(sequence.prompt_ids, dtype=torch.long)
+            shared = max((common_prefix(ids, other) for _, other in leaders), default=0)
+            if shared >= MIN_REUSE and shared >= self.prefixes.lookup(sequence.prompt_ids)[1] + MIN_REUSE:
+                followers.append(sequence)
+            else:
+                leaders.append((sequence, ids))
+        return [wave for wave in ([s for s, _ in leaders], followers) if wave]
+
+    def _prefill_chunk(self, chunk: list[Sequence]) -> None:
+        first = len(self.active)
+        now = time.perf_counter()
+        slots = list(range(first, first + len(chunk)))
+        prompts = [s.prompt_ids for s in chunk]
+        for sequence in chunk:
+            sequence.started = now
+            sequence.length = len(sequence.prompt_ids)
+        if any(s.reused for s in chunk):
+            self.cache.ensure(first + len(chunk), max(len(p) for p in prompts))
+            for slot, sequence in zip(slots, chunk):
+                if sequence.prefix is not None:
+                    self.prefixes.restore(sequence.prefix, self.cache, slot, sequence.reused)
+        logits = self.forward.prefill(self.cache, slots, prompts, [s.reused for s in chunk])
+        self._count(chunk)
+        for slot, sequence in zip(slots, chunk):
+            sequence.prefix = None
+            self.prefixes.save(self.cache, slot, sequence.prompt_ids)
+        st = self.state
+        st.configure(first, [s.params for s in chunk], [s.seed for s in chunk], prompts, logits.shape[-1])
+        rows = slice(first, first + len(chunk))
+        mode = sampling_mode(s.params for s in chunk)
+        tokens, logprobs = sample(logits, st.settings(rows), st.seeds[rows], st.counters[rows], mode)
+        if mode.penalized and st.seen is not None:
+            st.seen[rows].scatter_(1, tokens[:, None], True)
+        st.start(first, tokens, [s.length for s in chunk])
+        self.active.extend(chunk)
+        self._settle(first, [[t] for t in tokens.tolist()], [[lp] for lp in logprobs.tolist()])
+
+    def _count(self, chunk: list[Sequence]) -> None:
+        stats = self.prefixes.stats
+        for sequence in chunk:
+            stats.prompt_tokens += len(sequence.prompt_ids)
+            stats.reused_tokens += sequence.reused
+            stats.prefilled_tokens += len(sequence.prompt_ids) - sequence.reused
 
     # -- decoding --------------------------------------------------------------------------------
 
@@ -158,12 +208,20 @@ class Scheduler:
             if sequence.on_tokens is not None and not _notify(sequence, before):
                 done.append(slot)
             elif reason is not None:
+                self._keep_prefix(slot, sequence)
                 self.finisher.resolve(sequence, reason)
                 done.append(slot)
             elif sequence.future.cancelled():
                 done.append(slot)
         if done:
             self._compact(done)
+
+    def _keep_prefix(self, slot: int, sequence: Sequence) -> None:
+        """Save a finished sequence's K/V for the conversation's next turn: the prompt and every
+        sampled token but the last (never fed back, so its K/V were not computed)."""
+        if self.prefixes.enabled:
+            cached = min(sequence.length, len(sequence.prompt_ids) + len(sequence.token_ids) - 1)
+            self.prefixes.save(self.cache, slot, (sequence.prompt_ids + sequence.token_ids)[:cached])
 
     def _compact(self, done: list[int]) -> None:
         moves = compaction_moves(len(self.active), done)
@@ -182,6 +240,7 @@ class Scheduler:
         """Fail every live sequence (and ``extra``) and start over on a fresh cache."""
         fail(self.active + (extra or []), error)
         self.active.clear()
+        self.prefixes.clear()
         self.cache.reset()
         self.stepper.reset()
 
@@ -248,6 +307,7 @@ class Finisher:
             logprobs=list(sequence.logprobs),
             weights_version=self.weights_version(),
             timing={"queue_ms": (sequence.started - sequence.submitted) * 1000, "total_ms": (now - sequence.submitted) * 1000},
+            cached_tokens=sequence.reused,
         )
         _set(sequence.future, result)
 
@@ -263,12 +323,12 @@ def compaction_moves(count: int, done: list[int]) -> list[tuple[int, int]]:
 
 
 def _prefill_chunks(sequences: list[Sequence], budget: int) -> list[list[Sequence]]:
-    """Consecutive groups whose padded size (count x longest prompt) stays within ``budget``."""
+    """Consecutive groups whose padded size (count x longest prompt part to compute) stays within ``budget``."""
     chunks: list[list[Sequence]] = []
     current: list[Sequence] = []
     longest = 0
     for sequence in sequences:
-        size = len(sequence.prompt_ids)
+        size = len(sequence.prompt_ids) - sequence.reused
         if current and (len(current) + 1) * max(longest, size) > budget:
             chunks.append(current)
             current, longest = [], 0
