@@ -337,9 +337,9 @@ def _print_table(best: dict[str, Measured], startup: dict[str, float], skipped: 
           f"load {_load()}")
     print(f"{'row':<34}{'n':>6}{'rate/s':>9}{'CPU ms':>8}{'- raw':>8}{'ratio':>7}{'err':>5}")
     rows = [("raw aiohttp client, 0 ms", "raw", raw.rate, "of raw")]
-    rows += [(f"native reverse-text, 0 ms", "native", raw.rate, "of raw"),
-             (f"legacy digit-sums-vf, 0 ms", "legacy", raw.rate, "of raw"),
-             (f"v1 digit-sums, 0 ms", "v1", raw.rate, "of raw"),
+    rows += [("native reverse-text, 0 ms", "native", raw.rate, "of raw"),
+             ("legacy digit-sums-vf, 0 ms", "legacy", raw.rate, "of raw"),
+             ("v1 digit-sums, 0 ms", "v1", raw.rate, "of raw"),
              (f"raw aiohttp client, {args.slow_ms:g} ms", "raw@slow", limit, f"of {limit:,.0f}/s"),
              (f"native reverse-text, {args.slow_ms:g} ms", "native@slow", limit, f"of {limit:,.0f}/s")]
     for label, key, ceiling, what in rows:
