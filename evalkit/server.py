@@ -96,16 +96,15 @@ def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str |
     @app.post("/v1/chat/completions", dependencies=authorized)
     async def chat_completions(request: Request) -> Response:
         body = await _body(request)
-        chat = await asyncio.to_thread(_chat_request, body, served, accepted)
+        chat, prompt_ids = await asyncio.to_thread(_prepare, body, engine, served, accepted)
         from evalkit.model.engine import EngineError
 
-        prompt_ids = await asyncio.to_thread(_encode, engine, chat)
         try:
             if chat.stream:
                 stream = EngineStream(engine, chat, served)
-                stream.begin(*_submit(engine, chat, prompt_ids, stream.listener))
+                stream.begin(prompt_ids, _submit(engine, chat, prompt_ids, stream.listener))
                 return StreamingResponse(stream.events(request), media_type=SSE_MEDIA_TYPE)
-            prompt_ids, futures = _submit(engine, chat, prompt_ids)
+            futures = _submit(engine, chat, prompt_ids)
             results = await _until_done_or_gone(request, futures)
         except EngineError as exc:
             return _error(503, str(exc), "server_error")
@@ -165,16 +164,17 @@ def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
     return chat
 
 
-def _encode(engine: "Engine", chat: ChatRequest) -> list[int]:
-    """The chat's prompt token ids (run on a worker thread: a huge prompt takes seconds)."""
+def _prepare(body: bytes, engine: "Engine", served: str, accepted: set[str]) -> tuple[ChatRequest, list[int]]:
+    """The checked request and its prompt token ids (run on a worker thread: a huge prompt takes seconds)."""
+    chat = _chat_request(body, served, accepted)
     try:
-        return engine.encode_chat(chat.messages, chat.tools)
+        return chat, engine.encode_chat(chat.messages, chat.tools)
     except Exception as exc:  # the chat template rejected the messages
         raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
 
 
 def _submit(engine: "Engine", chat: ChatRequest, prompt_ids: list[int],
-            listener: Callable[[int], "TokenListener"] | None = None) -> tuple[list[int], list[concurrent.futures.Future]]:
+            listener: Callable[[int], "TokenListener"] | None = None) -> list[concurrent.futures.Future]:
     """Queue the chat's ``n`` generations (``listener(i)`` hears choice ``i``'s tokens)."""
     from evalkit.model.engine import EngineError
     from evalkit.model.requests import InvalidRequest
@@ -190,7 +190,7 @@ def _submit(engine: "Engine", chat: ChatRequest, prompt_ids: list[int],
         if isinstance(exc, EngineError):
             raise
         raise BadRequest(str(exc)) from None
-    return prompt_ids, futures
+    return futures
 
 
 async def _until_done_or_gone(request: Request, futures: list[concurrent.futures.Future]) -> list["GenerationResult"] | None:

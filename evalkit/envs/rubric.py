@@ -122,8 +122,7 @@ class Rubric:
         values: list[float] = []  # in function order; appended as each function finishes
         errors: list[str] = []
         if all(mode == _INLINE for mode in self._modes):  # nothing to wait for, nothing to time out
-            for func, func_kwargs in zip(self.funcs, kwargs):
-                _call_sync([(func, func_kwargs)], values, errors, None)
+            _call_sync(list(zip(self.funcs, kwargs)), values, errors, None)
             return self._total(values, errors)
         try:
             await self._run_funcs(kwargs, values, errors, timeout)

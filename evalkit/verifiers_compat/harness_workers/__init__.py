@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -64,13 +65,10 @@ class ForkServer:
 
 def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
     """The server's first line, or b"" if it says nothing within ``timeout`` (then it is killed)."""
-    box: list[bytes] = [b""]
-    reader = threading.Thread(target=lambda: box.__setitem__(0, process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout)
-    if reader.is_alive():
+    if not select.select([process.stdout], [], [], timeout)[0]:
         process.kill()
-    return box[0]
+        return b""
+    return process.stdout.readline()  # type: ignore[union-attr]
 
 
 _lock = threading.Lock()

@@ -195,7 +195,7 @@ class Server:
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
-        self.signal_group_leftovers(pid)
+        self.signal(pid, signal.SIGKILL)  # the program's own children live only as long as its run
         try:
             conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
         except OSError:
@@ -212,10 +212,6 @@ class Server:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-
-    def signal_group_leftovers(self, pid: int) -> None:
-        """A program's own children outlive it only as long as its run: kill what is left of its group."""
-        self.signal(pid, signal.SIGKILL)
 
     def stop(self) -> None:
         for pid in list(self.children):
