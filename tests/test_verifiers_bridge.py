@@ -246,6 +246,29 @@ async def test_v1_bridge_serves_only_requests_with_its_token():
         async with http.post(url, json=body, headers={"Authorization": f"Bearer {token}"}) as answered:
             data = await answered.json()
     assert data["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
-    assert data["choices"][0]["token_ids"] == bridge.completions[0].completion_token_ids
+    [(trace_id, completion)] = bridge.take({None})
+    assert trace_id is None and data["choices"][0]["token_ids"] == completion.completion_token_ids
     assert len(client.requests) == 1 and client.requests[0]["sampling"].max_tokens == 3
     assert client.requests[0]["sampling"].temperature == 0.0
+
+
+@pytest.mark.verifiers
+async def test_v1_bridge_hands_each_trace_its_own_calls_in_order():
+    """One bridge serves a run's rollouts: verifiers' X-Session-ID (the trace id) says whose each request is."""
+    import os
+
+    import aiohttp
+
+    from evalkit.verifiers_compat.v1_bridge import SESSION_HEADER, ModelBridgeServer, bridge_key_var
+
+    client = ScriptedClient(["a1", "b1", "a2"])
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    async with ModelBridgeServer(client) as bridge, aiohttp.ClientSession() as http:
+        auth = f"Bearer {os.environ[bridge_key_var()]}"
+        for trace in ("a", "b", "a"):
+            async with http.post(f"{bridge.base_url}/chat/completions", json=body,
+                                 headers={"Authorization": auth, SESSION_HEADER: trace}) as answered:
+                assert answered.status == 200
+        assert [(t, c.text) for t, c in bridge.take({"a"})] == [("a", "a1"), ("a", "a2")]
+        assert bridge.take({"a"}) == []  # handed over once
+        assert [(t, c.text) for t, c in bridge.take({"b", "c"})] == [("b", "b1")]

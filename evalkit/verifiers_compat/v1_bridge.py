@@ -10,8 +10,11 @@ is not streamed, so the chunks follow the finished reply; a tool-call reply keep
 keeps every primekit :class:`Completion` it returned, in order, so the rollout's per-turn token ids and
 logprobs reach RL exactly as the client reported them.
 
-One bridge serves one rollout (start, run the episode, close), so requests never mix across rollouts and
-nothing outlives the event loop. A failed model call is answered HTTP 502 with the (already redacted) error
+One bridge serves every rollout of a run on one ModelClient (:meth:`TasksetEnvironment.serving` holds it), so
+verifiers' interception server sees one endpoint and keeps one HTTP client for it: a bridge per rollout gave
+each rollout a new base URL, and verifiers built a new client (an SSL context: ~25 ms of CPU) for each. A
+rollout's requests are told apart by the trace id verifiers' interception sends with every upstream request
+(``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model call is answered HTTP 502 with the (already redacted) error
 text, which verifiers records on the trace as a provider error. Requests must carry the process's bridge
 token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
 use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps
@@ -51,10 +54,9 @@ class ModelBridgeServer:
 
     def __init__(self, client: ModelClient):
         self.client = client
-        self.completions: list[Completion] = []
-        self.sessions: list[str | None] = []
-        """Per completion, the verifiers trace it was made for (``X-Session-ID``: verifiers' interception
-        sends the trace id with every upstream request), so a multi-agent episode's turns map to their seats."""
+        self._calls: dict[str | None, list[tuple[int, Completion]]] = {}
+        """Per trace id (``X-Session-ID``; None for a request without one), its (arrival number, completion)s."""
+        self._answered = 0
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -75,10 +77,13 @@ class ModelBridgeServer:
             await self._runner.cleanup()
             self._runner = None
 
-    @property
-    def calls(self) -> list[tuple[str | None, Completion]]:
-        """``(trace id, completion)`` per answered request, in order."""
-        return list(zip(self.sessions, self.completions))
+    def take(self, trace_ids: set[str | None]) -> list[tuple[str | None, Completion]]:
+        """``(trace id, completion)`` of every request the traces ``trace_ids`` made, in arrival order, handed
+        over once (the bridge forgets them). Requests without a trace id are filed under None (verifiers' own
+        requests always carry one)."""
+        taken = [(number, trace_id, completion) for trace_id in trace_ids
+                 for number, completion in self._calls.pop(trace_id, [])]
+        return [(trace_id, completion) for _, trace_id, completion in sorted(taken, key=lambda call: call[0])]
 
     async def __aenter__(self) -> "ModelBridgeServer":
         return await self.start()
@@ -97,8 +102,8 @@ class ModelBridgeServer:
             completion = await self.client.chat(chat.messages, chat.sampling, chat.tools)
         except ModelCallError as exc:
             return _error(502, str(exc))
-        self.completions.append(completion)
-        self.sessions.append(request.headers.get(SESSION_HEADER))
+        self._answered += 1
+        self._calls.setdefault(request.headers.get(SESSION_HEADER), []).append((self._answered, completion))
         model = chat.model or self.client.model
         if not chat.stream:
             return web.json_response(completion_body(completion, model))

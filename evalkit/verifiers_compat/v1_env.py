@@ -17,8 +17,9 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
   :mod:`~evalkit.verifiers_compat.v1_api`), with the task's system prompt and prompt as messages and
   ``info.task_key`` naming the task.
 - **rollout**: ``env.run_slot`` (one episode, with verifiers' own episode retries); the run's model context
-  points at a per-rollout :class:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer` in front of primekit's
-  ModelClient, so every seat's model calls go through primekit's client. verifiers runs the harness, the task's
+  points at a :class:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer` in front of primekit's ModelClient
+  (one per client while the env is serving, so verifiers reuses one HTTP client for it), so every seat's model
+  calls go through primekit's client. verifiers runs the harness, the task's
   ``setup``/``finalize``, tool servers, stop conditions and scoring and records everything on its traces;
   :mod:`~evalkit.verifiers_compat.v1_episode` turns the episode into the row.
 - **files**: an eval run dir also gets verifiers' own ``traces.jsonl`` (one episode per line, verifiers' writer)
@@ -31,6 +32,7 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -83,6 +85,7 @@ class TasksetEnvironment(Environment):
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
         self._serving: _Serving | None = None
+        self._run_slot_takes_on_trace: bool | None = None
         first = next(iter(self._iterate(v1_api.take(self.taskset, 1))), None)
         self.system_prompt = first.data.system_prompt if first is not None else None
 
@@ -138,7 +141,7 @@ class TasksetEnvironment(Environment):
 
     # ----- lifecycle -----------------------------------------------------------------------
     @asynccontextmanager
-    async def serving(self) -> AsyncIterator[None]:
+    async def serving(self) -> AsyncIterator["_Serving"]:
         """verifiers' ``Env.serving()`` (shared tool servers, interception) held while any caller holds this:
         the first brings it up, the last takes it down. It runs in a task of its own (what it enters, it exits
         there), on one event loop: a second loop using the environment at the same time is refused. A failed
@@ -152,7 +155,7 @@ class TasksetEnvironment(Environment):
         serving.holders += 1
         try:
             await asyncio.shield(serving.ready)
-            yield
+            yield serving
         finally:
             serving.holders -= 1
             if serving.holders == 0:
@@ -186,16 +189,29 @@ class TasksetEnvironment(Environment):
         if task is None:
             state.record_error(ENVIRONMENT, "environment raised KeyError: row names no task of this taskset")
             return
-        async with self.serving(), ModelBridgeServer(client) as bridge:
+        async with self.serving() as serving:
+            bridge = await serving.bridge(client)
             ctx = vf.ModelContext(
                 model=client.model,
                 client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
                 sampling=vf.SamplingConfig(**sampling.to_dict()),
             )
             slot = self.vf_env.slots(task, 1)[0]
-            episode = await self.vf_env.run_slot(slot, ctx)
-            calls = bridge.calls
+            minted: set[str] = set()
+            try:
+                episode = await self.vf_env.run_slot(slot, ctx, **self._trace_hook(minted))
+                minted.update(trace.id for trace in episode.traces)
+            finally:
+                calls = bridge.take(minted)
         copy_episode(episode, state, calls, self.multi_seat)
+
+    def _trace_hook(self, minted: set[str]) -> dict[str, Any]:
+        """``run_slot``'s ``on_trace`` (verifiers 0.4) collecting the id of every trace the episode mints, retried
+        attempts' included, so their calls leave the bridge with the rollout (0.3.1 has no hook: a retried attempt's
+        calls stay in the bridge until the run ends)."""
+        if self._run_slot_takes_on_trace is None:
+            self._run_slot_takes_on_trace = "on_trace" in inspect.signature(self.vf_env.run_slot).parameters
+        return {"on_trace": lambda trace: minted.add(trace.id)} if self._run_slot_takes_on_trace else {}
 
     async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
         """Nothing to run: ``generate`` copied verifiers' reward and metrics; an errored episode keeps none."""
@@ -212,6 +228,14 @@ class _Serving:
         self.ready: asyncio.Future[None] = loop.create_future()
         self._stop = asyncio.Event()
         self._task = loop.create_task(self._serve(vf_env))
+        self._bridges: dict[int, tuple[ModelClient, asyncio.Task[ModelBridgeServer]]] = {}
+
+    async def bridge(self, client: ModelClient) -> ModelBridgeServer:
+        """The model bridge in front of ``client`` while this lasts, started by the first rollout that asks."""
+        held = self._bridges.get(id(client))
+        if held is None or (held[1].done() and (held[1].cancelled() or held[1].exception() is not None)):
+            held = self._bridges[id(client)] = (client, self.loop.create_task(ModelBridgeServer(client).start()))
+        return await asyncio.shield(held[1])
 
     async def _serve(self, vf_env: Any) -> None:
         try:
@@ -232,6 +256,13 @@ class _Serving:
             await self._task
         except Exception as exc:  # teardown of servers whose rollouts are over
             logger.warning("verifiers env teardown failed: %s: %s", type(exc).__name__, exc)
+        starts = [started for _, started in self._bridges.values()]
+        self._bridges.clear()
+        for started in starts:
+            started.cancel()  # a no-op for the started ones
+        for bridge in await asyncio.gather(*starts, return_exceptions=True):
+            if isinstance(bridge, ModelBridgeServer):
+                await bridge.close()
 
 
 def task_prompt(data: Any) -> list[Message]:
