@@ -42,6 +42,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.types import Completion, Message, RolloutState, SamplingArgs
+from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
 from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
@@ -77,6 +78,7 @@ class VerifiersEnvironment(Environment):
         self.rubric = vf_env.rubric
         for leaf in leaf_envs(vf_env):
             record_reward_errors(leaf.rubric)
+        signature_cache.install()
 
     # ----- data -----------------------------------------------------------------------------
     @property
