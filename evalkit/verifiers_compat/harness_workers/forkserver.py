@@ -13,6 +13,14 @@ stderr passed as descriptors alongside the first bytes. The server answers one l
 child ends. A byte ``T`` from the launcher forwards SIGTERM to the child's group; the connection closing
 before the child ends (the launcher was killed) SIGKILLs the group. The server ends, killing what still runs,
 when its own stdin closes (primekit exited, however it exited).
+
+Learned preload: a program imports much more than its source names (``openai`` builds its HTTP client, the
+first request pulls in ``httpcore``, ``h11``, ``anyio``...), and a child that imports it pays for it on every
+run. So each child is given the write end of a pipe, and just before it exits it writes there the modules it
+imported that the server had not; the server imports those (once each, in the order the child did, failures
+ignored) after answering, so the next children start with them. Only modules whose file lies under the
+server's own ``sys.path`` (or built in) are learned, never ``__main__`` nor one that lives in the run's
+working directory or the program's folder: what the server imports is what any run of that interpreter could.
 """
 
 from __future__ import annotations
@@ -33,6 +41,73 @@ import types
 
 _compiled: dict[str, object] = {}
 """Program file name -> its code object (primekit names the file by a hash of its text)."""
+_learned: set[str] = set()
+"""Module names a child reported and the server has tried to import (whether or not it could)."""
+REPORT_LIMIT = 60_000
+"""The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
+
+
+def import_roots() -> tuple[str, ...]:
+    """The folders the server imports from (its ``sys.path`` without its script's folder), each ending in a
+    separator: a module a child loaded from under one of them is one the server can load the same way."""
+    roots = []
+    for entry in sys.path[1:]:
+        if os.path.isabs(entry) and os.path.isdir(entry):
+            roots.append(os.path.join(os.path.realpath(entry), ""))
+    return tuple(roots)
+
+
+def new_modules(known: frozenset[str], roots: tuple[str, ...], run_dirs: tuple[str, ...]) -> list[str]:
+    """In the child: the modules it imported that the server had not and could (see the module docstring),
+    in import order."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name in known or name == "__main__" or module is None:
+            continue
+        spec = getattr(module, "__spec__", None)
+        where = getattr(module, "__file__", None)
+        if where is None:
+            if spec is not None and spec.origin in ("built-in", "frozen"):
+                found.append(name)
+            continue
+        where = os.path.realpath(where)
+        if where.startswith(roots) and not where.startswith(run_dirs):
+            found.append(name)
+    return found
+
+
+def report(fd: int, names: list[str]) -> None:
+    """In the child: write ``names`` (whole lines, at most :data:`REPORT_LIMIT` bytes) to the server's pipe."""
+    data = b""
+    for name in names:
+        line = name.encode() + b"\n"
+        if len(data) + len(line) > REPORT_LIMIT:
+            break
+        data += line
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+
+
+def learn(fd: int) -> None:
+    """In the server: read a finished child's report and import what it names (once each, failures ignored)."""
+    data = b""
+    try:
+        while more := os.read(fd, 65536):
+            data += more
+    except OSError:  # empty for now: a process the program forked still holds the pipe open
+        pass
+    finally:
+        os.close(fd)
+    for name in data.decode(errors="replace").splitlines():
+        if name in _learned or name in sys.modules or name == "__main__":
+            continue
+        _learned.add(name)
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - a module the server cannot import stays the child's to import
+            pass
 
 
 def preload(program: str) -> object | None:
@@ -81,22 +156,25 @@ def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), list(fds)
 
 
-def run_child(request: dict, fds: list[int], code: object | None, listener: socket.socket,
-              open_conns: list[socket.socket]) -> None:
-    """In the forked child: become the program (never returns)."""
+def run_child(request: dict, fds: list[int], code: object | None, report_fd: int, inherited: list[int],
+              roots: tuple[str, ...]) -> None:
+    """In the forked child: become the program (never returns). ``inherited``: the server's descriptors (its
+    listener, other runs' connections and pipes), closed first; ``report_fd``: where the modules it imported
+    go when it ends."""
+    known = frozenset(sys.modules)
+    run_dirs: tuple[str, ...] = ()
     status = 1
     try:
         os.setsid()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        for fd in inherited:
+            os.close(fd)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
             if fd > 2:
                 os.close(fd)
-        listener.close()
-        for conn in open_conns:
-            conn.close()
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams, kept for its life
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
@@ -107,6 +185,7 @@ def run_child(request: dict, fds: list[int], code: object | None, listener: sock
         argv = list(request["argv"])
         sys.argv = argv
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        run_dirs = tuple(os.path.join(os.path.realpath(folder), "") for folder in (os.getcwd(), sys.path[0]))
         if code is None:
             runpy.run_path(argv[0], run_name="__main__")
         else:  # what run_path does, minus reading and compiling the file again
@@ -128,6 +207,11 @@ def run_child(request: dict, fds: list[int], code: object | None, listener: sock
                 stream.flush()
             except BaseException:  # noqa: BLE001
                 pass
+        if run_dirs:
+            try:
+                report(report_fd, new_modules(known, roots, run_dirs))
+            except BaseException:  # noqa: BLE001 - learning is an optimisation; the run's status stands
+                pass
         os._exit(status)
 
 
@@ -141,7 +225,8 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))
-        self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (connection, pidfd)
+        self.children: dict[int, tuple[socket.socket, int, int]] = {}  # pid -> (connection, pidfd, report pipe)
+        self.roots = import_roots()
 
     def serve(self) -> None:
         print("READY", flush=True)
@@ -167,18 +252,27 @@ class Server:
             conn.close()
             return
         code = preload(os.path.join(request["cwd"], request["argv"][0]))
+        report_read, report_write = os.pipe()
         pid = os.fork()
         if pid == 0:
-            run_child(request, fds, code, self.listener, [c for c, _ in self.children.values()] + [conn])
-        for fd in fds:
+            run_child(request, fds, code, report_write, self.inherited() + [conn.fileno(), report_read], self.roots)
+        for fd in (*fds, report_write):
             os.close(fd)
+        os.set_blocking(report_read, False)
         pidfd = os.pidfd_open(pid)
-        self.children[pid] = (conn, pidfd)
+        self.children[pid] = (conn, pidfd, report_read)
         self.selector.register(conn, selectors.EVENT_READ, ("conn", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
 
+    def inherited(self) -> list[int]:
+        """The descriptors a new child must close: the listener, the selector, every other run's."""
+        fds = [self.listener.fileno(), self.selector.fileno()]
+        for conn, pidfd, report_read in self.children.values():
+            fds += [conn.fileno(), pidfd, report_read]
+        return fds
+
     def from_launcher(self, pid: int) -> None:
-        conn, _ = self.children[pid]
+        conn, _, _ = self.children[pid]
         try:
             data = conn.recv(64)
         except OSError:
@@ -191,7 +285,7 @@ class Server:
         self.signal(pid, signal.SIGKILL)
 
     def reap(self, pid: int) -> None:
-        conn, pidfd = self.children.pop(pid)
+        conn, pidfd, report_read = self.children.pop(pid)
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
@@ -205,6 +299,7 @@ class Server:
         except (KeyError, ValueError):
             pass
         conn.close()
+        learn(report_read)
 
     @staticmethod
     def signal(pid: int, sig: signal.Signals) -> None:
