@@ -76,22 +76,42 @@ def new_modules(known: frozenset[str], roots: tuple[str, ...], run_dirs: tuple[s
     return found
 
 
-def report(fd: int, names: list[str]) -> None:
-    """In the child: write ``names`` (whole lines, at most :data:`REPORT_LIMIT` bytes) to the server's pipe."""
+def deferred_models() -> list[type]:
+    """The pydantic models the server has loaded but not built: pydantic builds a ``defer_build`` model (as all
+    of ``openai``'s are) the first time it is used, so every child would build the ones it uses again."""
+    base = getattr(sys.modules.get("pydantic.main"), "BaseModel", None)
+    if not isinstance(base, type):
+        return []
+    found, stack, seen = [], [base], {base}
+    while stack:
+        for sub in type.__subclasses__(stack.pop()):
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+                if sub.__dict__.get("__pydantic_complete__") is False:
+                    found.append(sub)
+    return found
+
+
+def report(fd: int, names: list[str], models: list[type]) -> None:
+    """In the child: write ``names`` and, as ``#<index>``, which of ``models`` (the server's unbuilt ones at the
+    fork) it built, as whole lines of at most :data:`REPORT_LIMIT` bytes in all, to the server's pipe."""
+    lines = [name.encode() for name in names]
+    lines += [b"#%d" % index for index, model in enumerate(models) if model.__dict__.get("__pydantic_complete__")]
     data = b""
-    for name in names:
-        line = name.encode() + b"\n"
-        if len(data) + len(line) > REPORT_LIMIT:
+    for line in lines:
+        if len(data) + len(line) >= REPORT_LIMIT:
             break
-        data += line
+        data += line + b"\n"
     try:
         os.write(fd, data)
     except OSError:
         pass
 
 
-def learn(fd: int) -> None:
-    """In the server: read a finished child's report and import what it names (once each, failures ignored)."""
+def learn(fd: int, models: list[type]) -> bool:
+    """In the server: read a finished child's report; import the modules and build the models it names (once
+    each, failures ignored: what the server cannot do stays the child's to do). True if it did anything."""
     data = b""
     try:
         while more := os.read(fd, 65536):
@@ -100,14 +120,23 @@ def learn(fd: int) -> None:
         pass
     finally:
         os.close(fd)
-    for name in data.decode(errors="replace").splitlines():
-        if name in _learned or name in sys.modules or name == "__main__":
-            continue
-        _learned.add(name)
-        try:
-            importlib.import_module(name)
-        except BaseException:  # noqa: BLE001 - a module the server cannot import stays the child's to import
-            pass
+    changed = False
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("#"):
+            model = models[int(line[1:])] if line[1:].isdigit() and int(line[1:]) < len(models) else None
+            if model is not None and model.__dict__.get("__pydantic_complete__") is False:
+                try:  # no caller's namespace: the names the model's own module and class define
+                    changed |= model.model_rebuild(raise_errors=False, _parent_namespace_depth=0) is True
+                except BaseException:  # noqa: BLE001
+                    pass
+        elif line not in _learned and line not in sys.modules and line != "__main__":
+            _learned.add(line)
+            try:
+                importlib.import_module(line)
+                changed = True
+            except BaseException:  # noqa: BLE001
+                pass
+    return changed
 
 
 def preload(program: str) -> object | None:
@@ -156,11 +185,11 @@ def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), list(fds)
 
 
-def run_child(request: dict, fds: list[int], code: object | None, report_fd: int, inherited: list[int],
-              roots: tuple[str, ...]) -> None:
+def run_child(request: dict, fds: list[int], code: object | None, inherited: list[int],
+              learning: tuple[int, tuple[str, ...], list[type]]) -> None:
     """In the forked child: become the program (never returns). ``inherited``: the server's descriptors (its
-    listener, other runs' connections and pipes), closed first; ``report_fd``: where the modules it imported
-    go when it ends."""
+    listener, other runs' connections and pipes), closed first; ``learning``: the pipe for its :func:`report`,
+    the server's import roots and its unbuilt models."""
     known = frozenset(sys.modules)
     run_dirs: tuple[str, ...] = ()
     status = 1
@@ -209,7 +238,8 @@ def run_child(request: dict, fds: list[int], code: object | None, report_fd: int
                 pass
         if run_dirs:
             try:
-                report(report_fd, new_modules(known, roots, run_dirs))
+                report_fd, roots, models = learning
+                report(report_fd, new_modules(known, roots, run_dirs), models)
             except BaseException:  # noqa: BLE001 - learning is an optimisation; the run's status stands
                 pass
         os._exit(status)
@@ -225,8 +255,11 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))
-        self.children: dict[int, tuple[socket.socket, int, int]] = {}  # pid -> (connection, pidfd, report pipe)
+        self.children: dict[int, tuple[socket.socket, int, int, list[type]]] = {}
+        """pid -> (connection, pidfd, report pipe, the unbuilt models at its fork)"""
         self.roots = import_roots()
+        self.models: list[type] | None = None  # deferred_models(), while no module was imported since
+        self.modules_seen = 0
 
     def serve(self) -> None:
         print("READY", flush=True)
@@ -252,27 +285,30 @@ class Server:
             conn.close()
             return
         code = preload(os.path.join(request["cwd"], request["argv"][0]))
+        if self.models is None or len(sys.modules) != self.modules_seen:
+            self.models, self.modules_seen = deferred_models(), len(sys.modules)
         report_read, report_write = os.pipe()
         pid = os.fork()
         if pid == 0:
-            run_child(request, fds, code, report_write, self.inherited() + [conn.fileno(), report_read], self.roots)
+            run_child(request, fds, code, self.inherited() + [conn.fileno(), report_read],
+                      (report_write, self.roots, self.models))
         for fd in (*fds, report_write):
             os.close(fd)
         os.set_blocking(report_read, False)
         pidfd = os.pidfd_open(pid)
-        self.children[pid] = (conn, pidfd, report_read)
+        self.children[pid] = (conn, pidfd, report_read, self.models)
         self.selector.register(conn, selectors.EVENT_READ, ("conn", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
 
     def inherited(self) -> list[int]:
         """The descriptors a new child must close: the listener, the selector, every other run's."""
         fds = [self.listener.fileno(), self.selector.fileno()]
-        for conn, pidfd, report_read in self.children.values():
+        for conn, pidfd, report_read, _ in self.children.values():
             fds += [conn.fileno(), pidfd, report_read]
         return fds
 
     def from_launcher(self, pid: int) -> None:
-        conn, _, _ = self.children[pid]
+        conn = self.children[pid][0]
         try:
             data = conn.recv(64)
         except OSError:
@@ -285,7 +321,7 @@ class Server:
         self.signal(pid, signal.SIGKILL)
 
     def reap(self, pid: int) -> None:
-        conn, pidfd, report_read = self.children.pop(pid)
+        conn, pidfd, report_read, models = self.children.pop(pid)
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
@@ -299,7 +335,8 @@ class Server:
         except (KeyError, ValueError):
             pass
         conn.close()
-        learn(report_read)
+        if learn(report_read, models):
+            self.models = None
 
     @staticmethod
     def signal(pid: int, sig: signal.Signals) -> None:
