@@ -1,10 +1,13 @@
 """Harness runs for v1 tasksets without an interpreter start-up each: one fork server per primekit process.
 
 verifiers' subprocess runtime starts the chat program once per rollout. Started as a fresh interpreter, the
-program spends ~1.5 s of CPU importing its libraries first; here the runtime starts ``launcher.py`` instead
-(``python -S``, ~10 ms), which has ``forkserver.py`` fork a child that already holds those imports. The child
-is still a separate process with the run's own session, working directory, environment and streams (the
-isolation v1 promises: harness code never runs in primekit's process), and the exit code is the program's.
+program spends ~1.5 s of CPU importing its libraries first; here ``forkserver.py`` forks a child that already
+holds those imports. The command verifiers is given (:func:`program_command`) starts ``launcher.py``
+(``python -S``), which hands the run to the server; where primekit runs that command itself (the harness's
+runtime, :func:`forked_request`), :func:`~.client.run_forked` hands it over from primekit's event loop
+instead, and no launcher starts. The child is still a separate process with the run's own session, working
+directory, environment and streams (the isolation v1 promises: harness code never runs in primekit's
+process), and the exit code is the program's.
 
 The server is started on first use and lives as long as this process (it exits when its stdin closes). It
 is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key of primekit's environment is
@@ -74,6 +77,18 @@ def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
 _lock = threading.Lock()
 _server: ForkServer | None = None
 _unavailable = False
+
+
+def forked_request(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``(socket, [program, *args])`` when ``argv`` is a :func:`program_command` of this process's server
+    followed by the program's arguments; ``None`` for any other command."""
+    server = _server
+    if server is None:
+        return None
+    prefix = server.command("")[:-1]
+    if argv[:len(prefix)] != prefix or len(argv) == len(prefix):
+        return None
+    return server.socket, list(argv[len(prefix):])
 
 
 def program_command(program: str) -> list[str]:
