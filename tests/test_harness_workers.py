@@ -44,6 +44,14 @@ time.sleep(120)
 """
 
 
+@pytest.fixture(autouse=True)
+def home(monkeypatch, tmp_path_factory) -> Path:
+    """primekit's home, where servers keep what they learned: a fresh one per test."""
+    folder = tmp_path_factory.mktemp("primekit-home")
+    monkeypatch.setenv("PRIMEKIT_HOME", str(folder))
+    return folder
+
+
 @pytest.fixture
 def server(monkeypatch):
     monkeypatch.setenv("PRIMEKIT_TEST_SECRET", "sk-never-here")  # primekit's own environment holds a key
@@ -137,13 +145,28 @@ importlib.import_module("fw_local_module")  # lives in the run's own folder
 """
 
 
-def test_the_server_learns_what_a_run_imported_except_from_the_runs_folder(server, tmp_path):
+def test_the_server_learns_what_a_run_imported_except_from_the_runs_folder(server, tmp_path, home):
     (tmp_path / "fw_local_module.py").write_text("")
     seen = []
     for _ in range(2):
         done = run(server, tmp_path, "lazy.py", LAZY)
         seen.append(done.communicate(timeout=60)[0])
         assert done.returncode == 0
+    assert seen == [b"False False\n", b"True False\n"]
+    (kept,) = [path.read_text().split() for path in (home / "harness-preload").iterdir()]
+    assert "xml.dom.minidom" in kept and "fw_local_module" not in kept and "__main__" not in kept
+
+
+def test_the_next_servers_first_run_starts_with_what_an_earlier_server_learned(tmp_path):
+    (tmp_path / "fw_local_module.py").write_text("")
+    seen = []
+    for _ in range(2):
+        started = ForkServer()
+        try:
+            done = run(started, tmp_path, "lazy.py", LAZY)
+            seen.append(done.communicate(timeout=60)[0])
+        finally:
+            started.close()
     assert seen == [b"False False\n", b"True False\n"]
 
 

@@ -9,6 +9,9 @@ instead, and no launcher starts. The child is still a separate process with the 
 directory, environment and streams (the isolation v1 promises: harness code never runs in primekit's
 process), and the exit code is the program's.
 
+The server learns which modules the program imports lazily (``forkserver.py`` says how) and keeps their
+names under ``$PRIMEKIT_HOME/harness-preload`` for the next process's server.
+
 The server is started on first use and lives as long as this process (it exits when its stdin closes). It
 is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key of primekit's environment is
 in its memory or its children's ``/proc/<pid>/environ``; each run's environment is the one verifiers builds
@@ -29,6 +32,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from evalkit.model.registry import primekit_home
+
 log = logging.getLogger(__name__)
 
 FORKSERVER = Path(__file__).with_name("forkserver.py")
@@ -36,6 +41,8 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 SERVER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE")
 """The variables the fork server starts with: enough to find Python's packages, nothing secret."""
 START_TIMEOUT_S = 60.0
+LEARNED_FOLDER = "harness-preload"
+"""Under primekit's home: the modules the server learned each program imports, for the next process's server."""
 
 
 class ForkServer:
@@ -45,7 +52,8 @@ class ForkServer:
         self.folder = tempfile.mkdtemp(prefix="primekit-harness-")
         self.socket = os.path.join(self.folder, "fork.sock")
         env = {name: os.environ[name] for name in SERVER_ENV if name in os.environ}
-        self.process = subprocess.Popen([sys.executable, str(FORKSERVER), self.socket], stdin=subprocess.PIPE,
+        learned = str(primekit_home() / LEARNED_FOLDER)
+        self.process = subprocess.Popen([sys.executable, str(FORKSERVER), self.socket, learned], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env, start_new_session=True)
         ready = _read_line(self.process, START_TIMEOUT_S)
         if ready != b"READY\n":

@@ -21,15 +21,19 @@ imported that the server had not; the server imports those (once each, in the or
 ignored) after answering, so the next children start with them. Only modules whose file lies under the
 server's own ``sys.path`` (or built in) are learned, never ``__main__`` nor one that lives in the run's
 working directory or the program's folder: what the server imports is what any run of that interpreter could.
+Learned module names are also kept in a file per program and Python environment (:class:`Memory`, in the
+folder given as the second argument), so the next primekit process imports them before its first fork.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import json
 import os
 import random
+import re
 import runpy
 import selectors
 import signal
@@ -43,6 +47,8 @@ _compiled: dict[str, object] = {}
 """Program file name -> its code object (primekit names the file by a hash of its text)."""
 _learned: set[str] = set()
 """Module names a child reported and the server has tried to import (whether or not it could)."""
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+PROGRAM_NAME = re.compile(r"[\w.-]{1,200}")
 REPORT_LIMIT = 60_000
 """The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
 
@@ -109,9 +115,10 @@ def report(fd: int, names: list[str], models: list[type]) -> None:
         pass
 
 
-def learn(fd: int, models: list[type]) -> bool:
+def learn(fd: int, models: list[type]) -> tuple[list[str], bool]:
     """In the server: read a finished child's report; import the modules and build the models it names (once
-    each, failures ignored: what the server cannot do stays the child's to do). True if it did anything."""
+    each, failures ignored: what the server cannot do stays the child's to do). The modules it imported, and
+    whether it built any model."""
     data = b""
     try:
         while more := os.read(fd, 65536):
@@ -120,28 +127,81 @@ def learn(fd: int, models: list[type]) -> bool:
         pass
     finally:
         os.close(fd)
-    changed = False
+    imported, built = [], False
     for line in data.decode(errors="replace").splitlines():
         if line.startswith("#"):
             model = models[int(line[1:])] if line[1:].isdigit() and int(line[1:]) < len(models) else None
             if model is not None and model.__dict__.get("__pydantic_complete__") is False:
                 try:  # no caller's namespace: the names the model's own module and class define
-                    changed |= model.model_rebuild(raise_errors=False, _parent_namespace_depth=0) is True
+                    built |= model.model_rebuild(raise_errors=False, _parent_namespace_depth=0) is True
                 except BaseException:  # noqa: BLE001
                     pass
-        elif line not in _learned and line not in sys.modules and line != "__main__":
-            _learned.add(line)
+        elif import_once(line):
+            imported.append(line)
+    return imported, built
+
+
+def import_once(name: str) -> bool:
+    """Import a learned module unless it was tried before (or is ``__main__``); True if that imported it."""
+    if name in _learned or name in sys.modules or name == "__main__" or not MODULE_NAME.fullmatch(name):
+        return False
+    _learned.add(name)
+    try:
+        importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - a module the server cannot import stays the child's to import
+        return False
+    return True
+
+
+class Memory:
+    """The modules learned for each program, in one file per program file name (primekit names it by a hash of
+    its text) and Python environment under ``folder`` (none: nothing is kept). Best effort: a file that cannot
+    be read or written is as good as none, and each name is imported only as a learned one would be."""
+
+    def __init__(self, folder: str | None):
+        self.folder = folder
+        self.kept: dict[str, list[str]] = {}
+        self.environment = hashlib.sha256(f"{sys.prefix}\0{sys.version}".encode()).hexdigest()[:12]
+
+    def path(self, program: str) -> str | None:
+        if self.folder is None or not PROGRAM_NAME.fullmatch(program) or program.startswith(".."):
+            return None
+        return os.path.join(self.folder, f"{program}.{self.environment}.modules")
+
+    def recall(self, program: str) -> list[str]:
+        """The module names kept for ``program`` (read once per server)."""
+        if program not in self.kept:
+            self.kept[program] = []
+            path = self.path(program)
             try:
-                importlib.import_module(line)
-                changed = True
-            except BaseException:  # noqa: BLE001
+                if path is not None:
+                    with open(path, encoding="utf-8") as handle:
+                        self.kept[program] = [name for name in handle.read(REPORT_LIMIT).splitlines()
+                                              if MODULE_NAME.fullmatch(name)]
+            except (OSError, ValueError):
                 pass
-    return changed
+        return self.kept[program]
+
+    def keep(self, program: str, names: list[str]) -> None:
+        """Add ``names`` to what is kept for ``program`` (the file replaced whole, never half-written)."""
+        kept = self.recall(program)
+        kept += [name for name in names if name not in kept]
+        path = self.path(program)
+        if path is None:
+            return
+        try:
+            os.makedirs(self.folder, exist_ok=True)  # type: ignore[arg-type]
+            with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as handle:
+                handle.write("".join(f"{name}\n" for name in kept))
+            os.replace(f"{path}.{os.getpid()}", path)
+        except OSError:
+            pass
 
 
-def preload(program: str) -> object | None:
+def preload(program: str, memory: Memory) -> object | None:
     """The program's code, compiled once per file name, after importing every module it imports anywhere (a
-    module that fails to import fails again in the child, with its traceback); ``None`` if it cannot be read."""
+    module that fails to import fails again in the child, with its traceback) and those learned for it before
+    (``memory``); ``None`` if it cannot be read."""
     name = os.path.basename(program)
     if name in _compiled:
         return _compiled[name]
@@ -163,6 +223,8 @@ def preload(program: str) -> object | None:
             importlib.import_module(module)
         except BaseException:  # noqa: BLE001 - the child meets the same failure, and reports it
             pass
+    for module in memory.recall(name):
+        import_once(module)
     _compiled[name] = code
     return code
 
@@ -248,15 +310,16 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
 class Server:
     """The accept / fork / reap loop (single-threaded, so forking is safe)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, memory: Memory):
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(256)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))
-        self.children: dict[int, tuple[socket.socket, int, int, list[type]]] = {}
-        """pid -> (connection, pidfd, report pipe, the unbuilt models at its fork)"""
+        self.children: dict[int, tuple[socket.socket, int, int, list[type], str]] = {}
+        """pid -> (connection, pidfd, report pipe, the unbuilt models at its fork, its program's file name)"""
+        self.memory = memory
         self.roots = import_roots()
         self.models: list[type] | None = None  # deferred_models(), while no module was imported since
         self.modules_seen = 0
@@ -284,7 +347,8 @@ class Server:
         except (OSError, EOFError, ValueError):
             conn.close()
             return
-        code = preload(os.path.join(request["cwd"], request["argv"][0]))
+        program = os.path.join(request["cwd"], request["argv"][0])
+        code = preload(program, self.memory)
         if self.models is None or len(sys.modules) != self.modules_seen:
             self.models, self.modules_seen = deferred_models(), len(sys.modules)
         report_read, report_write = os.pipe()
@@ -296,14 +360,14 @@ class Server:
             os.close(fd)
         os.set_blocking(report_read, False)
         pidfd = os.pidfd_open(pid)
-        self.children[pid] = (conn, pidfd, report_read, self.models)
+        self.children[pid] = (conn, pidfd, report_read, self.models, os.path.basename(program))
         self.selector.register(conn, selectors.EVENT_READ, ("conn", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
 
     def inherited(self) -> list[int]:
         """The descriptors a new child must close: the listener, the selector, every other run's."""
         fds = [self.listener.fileno(), self.selector.fileno()]
-        for conn, pidfd, report_read, _ in self.children.values():
+        for conn, pidfd, report_read, *_ in self.children.values():
             fds += [conn.fileno(), pidfd, report_read]
         return fds
 
@@ -321,7 +385,7 @@ class Server:
         self.signal(pid, signal.SIGKILL)
 
     def reap(self, pid: int) -> None:
-        conn, pidfd, report_read, models = self.children.pop(pid)
+        conn, pidfd, report_read, models, program = self.children.pop(pid)
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
@@ -335,8 +399,11 @@ class Server:
         except (KeyError, ValueError):
             pass
         conn.close()
-        if learn(report_read, models):
+        imported, built = learn(report_read, models)
+        if imported or built:
             self.models = None
+        if imported:
+            self.memory.keep(program, imported)
 
     @staticmethod
     def signal(pid: int, sig: signal.Signals) -> None:
@@ -356,4 +423,4 @@ class Server:
 
 
 if __name__ == "__main__":
-    Server(sys.argv[1]).serve()
+    Server(sys.argv[1], Memory(sys.argv[2] if len(sys.argv) > 2 else None)).serve()
