@@ -21,6 +21,8 @@ imported that the server had not; the server imports those (once each, in the or
 ignored) after answering, so the next children start with them. Only modules whose file lies under the
 server's own ``sys.path`` (or built in) are learned, never ``__main__`` nor one that lives in the run's
 working directory or the program's folder: what the server imports is what any run of that interpreter could.
+(As for the modules the program names, preloaded already: a module that reads the environment when it is
+imported reads the server's allowlisted one, not the run's.)
 Learned module names are also kept in a file per program and Python environment (:class:`Memory`, in the
 folder given as the second argument), so the next primekit process imports them before its first fork.
 """
@@ -166,7 +168,7 @@ class Memory:
     def path(self, program: str) -> str | None:
         if self.folder is None or not PROGRAM_NAME.fullmatch(program) or program.startswith(".."):
             return None
-        return os.path.join(self.folder, f"{program}.{self.environment}.modules")
+        return os.path.join(self.folder, f"{program.lstrip('.')}.{self.environment}.modules")
 
     def recall(self, program: str) -> list[str]:
         """The module names kept for ``program`` (read once per server)."""
@@ -260,7 +262,10 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         for fd in inherited:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
