@@ -258,6 +258,32 @@ def test_cancelling_an_in_process_run_kills_its_group_and_leaks_no_descriptor(se
     assert _gone(child) and _gone(grandchild)
 
 
+WAITER = """\
+import os, time
+open("pid", "w").write(str(os.getpid()))
+while not os.path.exists("go"):
+    time.sleep(0.05)
+print("done")
+"""
+
+
+def test_an_in_process_run_whose_server_dies_ends_as_the_launchers_did(server, tmp_path):
+    from evalkit.verifiers_compat.harness_workers.client import GONE
+
+    (tmp_path / "waiter.py").write_text(WAITER)
+
+    async def scenario() -> tuple[int, bytes, bytes]:
+        task = asyncio.create_task(run_forked(server.socket, ["waiter.py"], str(tmp_path), {}))
+        while not (tmp_path / "pid").exists():
+            await asyncio.sleep(0.05)
+        server.process.kill()
+        server.process.wait()
+        (tmp_path / "go").write_text("")  # the program outlives its server, and its output still arrives
+        return await task
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 60)) == (1, b"done\n", GONE)
+
+
 def test_an_unreachable_server_is_an_error_before_anything_starts(tmp_path):
     from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable
 
