@@ -178,16 +178,17 @@ fw_models.Deferred(x=1)  # pydantic builds a defer_build model here, on first us
 """
 
 
-def test_the_server_builds_the_deferred_models_a_run_built(server_env, tmp_path):
+def test_the_server_builds_deferred_models_while_it_waits(server_env, tmp_path):
     pytest.importorskip("pydantic")
     seen = []
-    for _ in range(3):
+    deadline = time.monotonic() + 30
+    while b"True\n" not in seen and time.monotonic() < deadline:
         done = run(server_env, tmp_path, "models.py", MODELS)
         out, err = done.communicate(timeout=60)
         assert done.returncode == 0, err
         seen.append(out)
-    # run 1 teaches the import (the model did not exist yet at its fork), run 2 the build
-    assert seen == [b"False\n", b"False\n", b"True\n"]
+    # the first run teaches the server the module; it builds the model when it has nothing else to do
+    assert seen[0] == b"False\n" and seen[-1] == b"True\n"
 
 
 @pytest.fixture

@@ -25,6 +25,11 @@ working directory or the program's folder: what the server imports is what any r
 imported reads the server's allowlisted one, not the run's.)
 Learned module names are also kept in a file per program and Python environment (:class:`Memory`, in the
 folder given as the second argument), so the next primekit process imports them before its first fork.
+
+Deferred models: pydantic builds a ``defer_build`` model (``openai`` defers all of its hundreds) the first time
+it is used, so every child would build the ones it uses again, and the validators it makes of them
+(``TypeAdapter``) from scratch. When it has nothing else to do, the server builds every such model it has
+loaded, a few milliseconds at a time, so a request never waits for more than one slice of that.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 import types
 
@@ -53,6 +59,8 @@ MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 PROGRAM_NAME = re.compile(r"[\w.-]{1,200}")
 REPORT_LIMIT = 60_000
 """The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
+BUILD_SLICE_S = 0.01
+"""CPU seconds of model building between two looks for requests."""
 
 
 def import_roots() -> tuple[str, ...]:
@@ -85,8 +93,7 @@ def new_modules(known: frozenset[str], roots: tuple[str, ...], run_dirs: tuple[s
 
 
 def deferred_models() -> list[type]:
-    """The pydantic models the server has loaded but not built: pydantic builds a ``defer_build`` model (as all
-    of ``openai``'s are) the first time it is used, so every child would build the ones it uses again."""
+    """The pydantic models the server has loaded but not built (see the module docstring)."""
     base = getattr(sys.modules.get("pydantic.main"), "BaseModel", None)
     if not isinstance(base, type):
         return []
@@ -101,13 +108,26 @@ def deferred_models() -> list[type]:
     return found
 
 
-def report(fd: int, names: list[str], models: list[type]) -> None:
-    """In the child: write ``names`` and, as ``#<index>``, which of ``models`` (the server's unbuilt ones at the
-    fork) it built, as whole lines of at most :data:`REPORT_LIMIT` bytes in all, to the server's pipe."""
-    lines = [name.encode() for name in names]
-    lines += [b"#%d" % index for index, model in enumerate(models) if model.__dict__.get("__pydantic_complete__")]
+def build_models(models: list[type], seconds: float) -> None:
+    """Build models from the end of ``models`` (removing them) for about ``seconds`` of CPU. Built with no
+    caller's namespace: the names the model's own module and class define; one that cannot be built (failures
+    ignored) stays the child's to try."""
+    deadline = time.process_time() + seconds
+    while models and time.process_time() < deadline:
+        model = models.pop()
+        if model.__dict__.get("__pydantic_complete__") is False:
+            try:
+                model.model_rebuild(raise_errors=False, _parent_namespace_depth=0)
+            except BaseException:  # noqa: BLE001
+                pass
+
+
+def report(fd: int, names: list[str]) -> None:
+    """In the child: write ``names``, as whole lines of at most :data:`REPORT_LIMIT` bytes in all, to the
+    server's pipe."""
     data = b""
-    for line in lines:
+    for name in names:
+        line = name.encode()
         if len(data) + len(line) >= REPORT_LIMIT:
             break
         data += line + b"\n"
@@ -117,10 +137,9 @@ def report(fd: int, names: list[str], models: list[type]) -> None:
         pass
 
 
-def learn(fd: int, models: list[type]) -> tuple[list[str], bool]:
-    """In the server: read a finished child's report; import the modules and build the models it names (once
-    each, failures ignored: what the server cannot do stays the child's to do). The modules it imported, and
-    whether it built any model."""
+def learn(fd: int) -> list[str]:
+    """In the server: read a finished child's report and import the modules it names (once each, failures
+    ignored: what the server cannot import stays the child's to import). The modules that imported."""
     data = b""
     try:
         while more := os.read(fd, 65536):
@@ -129,18 +148,7 @@ def learn(fd: int, models: list[type]) -> tuple[list[str], bool]:
         pass
     finally:
         os.close(fd)
-    imported, built = [], False
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith("#"):
-            model = models[int(line[1:])] if line[1:].isdigit() and int(line[1:]) < len(models) else None
-            if model is not None and model.__dict__.get("__pydantic_complete__") is False:
-                try:  # no caller's namespace: the names the model's own module and class define
-                    built |= model.model_rebuild(raise_errors=False, _parent_namespace_depth=0) is True
-                except BaseException:  # noqa: BLE001
-                    pass
-        elif import_once(line):
-            imported.append(line)
-    return imported, built
+    return [name for name in data.decode(errors="replace").splitlines() if import_once(name)]
 
 
 def import_once(name: str) -> bool:
@@ -250,10 +258,10 @@ def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 
 def run_child(request: dict, fds: list[int], code: object | None, inherited: list[int],
-              learning: tuple[int, tuple[str, ...], list[type]]) -> None:
+              learning: tuple[int, tuple[str, ...]]) -> None:
     """In the forked child: become the program (never returns). ``inherited``: the server's descriptors (its
-    listener, other runs' connections and pipes), closed first; ``learning``: the pipe for its :func:`report`,
-    the server's import roots and its unbuilt models."""
+    listener, other runs' connections and pipes), closed first; ``learning``: the pipe for its :func:`report`
+    and the server's import roots."""
     known = frozenset(sys.modules)
     run_dirs: tuple[str, ...] = ()
     status = 1
@@ -305,8 +313,8 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
                 pass
         if run_dirs:
             try:
-                report_fd, roots, models = learning
-                report(report_fd, new_modules(known, roots, run_dirs), models)
+                report_fd, roots = learning
+                report(report_fd, new_modules(known, roots, run_dirs))
             except BaseException:  # noqa: BLE001 - learning is an optimisation; the run's status stands
                 pass
         os._exit(status)
@@ -322,17 +330,22 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))
-        self.children: dict[int, tuple[socket.socket, int, int, list[type], str]] = {}
-        """pid -> (connection, pidfd, report pipe, the unbuilt models at its fork, its program's file name)"""
+        self.children: dict[int, tuple[socket.socket, int, int, str]] = {}
+        """pid -> (connection, pidfd, report pipe, its program's file name)"""
         self.memory = memory
         self.roots = import_roots()
-        self.models: list[type] | None = None  # deferred_models(), while no module was imported since
+        self.unbuilt: list[type] = []  # deferred_models() not built yet, since the last import
         self.modules_seen = 0
 
     def serve(self) -> None:
         print("READY", flush=True)
         while True:
-            for key, _ in self.selector.select():
+            if len(sys.modules) != self.modules_seen:
+                self.unbuilt, self.modules_seen = deferred_models()[::-1], len(sys.modules)  # built first to last
+            events = self.selector.select(0 if self.unbuilt else None)
+            if not events:
+                build_models(self.unbuilt, BUILD_SLICE_S)
+            for key, _ in events:
                 kind, data = key.data
                 if kind == "parent":
                     if not os.read(sys.stdin.fileno(), 4096):
@@ -354,18 +367,16 @@ class Server:
             return
         program = os.path.join(request["cwd"], request["argv"][0])
         code = preload(program, self.memory)
-        if self.models is None or len(sys.modules) != self.modules_seen:
-            self.models, self.modules_seen = deferred_models(), len(sys.modules)
         report_read, report_write = os.pipe()
         pid = os.fork()
         if pid == 0:
             run_child(request, fds, code, self.inherited() + [conn.fileno(), report_read],
-                      (report_write, self.roots, self.models))
+                      (report_write, self.roots))
         for fd in (*fds, report_write):
             os.close(fd)
         os.set_blocking(report_read, False)
         pidfd = os.pidfd_open(pid)
-        self.children[pid] = (conn, pidfd, report_read, self.models, os.path.basename(program))
+        self.children[pid] = (conn, pidfd, report_read, os.path.basename(program))
         self.selector.register(conn, selectors.EVENT_READ, ("conn", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
 
@@ -390,7 +401,7 @@ class Server:
         self.signal(pid, signal.SIGKILL)
 
     def reap(self, pid: int) -> None:
-        conn, pidfd, report_read, models, program = self.children.pop(pid)
+        conn, pidfd, report_read, program = self.children.pop(pid)
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
@@ -404,9 +415,7 @@ class Server:
         except (KeyError, ValueError):
             pass
         conn.close()
-        imported, built = learn(report_read, models)
-        if imported or built:
-            self.models = None
+        imported = learn(report_read)
         if imported:
             self.memory.keep(program, imported)
 
