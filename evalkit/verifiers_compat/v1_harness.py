@@ -21,19 +21,27 @@ verifiers finds harnesses by module name, so the plugin is exposed as the top-le
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from typing import Any
 
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from evalkit.verifiers_compat.harness_workers import program_command
-from verifiers.v1.runtimes import SubprocessConfig
+from evalkit.verifiers_compat.harness_workers import forked_request, program_command
+from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
+from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
 
 
 class LocalInterpreterRuntime:
     """A rollout's subprocess runtime, except that a PEP 723 script runs with this interpreter, not uv: forked
-    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`).
+    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`), and handed to
+    it from this process (:func:`~evalkit.verifiers_compat.harness_workers.client.run_forked`) when verifiers
+    runs it with ``run`` or ``run_program`` (no launcher process). The run gets what the wrapped
+    ``SubprocessRuntime.run`` gives a process: this process's environment without ``*API_KEY*`` names, then
+    ``process_env(env)``; the runtime's working directory; a new session, killed with its group when the call
+    is cancelled.
 
     Every other attribute and method is the wrapped runtime's own.
     """
@@ -43,6 +51,29 @@ class LocalInterpreterRuntime:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
+
+    async def run(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
+        return await self._run(argv, env, self._runtime.run)
+
+    async def run_program(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
+        return await self._run(argv, env, self._runtime.run_program)
+
+    async def _run(self, argv: list[str], env: dict[str, str], wrapped: Any) -> ProgramResult:
+        """A forked program run in-process; any other command (or a server gone away: then a fresh
+        interpreter) by the wrapped runtime's ``wrapped`` method."""
+        request = forked_request(argv)
+        if request is None:
+            return await wrapped(argv, env)
+        socket_path, program = request
+        full_env = {k: v for k, v in os.environ.items() if "API_KEY" not in k.upper()}  # as SubprocessRuntime.run
+        full_env.update(self._runtime.process_env(env))
+        workdir = self._runtime.workdir
+        cwd = os.path.abspath(workdir) if workdir is not None else os.getcwd()
+        try:
+            code, out, err = await run_forked(socket_path, program, cwd, full_env)
+        except ServerUnreachable:
+            return await wrapped([sys.executable, *program], env)
+        return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
     async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:
         data = script.encode() if isinstance(script, str) else script

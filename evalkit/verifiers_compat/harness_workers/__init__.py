@@ -1,10 +1,16 @@
 """Harness runs for v1 tasksets without an interpreter start-up each: one fork server per primekit process.
 
 verifiers' subprocess runtime starts the chat program once per rollout. Started as a fresh interpreter, the
-program spends ~1.5 s of CPU importing its libraries first; here the runtime starts ``launcher.py`` instead
-(``python -S``, ~10 ms), which has ``forkserver.py`` fork a child that already holds those imports. The child
-is still a separate process with the run's own session, working directory, environment and streams (the
-isolation v1 promises: harness code never runs in primekit's process), and the exit code is the program's.
+program spends ~1.5 s of CPU importing its libraries first; here ``forkserver.py`` forks a child that already
+holds those imports. The command verifiers is given (:func:`program_command`) starts ``launcher.py``
+(``python -S``), which hands the run to the server; where primekit runs that command itself (the harness's
+runtime, :func:`forked_request`), :func:`~.client.run_forked` hands it over from primekit's event loop
+instead, and no launcher starts. The child is still a separate process with the run's own session, working
+directory, environment and streams (the isolation v1 promises: harness code never runs in primekit's
+process), and the exit code is the program's.
+
+The server learns which modules the program imports lazily (``forkserver.py`` says how) and keeps their
+names under ``$PRIMEKIT_HOME/harness-preload`` for the next process's server.
 
 The server is started on first use and lives as long as this process (it exits when its stdin closes). It
 is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key of primekit's environment is
@@ -26,6 +32,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from evalkit.model.registry import primekit_home
+
 log = logging.getLogger(__name__)
 
 FORKSERVER = Path(__file__).with_name("forkserver.py")
@@ -33,6 +41,8 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 SERVER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE")
 """The variables the fork server starts with: enough to find Python's packages, nothing secret."""
 START_TIMEOUT_S = 60.0
+LEARNED_FOLDER = "harness-preload"
+"""Under primekit's home: the modules the server learned each program imports, for the next process's server."""
 
 
 class ForkServer:
@@ -42,7 +52,8 @@ class ForkServer:
         self.folder = tempfile.mkdtemp(prefix="primekit-harness-")
         self.socket = os.path.join(self.folder, "fork.sock")
         env = {name: os.environ[name] for name in SERVER_ENV if name in os.environ}
-        self.process = subprocess.Popen([sys.executable, str(FORKSERVER), self.socket], stdin=subprocess.PIPE,
+        learned = str(primekit_home() / LEARNED_FOLDER)
+        self.process = subprocess.Popen([sys.executable, str(FORKSERVER), self.socket, learned], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env, start_new_session=True)
         ready = _read_line(self.process, START_TIMEOUT_S)
         if ready != b"READY\n":
@@ -74,6 +85,18 @@ def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
 _lock = threading.Lock()
 _server: ForkServer | None = None
 _unavailable = False
+
+
+def forked_request(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``(socket, [program, *args])`` when ``argv`` is a :func:`program_command` of this process's server
+    followed by the program's arguments; ``None`` for any other command."""
+    server = _server
+    if server is None:
+        return None
+    prefix = server.command("")[:-1]
+    if argv[:len(prefix)] != prefix or len(argv) == len(prefix):
+        return None
+    return server.socket, list(argv[len(prefix):])
 
 
 def program_command(program: str) -> list[str]:

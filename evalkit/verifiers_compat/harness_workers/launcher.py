@@ -1,4 +1,6 @@
-"""The command verifiers' subprocess runtime starts for one harness run: it hands the run to the fork server.
+"""The command verifiers' subprocess runtime starts for one harness run that primekit does not hand over itself
+(``client.run_forked`` does that for ``run`` / ``run_program``; this covers any other way verifiers starts the
+command, such as ``open_process``): it hands the run to the fork server.
 
 Run as ``python -S launcher.py SOCKET PROGRAM [ARGS...]`` (standard library only, started in ~10 ms). It sends
 its own argv (from PROGRAM on), working directory, environment and standard streams to the fork server
