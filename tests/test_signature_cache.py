@@ -38,3 +38,12 @@ def test_install_points_verifiers_legacy_modules_at_the_remembering_inspect():
     for module in (rubric_module, async_utils):
         assert module.inspect.signature is signature_cache.signature
         assert module.inspect.Parameter is inspect.Parameter  # the rest is the real module
+
+
+def test_install_gives_pydantic_the_remembering_signature_and_pydantic_reads_factories_the_same():
+    from pydantic._internal import _fields, _typing_extra
+
+    signature_cache.install()
+    assert _typing_extra.signature is signature_cache.signature
+    assert _fields.takes_validated_data_argument(list) is False  # a builtin: parsed from its text signature once
+    assert _fields.takes_validated_data_argument(lambda data: dict(data)) is True

@@ -1,12 +1,21 @@
-"""verifiers' legacy rollout and rubric asking ``inspect.signature`` once per function, not once per call.
+"""verifiers' rollouts asking ``inspect.signature`` once per function, not once per call.
 
-verifiers 0.3.x decides which keyword arguments a stop condition, reward function or cleanup handler takes
-by calling ``inspect.signature`` on it every time it calls it (``maybe_call_with_named_args``,
-``Rubric._call_individual_reward_func``, ``Rubric.cleanup_objects``): about ten times per single-turn
-rollout, a fifth of the CPU a wrapped environment spends per rollout against a fast server. A function's
-signature does not change between calls, so :func:`install` gives those verifiers modules an ``inspect``
-whose ``signature`` remembers its answers; everything else is the real module. verifiers' behaviour is the
-same call for call: same arguments passed, same errors for a callable without a signature.
+Two hot spots, one remedy:
+
+- verifiers 0.3.x's legacy rollout decides which keyword arguments a stop condition, reward function or
+  cleanup handler takes by calling ``inspect.signature`` on it every time it calls it
+  (``maybe_call_with_named_args``, ``Rubric._call_individual_reward_func``, ``Rubric.cleanup_objects``):
+  about ten times per single-turn rollout, a fifth of the CPU a wrapped environment spends per rollout
+  against a fast server.
+- verifiers v1 records each turn with pydantic's ``model_construct``, which asks for the signature of every
+  field's ``default_factory`` (``list``, ``dict``) on every call, to see whether it takes the validated data.
+  For a builtin, ``inspect`` parses its text signature, copying ``sys.modules`` to do so: about 5 times per
+  v1 rollout, a few milliseconds of primekit's CPU each time.
+
+A callable's signature does not change between calls, so :func:`install` points those modules at a
+``signature`` that remembers its answers (verifiers' modules get an ``inspect`` module that differs from the
+real one only there). Behaviour is the same call for call: same arguments passed, same errors for a callable
+without a signature.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ import types
 from typing import Any
 
 PATCHED_MODULES = ("verifiers.legacy.utils.async_utils", "verifiers.legacy.rubrics.rubric")
-"""The verifiers modules whose per-call ``inspect.signature`` runs on every rollout."""
+"""The verifiers modules whose per-call ``inspect.signature`` runs on every rollout (their ``inspect`` is replaced)."""
+PYDANTIC_SIGNATURE = "pydantic._internal._typing_extra"
+"""The pydantic module whose ``signature`` (``from inspect import signature``) ``model_construct`` reaches."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -49,12 +60,20 @@ _INSPECT = _RememberingInspect("inspect")
 
 
 def install() -> None:
-    """Point the verifiers modules in :data:`PATCHED_MODULES` at the remembering ``inspect`` (idempotent; a
-    module that is missing or no longer uses ``inspect`` is left alone)."""
+    """Point the modules in :data:`PATCHED_MODULES` at the remembering ``inspect`` and pydantic's
+    :data:`PYDANTIC_SIGNATURE` at :func:`signature` (idempotent; a module that is missing or no longer uses
+    ``inspect.signature`` that way is left alone)."""
     for name in PATCHED_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if getattr(module, "inspect", None) is inspect:
+        module = _module(name)
+        if module is not None and getattr(module, "inspect", None) is inspect:
             module.inspect = _INSPECT
+    module = _module(PYDANTIC_SIGNATURE)
+    if module is not None and getattr(module, "signature", None) is inspect.signature:
+        module.signature = signature
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

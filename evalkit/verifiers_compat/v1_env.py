@@ -75,8 +75,10 @@ class TasksetEnvironment(Environment):
     """A primekit Environment over a verifiers v1 env (see the module docstring)."""
 
     def __init__(self, vf_env: Any, *, env_id: str):
+        from evalkit.verifiers_compat import signature_cache
         from evalkit.verifiers_compat.v1_config import seats
 
+        signature_cache.install()  # verifiers' turn records ask pydantic for default factories' signatures
         self.vf_env = vf_env
         self.env_id = env_id
         self.taskset = vf_env.taskset
