@@ -17,9 +17,8 @@ import random
 import re
 from typing import Any
 
-from evalkit.envs import MultiTurnEnv, Parser, Rubric
-from evalkit.envs.parsers import last_assistant_text
-from evalkit.types import Message
+from evalkit.builtin._game import JudgedGameEnv
+from evalkit.envs import Parser, Rubric
 
 CODE_LENGTH = 4
 DIGITS = "123456"
@@ -66,20 +65,13 @@ def parse_guess(text: str) -> str | None:
     return found.group(0) if found else None
 
 
-class MastermindEnv(MultiTurnEnv):
+class MastermindEnv(JudgedGameEnv):
     """State: ``guesses``, ``pegs`` (black, white per valid guess), ``solved``, ``feedback``."""
 
     def setup_state(self, state: dict[str, Any]) -> None:
         state.update({"guesses": [], "pegs": [], "solved": False, "feedback": ""})
 
-    def is_completed(self, messages: list[Message], state: dict[str, Any]) -> bool | str:
-        last = messages[-1]
-        if last.get("role") == "assistant" and state.get("judged_turn") != state["turn"]:
-            state["judged_turn"] = state["turn"]
-            state["feedback"] = self._judge(last_assistant_text([last]), state)
-        return "solved" if state["solved"] else False
-
-    def _judge(self, text: str, state: dict[str, Any]) -> str:
+    def judge(self, text: str, state: dict[str, Any]) -> str:
         left = self.max_turns - state["turn"]
         guess = parse_guess(text)
         if guess is None:
@@ -89,9 +81,6 @@ class MastermindEnv(MultiTurnEnv):
         state["pegs"].append((black, white))
         state["solved"] = black == CODE_LENGTH
         return f"Guess {guess}: {black} black, {white} white. Guesses left: {left}."
-
-    def env_response(self, messages: list[Message], state: dict[str, Any]) -> Message:
-        return {"role": "user", "content": state["feedback"]}
 
 
 def solved(state: dict) -> float:

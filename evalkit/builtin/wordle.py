@@ -19,11 +19,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from evalkit.builtin._game import JudgedGameEnv
 from evalkit.builtin._util import check_counts, split_rng
-from evalkit.envs import MultiTurnEnv, Rubric, XMLParser
-from evalkit.envs.parsers import last_assistant_text
+from evalkit.envs import Rubric, XMLParser
 from evalkit.errors import UserError
-from evalkit.types import Message
 
 SYSTEM_PROMPT = (
     "You are playing Wordle. Guess the secret five-letter English word. After each guess you get one "
@@ -60,21 +59,13 @@ def _valid(guess: str | None) -> bool:
     return guess is not None and len(guess) == WORD_LENGTH and guess.isascii() and guess.isalpha()
 
 
-class WordleEnv(MultiTurnEnv):
+class WordleEnv(JudgedGameEnv):
     """Game state lives in ``state``: ``guesses`` (valid ones), ``marks``, ``solved``, ``feedback``."""
 
     def setup_state(self, state: dict[str, Any]) -> None:
         state.update({"guesses": [], "marks": [], "solved": False, "feedback": ""})
 
-    def is_completed(self, messages: list[Message], state: dict[str, Any]) -> bool | str:
-        # Runs right after each model turn (before the max_turns check), so even the last guess counts.
-        last = messages[-1]
-        if last.get("role") == "assistant" and state.get("judged_turn") != state["turn"]:
-            state["judged_turn"] = state["turn"]
-            state["feedback"] = self._judge(last_assistant_text([last]), state)
-        return "solved" if state["solved"] else False
-
-    def _judge(self, text: str, state: dict[str, Any]) -> str:
+    def judge(self, text: str, state: dict[str, Any]) -> str:
         raw = self.parser.parse_answer(text)
         guess = raw.strip().lower() if raw else None
         turns_left = self.max_turns - state["turn"]
@@ -89,9 +80,6 @@ class WordleEnv(MultiTurnEnv):
         state["marks"].append(marks)
         state["solved"] = guess == state["answer"]
         return f"{guess.upper()}\n{' '.join(marks)}\nTurns left: {turns_left}."
-
-    def env_response(self, messages: list[Message], state: dict[str, Any]) -> Message:
-        return {"role": "user", "content": state["feedback"]}
 
 
 def solved_reward(state: dict) -> float:
