@@ -141,43 +141,39 @@ def test_reuse_gives_the_results_of_a_full_prefill(master, backend: str, mode: s
         full.close()
 
 
-@pytest.mark.slow
-def test_reuse_alone_equals_reuse_batched(master):
+@pytest.fixture
+def fused(master):
+    """A fresh fused-path engine with a 0.5 GB prefix cache, closed after the test."""
     engine = _engine(master, "fused", 0.5)
-    try:
-        batched = _play(engine, SAMPLINGS["seeded"], QUESTIONS)
-        alone = [_play(engine, SAMPLINGS["seeded"], [q]) for q in QUESTIONS]
-        _same(batched, [[alone[i][turn][0] for i in range(len(QUESTIONS))] for turn in range(3)])
-    finally:
-        engine.close()
+    yield engine
+    engine.close()
 
 
 @pytest.mark.slow
-def test_a_group_prefills_its_shared_prompt_once(master):
-    engine = _engine(master, "fused", 0.5)
-    try:
-        prompt = engine.encode_chat([{"role": "system", "content": RULES}, {"role": "user", "content": QUESTIONS[0]}])
-        results = engine.generate_many([prompt] * 4, SamplingArgs(max_tokens=2, temperature=1.0, seed=3))
-        stats = engine.prefix_stats()
-        assert stats["prefilled_tokens"] == len(prompt) + 3 and stats["reused_tokens"] == 3 * (len(prompt) - 1)
-        assert [r.cached_tokens for r in results] == [0] + [len(prompt) - 1] * 3
-    finally:
-        engine.close()
+def test_reuse_alone_equals_reuse_batched(fused):
+    batched = _play(fused, SAMPLINGS["seeded"], QUESTIONS)
+    alone = [_play(fused, SAMPLINGS["seeded"], [q]) for q in QUESTIONS]
+    _same(batched, [[alone[i][turn][0] for i in range(len(QUESTIONS))] for turn in range(3)])
 
 
 @pytest.mark.slow
-def test_a_weight_update_empties_the_prefix_cache(master):
-    engine = _engine(master, "fused", 0.5)
-    try:
-        prompt = engine.encode_chat([{"role": "system", "content": RULES}, {"role": "user", "content": QUESTIONS[1]}])
-        engine.generate_many([prompt], SamplingArgs(max_tokens=2, temperature=0))
-        assert engine.prefix_stats()["entries"] > 0
-        engine.update_weights()
-        assert engine.prefix_stats()["entries"] == 0
-        result = engine.generate_many([prompt], SamplingArgs(max_tokens=2, temperature=0))[0]
-        assert result.cached_tokens == 0
-    finally:
-        engine.close()
+def test_a_group_prefills_its_shared_prompt_once(fused):
+    prompt = fused.encode_chat([{"role": "system", "content": RULES}, {"role": "user", "content": QUESTIONS[0]}])
+    results = fused.generate_many([prompt] * 4, SamplingArgs(max_tokens=2, temperature=1.0, seed=3))
+    stats = fused.prefix_stats()
+    assert stats["prefilled_tokens"] == len(prompt) + 3 and stats["reused_tokens"] == 3 * (len(prompt) - 1)
+    assert [r.cached_tokens for r in results] == [0] + [len(prompt) - 1] * 3
+
+
+@pytest.mark.slow
+def test_a_weight_update_empties_the_prefix_cache(fused):
+    prompt = fused.encode_chat([{"role": "system", "content": RULES}, {"role": "user", "content": QUESTIONS[1]}])
+    fused.generate_many([prompt], SamplingArgs(max_tokens=2, temperature=0))
+    assert fused.prefix_stats()["entries"] > 0
+    fused.update_weights()
+    assert fused.prefix_stats()["entries"] == 0
+    result = fused.generate_many([prompt], SamplingArgs(max_tokens=2, temperature=0))[0]
+    assert result.cached_tokens == 0
 
 
 @pytest.mark.slow
