@@ -87,7 +87,7 @@ class TasksetEnvironment(Environment):
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
         self._serving: _Serving | None = None
-        self._run_slot_takes_on_trace: bool | None = None
+        self._run_slot_takes_on_trace = "on_trace" in inspect.signature(vf_env.run_slot).parameters  # verifiers 0.4
         first = next(iter(self._iterate(v1_api.take(self.taskset, 1))), None)
         self.system_prompt = first.data.system_prompt if first is not None else None
 
@@ -211,8 +211,6 @@ class TasksetEnvironment(Environment):
         """``run_slot``'s ``on_trace`` (verifiers 0.4) collecting the id of every trace the episode mints, retried
         attempts' included, so their calls leave the bridge with the rollout (0.3.1 has no hook: a retried attempt's
         calls stay in the bridge until the run ends)."""
-        if self._run_slot_takes_on_trace is None:
-            self._run_slot_takes_on_trace = "on_trace" in inspect.signature(self.vf_env.run_slot).parameters
         return {"on_trace": lambda trace: minted.add(trace.id)} if self._run_slot_takes_on_trace else {}
 
     async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:

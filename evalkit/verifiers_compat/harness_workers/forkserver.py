@@ -228,13 +228,8 @@ def preload(program: str, memory: Memory) -> object | None:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
-    for module in sorted(names):
-        try:
-            importlib.import_module(module)
-        except BaseException:  # noqa: BLE001 - the child meets the same failure, and reports it
-            pass
-    for module in memory.recall(name):
-        import_once(module)
+    for module in [*sorted(names), *memory.recall(name)]:
+        import_once(module)  # one that fails to import fails again in the child, with its traceback
     _compiled[name] = code
     return code
 
