@@ -220,6 +220,14 @@ def test_cuda_engine_matches_cpu(tokenizer, kind: str):
         assert [r.token_ids for r in first] == [r.token_ids for r in again]
         for result, prompt in zip(first, PROMPTS):
             assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3)
+        # past 64 positions the K/V cache grows: the graphs are captured again (into a new pool),
+        # not given up for eager steps, and what they sample is still the plain forward's
+        grown = cuda._scheduler.cache.generation
+        longer = SamplingArgs(max_tokens=70, temperature=0, extra={"ignore_eos": True})
+        for result, prompt in zip(cuda.generate_many(PROMPTS, longer), PROMPTS):
+            assert len(result.token_ids) == 70
+            assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3)
+        assert cuda._scheduler.cache.generation > grown and cuda._scheduler.stepper.graphs == (kind == "llama")
         for engine in (cpu, cuda):
             engine.update_weights(_build(kind, seed=5).state_dict())
         assert [r.token_ids for r in cpu.generate_many(PROMPTS, GREEDY)] == [r.token_ids for r in cuda.generate_many(PROMPTS, GREEDY)]

@@ -419,3 +419,33 @@ def test_thread_tuner_climbs_a_ladder_on_many_cores(monkeypatch: pytest.MonkeyPa
         tuner.after_step(32, speed[tuner.before_step()])
     assert tuner.best == 4 and tuner._interval > threads.BASE_INTERVAL
     assert sum(1 for n in applied[-500:] if n != 4) < 20  # probes got rare once 4 kept winning
+
+
+def test_graphs_captured_after_a_cache_reallocation_go_into_a_fresh_memory_pool(monkeypatch: pytest.MonkeyPatch):
+    """PyTorch refuses to capture into a pool whose graphs were all destroyed while it still holds
+    blocks (an internal assert on an H100), so dropping stale graphs must also drop their pool."""
+    from types import SimpleNamespace
+
+    from evalkit.model.sampling import SamplingMode
+    from evalkit.model.stepper import DecodeStepper
+
+    handles = iter(range(100))
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: (0, next(handles)))
+    pools_used: list[tuple[int, int]] = []
+
+    def capture(self: DecodeStepper, rows: int, length: int, mode: SamplingMode) -> SimpleNamespace:
+        pools_used.append(self._pool)
+        return SimpleNamespace(replay=lambda: None)
+
+    monkeypatch.setattr(DecodeStepper, "_capture", capture)
+    cache = SimpleNamespace(generation=1)
+    stepper = DecodeStepper(None, cache, None, graphs=True, max_rows=8)
+    greedy = SamplingMode(greedy=True, sampled=False, filtered=False)
+    for _ in range(3):
+        stepper.step(2, 64, greedy)
+    stepper.step(5, 64, greedy)
+    cache.generation = 2  # the K/V cache grew: every graph points at freed memory
+    stepper.step(5, 128, greedy)
+    stepper.reset()
+    stepper.step(5, 128, greedy)
+    assert pools_used == [(0, 1), (0, 1), (0, 2), (0, 3)] and stepper.graphs

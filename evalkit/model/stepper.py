@@ -169,7 +169,7 @@ class DecodeStepper:
             self._step(rows, length, mode)
             return
         if self._generation != self.cache.generation:
-            self._captured.clear()  # the cache was reallocated: every captured pointer is stale
+            self.reset()  # the cache was reallocated: every captured pointer is stale
             self._generation = self.cache.generation
         key = (rows, length, mode)
         graph = self._captured.get(key)
@@ -178,8 +178,8 @@ class DecodeStepper:
                 graph = self._captured[key] = self._capture(rows, length, mode)
             except Exception as exc:  # noqa: BLE001 - a model or driver that cannot be captured: run eagerly
                 log(f"note: CUDA graph capture failed ({type(exc).__name__}: {exc}); decoding without graphs")
+                self.reset()
                 self.graphs = False
-                self._captured.clear()
                 self._step(rows, length, mode)
                 return
         graph.replay()
@@ -193,7 +193,13 @@ class DecodeStepper:
         return tokens, logprobs
 
     def reset(self) -> None:
+        """Forget every captured graph, and capture the next ones into a new memory pool: once a
+        pool's graphs are all gone it can still hold cached blocks, and PyTorch refuses to capture
+        into such a pool again (``use_count > 0`` internal assert, seen on an H100 with torch 2.11,
+        which silently cost the engine its graphs after the first cache growth)."""
         self._captured.clear()
+        if self.graphs:
+            self._pool = torch.cuda.graph_pool_handle()
 
     def _step(self, rows: int, length: int, mode: SamplingMode) -> None:
         s = self.state

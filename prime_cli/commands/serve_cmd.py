@@ -20,7 +20,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port."),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 (faster for batches) or fp32."),
-    max_batch: int = typer.Option(32, "--max-batch", help="Most sequences decoded together in one step."),
+    max_batch: int | None = typer.Option(None, "--max-batch", help="Most sequences decoded together in one step (default: 32 on CPU, 256 on CUDA)."),
     device: str = typer.Option("auto", "--device", help="auto (CUDA when there is a GPU), cpu, cuda or cuda:N."),
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="PRIME_SERVE_API_KEY", show_envvar=True,
@@ -49,7 +49,7 @@ def serve(
     resolve_model(model)  # typos are reported before the port check and the load
     dtype_name(dtype)
     check_device(device)
-    if max_batch < 1:
+    if max_batch is not None and max_batch < 1:
         raise UserError("--max-batch must be at least 1")
     if api_key is not None and not api_key.strip():
         raise UserError("--api-key is empty; pass a non-empty key or leave it out")
@@ -59,6 +59,7 @@ def serve(
     from evalkit.server import build_app, serve_forever
 
     engine = get_engine(model, dtype=dtype, max_batch=max_batch, device=device)
+    max_batch = engine.max_batch
     app = build_app(engine, model, api_key=api_key)
     auth = "API key required" if api_key else "no API key"
     print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, max batch {max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
