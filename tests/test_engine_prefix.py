@@ -77,6 +77,25 @@ def test_a_longer_entry_replaces_the_ones_it_covers_and_eviction_keeps_the_bound
     assert not prefixes.entries and prefixes.nbytes == 0
 
 
+def test_among_many_entries_sharing_a_header_lookup_finds_the_one_that_continues():
+    """Entries are found through their whole-block prefixes, not by a scan: 300 conversations with
+    one 40-token header, and the lookup still lands on the one a prompt continues, at full length."""
+    cache = _filled(length=128)
+    prefixes = PrefixCache(SHAPE, torch.float32, cache.device, budget_bytes=1e9)
+    header = list(range(500, 540))
+    conversations = [header + [1000 + 7 * i + j for j in range(20 + i % 30)] for i in range(300)]
+    for conversation in conversations:
+        prefixes.save(cache, 0, conversation)
+    assert len(prefixes.entries) == 300
+    for i in (0, 123, 299):
+        entry, reuse = prefixes.lookup(conversations[i] + [3, 4, 5])
+        assert reuse == len(conversations[i]) and entry.tokens.tolist() == conversations[i]
+    entry, reuse = prefixes.lookup(header + [9] * 10)
+    assert reuse == 40 and entry.tokens.tolist()[:40] == header
+    prefixes.save(cache, 0, conversations[5] + [6] * 20)  # covers conversation 5, which goes
+    assert len(prefixes.entries) == 300 and prefixes.lookup(conversations[5] + [6] * 21)[1] == len(conversations[5]) + 20
+
+
 def test_a_zero_budget_keeps_nothing():
     prefixes = PrefixCache(SHAPE, torch.float32, torch.device("cpu"), budget_bytes=0)
     prefixes.save(_filled(), 0, list(range(50)))

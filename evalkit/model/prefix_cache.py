@@ -39,6 +39,10 @@ MIN_REUSE = 16
 """Fewer common tokens than this are not worth a lookup's copies: prefill them."""
 SLACK = 8
 """Saving an entry drops older ones it covers except for at most this many trailing tokens."""
+BLOCK = MIN_REUSE
+"""Token sequences are indexed by their whole blocks of this many tokens."""
+CANDIDATES = 16
+"""Most entries sharing the deepest run of blocks that are compared token by token (newest first)."""
 
 
 def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -50,6 +54,55 @@ def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
     return int(differ[0, 0]) if differ.numel() else n
 
 
+def block_hashes(tokens: Sequence[int]) -> list[int]:
+    """Chained hashes of ``tokens``' whole-block prefixes: item ``k`` stands for ``tokens[:(k+1)*BLOCK]``.
+
+    Equal prefixes give equal hashes, so a dict finds every sequence sharing ``k`` whole blocks in
+    one step. Linear scans did not scale: 256 requests sharing a chat header against 500 entries
+    made lookups 90% of an H100 engine's time. A hash match only picks candidates; the shared
+    length is always counted token by token, so a collision cannot reuse wrong K/V."""
+    hashes, chained = [], 0
+    for start in range(0, len(tokens) - BLOCK + 1, BLOCK):
+        chained = hash((chained, tuple(tokens[start : start + BLOCK])))
+        hashes.append(chained)
+    return hashes
+
+
+class PrefixIndex:
+    """Keys of token sequences by each of their whole-block prefixes (see :func:`block_hashes`)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, dict[int, None]] = {}
+
+    def add(self, key: int, hashes: list[int]) -> None:
+        for chained in hashes:
+            self._keys.setdefault(chained, {})[key] = None
+
+    def remove(self, key: int, hashes: list[int]) -> None:
+        for chained in hashes:
+            keys = self._keys.get(chained)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._keys[chained]
+
+    def deepest(self, hashes: list[int]) -> list[int]:
+        """The newest keys (at most :data:`CANDIDATES`) sharing the most whole blocks with ``hashes``."""
+        found: dict[int, None] = {}
+        for chained in hashes:
+            keys = self._keys.get(chained)
+            if keys is None:
+                break
+            found = keys
+        return list(found)[-CANDIDATES:][::-1]
+
+    def at(self, chained: int) -> list[int]:
+        return list(self._keys.get(chained, ()))
+
+    def clear(self) -> None:
+        self._keys.clear()
+
+
 @dataclass
 class PrefixEntry:
     tokens: torch.Tensor
@@ -57,6 +110,8 @@ class PrefixEntry:
     k: torch.Tensor
     """``[layers, kv_heads, length, head_dim]`` on the cache's device (``v`` likewise)."""
     v: torch.Tensor
+    hashes: list[int]
+    """:func:`block_hashes` of ``tokens``: where the cache's index lists this entry."""
 
     @property
     def nbytes(self) -> int:
@@ -81,6 +136,11 @@ class PrefixCache:
         self.device = device
         self.budget_bytes = max(0.0, float(budget_bytes))
         self.entries: OrderedDict[int, PrefixEntry] = OrderedDict()
+        self._index = PrefixIndex()
+        """Entries by every whole-block prefix: where lookups find the longest shared prefix."""
+        self._covers = PrefixIndex()
+        """Entries by their last whole block before the :data:`SLACK` tail: where a longer new entry
+        finds the ones it makes redundant."""
         self.nbytes = 0
         self.stats = PrefixStats()
         self._next_id = 0
@@ -91,14 +151,16 @@ class PrefixCache:
 
     def lookup(self, prompt: Sequence[int]) -> tuple[PrefixEntry | None, int]:
         """The entry sharing the longest prefix with ``prompt`` and how many positions to reuse
-        (at most ``len(prompt) - 1``); ``(None, 0)`` below :data:`MIN_REUSE`. Marks it recently used."""
+        (at most ``len(prompt) - 1``); ``(None, 0)`` below :data:`MIN_REUSE`. Marks it recently used.
+
+        Only the newest :data:`CANDIDATES` entries sharing the most whole blocks are compared, so
+        when more share them the reuse can fall short of the longest by less than a block."""
         if not self.entries or len(prompt) <= MIN_REUSE:
             return None, 0
         ids = torch.tensor(list(prompt), dtype=torch.long)
         best, best_key, best_length = None, -1, 0
-        for key, entry in self.entries.items():
-            if entry.tokens[0] != ids[0]:
-                continue
+        for key in self._index.deepest(block_hashes(prompt)):
+            entry = self.entries[key]
             length = common_prefix(entry.tokens, ids)
             if length > best_length:
                 best, best_key, best_length = entry, key, length
@@ -122,19 +184,22 @@ class PrefixCache:
         if not self.enabled or length <= MIN_REUSE or length * per_position > self.budget_bytes:
             return
         ids = torch.tensor(list(tokens), dtype=torch.long)
-        for key, entry in list(self.entries.items()):
-            if entry.tokens[0] != ids[0]:
-                continue
-            shared = common_prefix(entry.tokens, ids)
-            if shared == length and entry.tokens.shape[0] >= length:  # already held: the new one adds nothing
-                self.entries.move_to_end(key)
+        hashes = block_hashes(tokens)
+        for key in self._index.at(hashes[-1])[-CANDIDATES:]:
+            entry = self.entries[key]
+            if entry.tokens.shape[0] >= length and common_prefix(entry.tokens, ids) == length:
+                self.entries.move_to_end(key)  # already held: the new one adds nothing
                 return
-            if shared >= entry.tokens.shape[0] - SLACK and length >= entry.tokens.shape[0]:
+        for key in {key: None for chained in hashes for key in self._covers.at(chained)}:
+            entry = self.entries[key]
+            if length >= entry.tokens.shape[0] and common_prefix(entry.tokens, ids) >= entry.tokens.shape[0] - SLACK:
                 self._drop(key)
         k = torch.stack([cache.k[layer][slot, :, :length] for layer in range(self.shape.num_layers)])
         v = torch.stack([cache.v[layer][slot, :, :length] for layer in range(self.shape.num_layers)])
-        entry = PrefixEntry(ids, k, v)
+        entry = PrefixEntry(ids, k, v, hashes)
         self.entries[self._next_id] = entry
+        self._index.add(self._next_id, hashes)
+        self._covers.add(self._next_id, _covering_hash(entry))
         self._next_id += 1
         self.nbytes += entry.nbytes
         while self.nbytes > self.budget_bytes:
@@ -143,7 +208,19 @@ class PrefixCache:
     def clear(self) -> None:
         """Forget everything (the weights changed, or the engine failed a batch)."""
         self.entries.clear()
+        self._index.clear()
+        self._covers.clear()
         self.nbytes = 0
 
     def _drop(self, key: int) -> None:
-        self.nbytes -= self.entries.pop(key).nbytes
+        entry = self.entries.pop(key)
+        self._index.remove(key, entry.hashes)
+        self._covers.remove(key, _covering_hash(entry))
+        self.nbytes -= entry.nbytes
+
+
+def _covering_hash(entry: PrefixEntry) -> list[int]:
+    """The hash a newer sequence covering ``entry`` (all but at most :data:`SLACK` trailing tokens)
+    must also have: that of the entry's last whole block before its slack."""
+    blocks = (entry.tokens.shape[0] - SLACK) // BLOCK
+    return entry.hashes[blocks - 1 : blocks] if blocks > 0 else []

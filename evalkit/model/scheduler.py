@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from evalkit.model.kvcache import KVCache
-from evalkit.model.prefix_cache import MIN_REUSE, PrefixCache, PrefixEntry, common_prefix
+from evalkit.model.prefix_cache import MIN_REUSE, PrefixCache, PrefixEntry, PrefixIndex, block_hashes, common_prefix
 from evalkit.model.requests import GenerationResult, SamplingParams
 from evalkit.model.sampling import sample, sampling_mode
 from evalkit.model.stepper import DecodeStepper, SlotState, attend_length
@@ -130,12 +130,15 @@ class Scheduler:
             return [admitted]
         leaders: list[tuple[Sequence, torch.Tensor]] = []
         followers: list[Sequence] = []
+        by_blocks = PrefixIndex()  # leaders by whole-block prefix: no leader-by-leader scan
         for sequence in admitted:
             ids = torch.tensor(sequence.prompt_ids, dtype=torch.long)
-            shared = max((common_prefix(ids, other) for _, other in leaders), default=0)
+            hashes = block_hashes(sequence.prompt_ids)
+            shared = max((common_prefix(ids, leaders[i][1]) for i in by_blocks.deepest(hashes)), default=0)
             if shared >= MIN_REUSE and shared >= self.prefixes.lookup(sequence.prompt_ids)[1] + MIN_REUSE:
                 followers.append(sequence)
             else:
+                by_blocks.add(len(leaders), hashes)
                 leaders.append((sequence, ids))
         return [wave for wave in ([s for s, _ in leaders], followers) if wave]
 
