@@ -51,11 +51,21 @@ def test_lookup_restores_the_longest_shared_prefix_and_leaves_one_token_to_prefi
     assert prefixes.lookup(list(range(MIN_REUSE - 1)) + [7] * 20) == (None, 0)  # too little in common
     target = KVCache(SHAPE, 4, torch.float32)
     target.ensure(4, 64)
-    prefixes.restore(entry, target, 3, reuse)
+    prefixes.restore(entry, target, [3], reuse)
     for layer in range(SHAPE.num_layers):
         expected = 1000 * layer + 100 * 1 + torch.arange(40, dtype=torch.float32)
         assert torch.equal(target.k[layer][3, 0, :40, 0], expected) and torch.equal(target.v[layer][3, 0, :40, 0], -expected)
         assert not target.k[layer][3, 0, 40:].any()
+    for slots in ([0, 2], [1, 2, 3]):  # a group's rollouts: one copy per layer, with a gap or without
+        grouped = KVCache(SHAPE, 4, torch.float32)
+        grouped.ensure(4, 64)
+        prefixes.restore(entry, grouped, slots, 20)
+        for layer in range(SHAPE.num_layers):
+            expected = 1000 * layer + 100 * 1 + torch.arange(20, dtype=torch.float32)
+            for slot in range(4):
+                assert torch.equal(grouped.k[layer][slot, 0, :20, 0], expected if slot in slots else torch.zeros(20))
+                assert torch.equal(grouped.v[layer][slot, 0, :20, 0], -expected if slot in slots else torch.zeros(20))
+                assert not grouped.k[layer][slot, 0, 20:].any()
 
 
 def test_a_longer_entry_replaces_the_ones_it_covers_and_eviction_keeps_the_bound():

@@ -152,9 +152,12 @@ class Scheduler:
             sequence.length = len(sequence.prompt_ids)
         if any(s.reused for s in chunk):
             self.cache.ensure(first + len(chunk), max(len(p) for p in prompts))
+            groups: dict[tuple[int, int], tuple[PrefixEntry, list[int]]] = {}
             for slot, sequence in zip(slots, chunk):
                 if sequence.prefix is not None:
-                    self.prefixes.restore(sequence.prefix, self.cache, slot, sequence.reused)
+                    groups.setdefault((id(sequence.prefix), sequence.reused), (sequence.prefix, []))[1].append(slot)
+            for (_, reused), (entry, group) in groups.items():
+                self.prefixes.restore(entry, self.cache, group, reused)
         logits = self.forward.prefill(self.cache, slots, prompts, [s.reused for s in chunk])
         self._count(chunk)
         for slot, sequence in zip(slots, chunk):
