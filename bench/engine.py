@@ -9,6 +9,15 @@ CPU; 1, 32, 128, 256 on CUDA. Goals: CUDA >= 3x transformers at 256 and >= 2x at
 llama.cpp single stream at 32. llama-cpp-python (optional, never a dependency; CPU only) runs the
 same GGUF single-stream with EOS banned by logit bias; on the 2-core dev box its C++ build did not
 finish within 8 minutes, so the comparison there rests on DESIGN.md's measured ~115 tok/s.
+
+Measured 2026-11-26 on an H100 (torch 2.11, CUDA 13, 16 cores), defaults, engine / transformers tok/s:
+before the fixes below, CUDA graphs failed to capture again after the first K/V cache growth (PyTorch's
+pool ``use_count`` assert) and the engine decoded eagerly: 54 / 41 (1.34x) at 1, 1,432 / 1,086 (1.32x)
+at 32, 3,527 / 6,238 (0.57x) at 256. With graphs recaptured into a fresh pool: 383 (6.5x), 2,383 (1.45x),
+7,836 (0.62x); the profile at 256 was then 90% prefix-cache lookups (a scan of every entry). With
+lookups through block hashes: 386 (7.2x), 2,720 (1.9x), 18,172 at 128 (3.5x), 25,428 at 256 (2.4x).
+The next profile put a third of the host time at 256 in per-slot prefix restores, since grouped into
+one copy per layer (not yet measured on a GPU).
 """
 
 from __future__ import annotations
