@@ -171,6 +171,26 @@ def test_sampled_logprobs_are_of_the_tempered_distribution_on_the_fallback(token
         engine.close()
 
 
+def test_generate_many_queues_its_prompts_in_one_step(tokenizer):
+    """One by one, the worker could wake on the first prompt and start it alone (on a GPU: a window
+    of steps and a graph capture for that odd batch); queued in one step, they are admitted together."""
+    engine = _engine(_build("llama"), tokenizer)
+    woken_with: list[int] = []
+    notify = engine._cond.notify_all
+
+    def recording_notify() -> None:
+        woken_with.append(len(engine._pending))
+        notify()
+
+    engine._cond.notify_all = recording_notify
+    try:
+        results = engine.generate_many(PROMPTS, GREEDY)
+        assert woken_with == [len(PROMPTS)] and [len(r.token_ids) for r in results] == [10] * len(PROMPTS)
+    finally:
+        engine._cond.notify_all = notify
+        engine.close()
+
+
 @pytest.mark.parametrize("kind", ["llama", "qwen3"])
 def test_decode_windows_give_the_same_results_as_single_steps(tokenizer, kind: str):
     """The host reads tokens every ``window`` steps (the CUDA setting) -- same tokens, same stops."""

@@ -217,6 +217,13 @@ class Engine:
         sampled tokens, the last one before the future resolves; it must return quickly, and if it
         raises, this request fails with that exception.
         """
+        sequence = self._sequence(prompt_ids, sampling, on_tokens)
+        self._enqueue([sequence])
+        return sequence.future
+
+    def _sequence(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None,
+                  on_tokens: batching.TokenListener | None) -> batching.Sequence:
+        """A checked request, not yet queued (raises :class:`InvalidRequest`)."""
         prompt = [int(t) for t in prompt_ids]
         if isinstance(sampling, SamplingParams):
             params = sampling
@@ -227,14 +234,15 @@ class Engine:
             raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
         seed = params.seed if params.seed is not None else secrets.randbits(63)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        sequence = batching.Sequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(),
-                                     on_tokens=on_tokens)
+        return batching.Sequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(), on_tokens=on_tokens)
+
+    def _enqueue(self, sequences: list[batching.Sequence]) -> None:
+        """Queue ``sequences`` in one step, so the worker admits them into the same round."""
         with self._cond:
             if self._closed:
                 raise EngineError("the engine is closed")
-            self._pending.append(sequence)
+            self._pending.extend(sequences)
             self._cond.notify_all()
-        return future
 
     async def generate(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None = None) -> GenerationResult:
         """Async :meth:`submit`; cancelling the awaiting task drops the request from the batch."""
@@ -243,9 +251,11 @@ class Engine:
     def generate_many(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingArgs | SamplingParams | None = None
     ) -> list[GenerationResult]:
-        """Blocking: all ``prompts`` submitted at once (so they batch), results in order."""
-        futures = [self.submit(p, sampling) for p in prompts]
-        return [f.result() for f in futures]
+        """Blocking: all ``prompts`` queued in one step (so they are admitted together; one by one,
+        the worker could start on the first few alone), results in order."""
+        sequences = [self._sequence(p, sampling, None) for p in prompts]
+        self._enqueue(sequences)
+        return [s.future.result() for s in sequences]
 
     # -- weights ---------------------------------------------------------------------------------
 
