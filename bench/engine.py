@@ -17,7 +17,9 @@ at 32, 3,527 / 6,238 (0.57x) at 256. With graphs recaptured into a fresh pool: 3
 7,836 (0.62x); the profile at 256 was then 90% prefix-cache lookups (a scan of every entry). With
 lookups through block hashes: 386 (7.2x), 2,720 (1.9x), 18,172 at 128 (3.5x), 25,428 at 256 (2.4x).
 The next profile put a third of the host time at 256 in per-slot prefix restores, since grouped into
-one copy per layer (not yet measured on a GPU).
+one copy per layer. Until then this bench queued requests one by one, and the engine could start on the
+first few alone (on CPU: 9 then 23 of 32, 24 then 232 of 256), which may explain why 32 took longer per
+round than 256 there; it now queues each level in one step. Neither change has run on a GPU yet.
 """
 
 from __future__ import annotations
