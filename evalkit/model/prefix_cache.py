@@ -27,6 +27,7 @@ shapes round differently); greedy outputs match, logprobs agree to ~1e-5 in floa
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,7 +95,11 @@ class PrefixIndex:
             if keys is None:
                 break
             found = keys
-        return list(found)[-CANDIDATES:][::-1]
+        return list(itertools.islice(reversed(found), CANDIDATES))
+
+    def newest(self, chained: int) -> list[int]:
+        """The newest keys (at most :data:`CANDIDATES`) listed under one hash."""
+        return list(itertools.islice(reversed(self._keys.get(chained, {})), CANDIDATES))
 
     def at(self, chained: int) -> list[int]:
         return list(self._keys.get(chained, ()))
@@ -193,7 +198,7 @@ class PrefixCache:
             return
         ids = torch.tensor(list(tokens), dtype=torch.long)
         hashes = block_hashes(tokens)
-        for key in self._index.at(hashes[-1])[-CANDIDATES:]:
+        for key in self._index.newest(hashes[-1]):
             entry = self.entries[key]
             if entry.tokens.shape[0] >= length and common_prefix(entry.tokens, ids) == length:
                 self.entries.move_to_end(key)  # already held: the new one adds nothing
