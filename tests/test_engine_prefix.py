@@ -106,6 +106,36 @@ def test_among_many_entries_sharing_a_header_lookup_finds_the_one_that_continues
     assert len(prefixes.entries) == 300 and prefixes.lookup(conversations[5] + [6] * 21)[1] == len(conversations[5]) + 20
 
 
+def test_indexed_lookups_agree_with_a_full_scan_through_saves_covers_and_evictions():
+    """Random conversations over a small vocabulary (so prefixes collide often), a budget that evicts:
+    every lookup reuses what a scan of every entry finds, or less than a block short of it, and the
+    entry it returns really shares those tokens."""
+    import random
+
+    from evalkit.model.prefix_cache import BLOCK
+
+    rng = random.Random(7)
+    cache = _filled(length=256)
+    per_position = KVCache.bytes_per_position(SHAPE, torch.float32)
+    prefixes = PrefixCache(SHAPE, torch.float32, cache.device, budget_bytes=3000 * per_position)
+    stems = [[rng.randrange(4) for _ in range(rng.randrange(20, 60))] for _ in range(6)]
+    for step in range(400):
+        sequence = rng.choice(stems) + [rng.randrange(3) for _ in range(rng.randrange(0, 150))]
+        if step % 3:
+            prefixes.save(cache, 0, sequence)
+            assert prefixes.nbytes <= prefixes.budget_bytes
+            continue
+        scan = max((common_prefix(e.tokens, torch.tensor(sequence)) for e in prefixes.entries.values()), default=0)
+        scan = min(scan, len(sequence) - 1)
+        entry, reuse = prefixes.lookup(sequence)
+        if scan < MIN_REUSE:
+            assert (entry, reuse) == (None, 0)
+            continue
+        assert scan - BLOCK < reuse <= scan or (entry is None and scan < MIN_REUSE + BLOCK)
+        if entry is not None:
+            assert entry.tokens[:reuse].tolist() == sequence[:reuse]
+
+
 def test_a_zero_budget_keeps_nothing():
     prefixes = PrefixCache(SHAPE, torch.float32, torch.device("cpu"), budget_bytes=0)
     prefixes.save(_filled(), 0, list(range(50)))
