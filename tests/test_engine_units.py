@@ -449,3 +449,22 @@ def test_graphs_captured_after_a_cache_reallocation_go_into_a_fresh_memory_pool(
     stepper.reset()
     stepper.step(5, 128, greedy)
     assert pools_used == [(0, 1), (0, 1), (0, 2), (0, 3)] and stepper.graphs
+
+
+def test_the_embedded_tokenizer_decodes_exactly_even_from_a_cache_that_asked_for_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A cache converted by a transformers release that set ``clean_up_tokenization_spaces``: the
+    reply keeps its spaces before punctuation (no cleanup, no warning)."""
+    source = resolve_model(DEFAULT_MODEL)
+    real = loading.ensure_converted(source)
+    monkeypatch.setenv("PRIMEKIT_HOME", str(tmp_path))
+    copy = source.converted_dir()
+    copy.mkdir(parents=True)
+    for item in real.iterdir():
+        (copy / item.name).symlink_to(item)
+    (copy / "tokenizer_config.json").unlink()
+    config = json.loads((real / "tokenizer_config.json").read_text())
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    _model, tokenizer = loading.load_model(source)
+    text = "x = 3 , y = 4 ."
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+    assert tokenizer.clean_up_tokenization_spaces is False

@@ -74,7 +74,7 @@ def load_model(source: ModelSource, dtype: str = "float32") -> tuple[Any, Any]:
     if isinstance(source, GgufModel):
         folder = ensure_converted(source)
         model = _load_folder(folder, dtype)
-        tokenizer = _load_tokenizer(folder)
+        tokenizer = _exact_decoding(_load_tokenizer(folder))  # also for caches converted before this
     else:
         folder = source.path if source.path is not None else ensure_converted(_require_base(source))
         model = _load_folder(folder, dtype)
@@ -138,8 +138,16 @@ def _convert(gguf: Path, out: Path) -> None:
     config["dtype"] = "float32"
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     ensure_chat_template(tokenizer)
-    tokenizer.save_pretrained(str(out))
+    _exact_decoding(tokenizer).save_pretrained(str(out))
     (out / _MARKER).write_text(json.dumps({"format": _CACHE_FORMAT, "source": gguf.name, "bytes": gguf.stat().st_size}))
+
+
+def _exact_decoding(tokenizer: Any) -> Any:
+    """Turn off ``clean_up_tokenization_spaces`` on an embedded model's BPE tokenizer: some
+    transformers releases set it when reading a GGUF, and then either strip spaces before
+    punctuation from replies (older releases) or warn on every run (5.17, seen on the H100)."""
+    tokenizer.clean_up_tokenization_spaces = False
+    return tokenizer
 
 
 @contextlib.contextmanager
