@@ -50,10 +50,13 @@ def server():
 
 
 @pytest.fixture
-def client(server):
+async def client(server):
+    """Closed on the test's own loop: left open, its connection pool's tasks die with that loop and are
+    logged ("Task exception was never retrieved") during whichever test the collector next runs in."""
     from openai import AsyncOpenAI
 
-    return AsyncOpenAI(base_url=f"{server}/v1", api_key="x", max_retries=0)
+    async with AsyncOpenAI(base_url=f"{server}/v1", api_key="x", max_retries=0) as opened:
+        yield opened
 
 
 @pytest.mark.slow
