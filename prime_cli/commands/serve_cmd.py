@@ -59,10 +59,9 @@ def serve(
     from evalkit.server import build_app, serve_forever
 
     engine = get_engine(model, dtype=dtype, max_batch=max_batch, device=device)
-    max_batch = engine.max_batch
     app = build_app(engine, model, api_key=api_key)
     auth = "API key required" if api_key else "no API key"
-    print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, max batch {max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, max batch {engine.max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
         print(f"note: {host} is reachable from other machines and no --api-key is set", file=sys.stderr, flush=True)
     serve_forever(app, engine, host, port)
