@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit.defaults import DEFAULT_MODEL  # noqa: E402
+from evalkit.core.defaults import DEFAULT_MODEL  # noqa: E402
 from evalkit.model.engine import Engine  # noqa: E402
 from evalkit.model.registry import KNOWN_MODELS  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 
 TOPICS = ["the sea", "a lighthouse", "autumn", "a robot", "the moon", "a market", "rain", "a violin"]
 

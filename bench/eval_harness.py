@@ -197,7 +197,7 @@ class SDKClient:
         self.base_url = base_url
 
     async def chat(self, messages, sampling, tools=None):  # noqa: ANN001, ANN201
-        from evalkit.types import Completion, Usage
+        from evalkit.core.types import Completion, Usage
 
         response = await self.client.chat.completions.create(model=self.model, messages=messages,
                                                              max_tokens=sampling.max_tokens or 16)
@@ -222,8 +222,8 @@ def run_harness(url: str, env_id: str, n: int, concurrency: int, transport: str 
     """``n`` rollouts (4 per example) of ``env_id`` through :func:`arun_eval`, results.jsonl included."""
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import arun_eval
-    from evalkit.registry import load_environment
-    from evalkit.types import SamplingArgs
+    from evalkit.loading.resolve import load_environment
+    from evalkit.core.types import SamplingArgs
 
     r = 4
     examples = n // r
@@ -285,7 +285,7 @@ def run_startup(url: str, env_id: str) -> float:
     """Wall seconds of ``prime eval run ENV -n 10 -r 1`` as a fresh process (imports, load, 10 rollouts, files)."""
     with tempfile.TemporaryDirectory() as out:
         args = _ENV_ARGS[env_id](10)
-        command = [sys.executable, "-m", "prime_cli", "eval", "run", env_id, "-m", "stub", "-b", url, "-n", "10",
+        command = [sys.executable, "-m", "primekit_cli", "eval", "run", env_id, "-m", "stub", "-b", url, "-n", "10",
                    "-r", "1", "-c", "32", "-t", "16", "-a", json.dumps(args), "-o", out]
         env = {**os.environ, "OPENAI_API_KEY": "bench"}
         started = time.perf_counter()

@@ -45,9 +45,9 @@ def eval_once(engine, args: argparse.Namespace) -> dict[str, float]:  # noqa: AN
     """One eval of ``-n x -r`` rollouts through the engine's LocalClient; what it cost."""
     from evalkit.clients.factory import make_client
     from evalkit.clients.spec import ClientSpec
-    from evalkit.registry import load_environment
-    from evalkit.rollouts import run_groups
-    from evalkit.types import SamplingArgs
+    from evalkit.loading.resolve import load_environment
+    from evalkit.eval.rollouts import run_groups
+    from evalkit.core.types import SamplingArgs
 
     env = load_environment(str(ENV))
     client = make_client(ClientSpec(model=MODEL, engine=engine))

@@ -2,5 +2,5 @@
 
 The job (:mod:`gepa_cli.runner`), its config, the rollout budget, the adapter that scores candidates
 through the eval runner, the reflection LM over primekit's client layer, and the run's output files.
-The ``prime gepa`` command that drives it lives in :mod:`prime_cli.commands.gepa_cmd`.
+The ``prime gepa`` command that drives it lives in :mod:`primekit_cli.commands.gepa_cmd`.
 """

@@ -3,12 +3,12 @@
 Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 
 * ``evaluate(batch, candidate, capture_traces)`` runs one rollout per :class:`Example` through
-  ``evalkit.rollouts.run_groups`` on the job's event loop (concurrently, ``max_concurrent`` at a time,
+  ``evalkit.eval.rollouts.run_groups`` on the job's event loop (concurrently, ``max_concurrent`` at a time,
   one bound shared by the batch's environments)
   and returns per-example rewards. Every rollout is reserved on the :class:`RolloutBudget` first;
   an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing. gepa needs a
   score for every example, so a rollout that errored without a score (model, environment or
-  scoring timeout; :mod:`evalkit.errors`) scores 0 there; it is counted in ``errors`` /
+  scoring timeout; :mod:`evalkit.core.errors`) scores 0 there; it is counted in ``errors`` /
   ``errors_by_kind``, passed to ``on_rollouts``, and shown in the progress bar, ``gepa.log`` and
   ``metadata.json`` (``num_rollout_errors``), so a failing server is never read as a bad prompt.
 * ``make_reflective_dataset`` gives the teacher, per example: query, completion, expected answer,
@@ -29,12 +29,12 @@ from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
 
-from evalkit.aio import LoopThread
+from evalkit.core.aio import LoopThread
 from evalkit.clients.base import ModelClient
-from evalkit.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
+from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
 from evalkit.envs.base import Environment
-from evalkit.rollouts import run_groups
-from evalkit.types import RolloutState, SamplingArgs
+from evalkit.eval.rollouts import run_groups
+from evalkit.core.types import RolloutState, SamplingArgs
 from gepa_cli.budget import RolloutBudget
 from gepa_cli.data import Example
 

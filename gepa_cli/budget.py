@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import UserError
-from evalkit.fileio import write_text_atomic
-from evalkit.readback import BUDGET, parse_line
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_text_atomic
+from evalkit.core.readback import BUDGET, parse_line
 
 
 def saved_usage(path: Path) -> tuple[int, int]:

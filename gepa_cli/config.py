@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evalkit.clients.routing import is_embedded, route
 from evalkit.clients.spec import ClientSpec
-from evalkit.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
-from evalkit.errors import ConfigError, UserError
+from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
+from evalkit.core.errors import ConfigError, UserError
 from evalkit.eval.config import EnvTable
-from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
-from evalkit.tomlio import load_toml, validate
+from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
+from evalkit.core.tomlio import load_toml, validate
 
 
 class EnvSpec(EnvTable):
@@ -30,7 +30,7 @@ class EnvSpec(EnvTable):
     """
 
     extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.env_kwargs`)."""
+    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.loading.kwargs`)."""
 
 
 class GepaSection(BaseModel):
@@ -84,7 +84,7 @@ class GepaToml(BaseModel):
     env_dir_path: str | None = None
     """Folder of local environments (default ``./environments``); relative to this file."""
     run_dir: str | None = None
-    """The run directory (default: see :func:`evalkit.runs.outputs_root`); relative to this file."""
+    """The run directory (default: see :func:`evalkit.core.runs.outputs_root`); relative to this file."""
     max_retries: int | None = Field(default=None, ge=0)
     """Retries per model request (429/5xx/timeouts/dropped connections); default 3."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -148,7 +148,7 @@ class GepaJobConfig(BaseModel):
     run_dir: str | None = None
     """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``."""
     output_root: str | None = None
-    """Root of run dirs; default (:func:`evalkit.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
+    """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
     env_dir_path: str = "environments"
     """Folder of local environments (verifiers' ``--env-dir-path``)."""
     reflection_attempts: int = Field(default=3, ge=1)
@@ -212,14 +212,14 @@ class GepaJobConfig(BaseModel):
     @property
     def runs_root(self) -> Path:
         """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else ./outputs."""
-        from evalkit.runs import outputs_root
+        from evalkit.core.runs import outputs_root
 
         single = self.envs[0].id if len(self.envs) == 1 else None
         return outputs_root(single, self.env_dir_path, self.output_root)
 
     @property
     def env_label(self) -> str:
-        from evalkit.runs import env_slug
+        from evalkit.core.runs import env_slug
 
         return "+".join(env_slug(spec.id) for spec in self.envs)
 
@@ -256,7 +256,7 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
     if parsed.reflection_sampling:
         fields["reflection_sampling"] = dict(parsed.reflection_sampling)
     if parsed.env_file:
-        from evalkit.secrets_file import resolve_env_files
+        from evalkit.core.secrets_file import resolve_env_files
 
         fields["env_file"] = resolve_env_files(parsed.env_file, base_dir)
     return fields

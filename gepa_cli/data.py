@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 
 @dataclass

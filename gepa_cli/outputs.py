@@ -1,6 +1,6 @@
 """The files of a GEPA run dir that a person (or ``prime eval``) reads afterwards.
 
-Where run dirs are and how they are named and locked: :mod:`evalkit.runs`.
+Where run dirs are and how they are named and locked: :mod:`evalkit.core.runs`.
 
 The schema is verifiers' (``save_gepa_results`` in verifiers 0.3.1, ``schema_version`` ``verifiers.gepa.v1``),
 with primekit's budget accounting beside verifiers' fields. Everything here is derived from the library's
@@ -17,9 +17,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from evalkit.fileio import write_bytes_atomic, write_text_atomic
-from evalkit.runs import PARETO_FRONTIER, RESULTS, SYSTEM_PROMPT
-from evalkit.untrusted import row_line, utf8
+from evalkit.core.fileio import write_bytes_atomic, write_text_atomic
+from evalkit.core.runs import PARETO_FRONTIER, RESULTS, SYSTEM_PROMPT
+from evalkit.core.untrusted import row_line, utf8
 from gepa_cli.adapter import COMPONENT
 
 STATE_SUBDIR = "state"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.clients.spec import ClientSpec
-from evalkit.runs import BUDGET
+from evalkit.core.runs import BUDGET
 from gepa_cli.budget import BudgetPlan, saved_usage
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import Example
@@ -48,7 +48,7 @@ def dry_run_lines(config: GepaJobConfig, envs: list[Any], train: list[Example], 
 def _describe(spec: ClientSpec) -> str:
     """``name (backend)`` without touching the model: the routing rule only reads names and files."""
     from evalkit.clients.routing import route
-    from evalkit.errors import UserError
+    from evalkit.core.errors import UserError
 
     try:
         found = route(spec)

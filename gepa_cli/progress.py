@@ -13,8 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evalkit.redact import redact
-from evalkit.types import RolloutState
+from evalkit.core.redact import redact
+from evalkit.core.types import RolloutState
 from gepa_cli.budget import RolloutBudget
 
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
-from evalkit.aio import LoopThread
+from evalkit.core.aio import LoopThread
 from evalkit.clients.base import ModelClient
-from evalkit.errors import ModelCallError
-from evalkit.types import SamplingArgs
+from evalkit.core.errors import ModelCallError
+from evalkit.core.types import SamplingArgs
 
 _CLOSED_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_BLOCK = re.compile(r"```[^\n`]*\n(.*)\Z", re.DOTALL)

@@ -19,21 +19,21 @@ from typing import Any
 
 from rich.console import Console
 
-from evalkit import runs
+from evalkit.core import runs
 from evalkit.clients.base import ModelClient
 from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
-from evalkit.fileio import write_json_atomic
-from evalkit.readback import GEPA_METADATA, read_object
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_json_atomic
+from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.report.kinds import detect_kind
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import build_examples
-from evalkit.aio import LoopThread
+from evalkit.core.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
 
@@ -77,8 +77,8 @@ class _StateTracker:
 
 
 def load_envs(config: GepaJobConfig) -> list[Environment]:
-    from evalkit.env_kwargs import apply_extra_env_kwargs
-    from evalkit.registry import load_environment
+    from evalkit.loading.kwargs import apply_extra_env_kwargs
+    from evalkit.loading.resolve import load_environment
 
     envs = []
     for spec in config.envs:
@@ -169,7 +169,7 @@ def run_gepa(
 
     Before any model call: the budget preflight (:mod:`.preflight`) prints what the budget buys and
     refuses one that buys nothing. ``dry_run`` prints the plan and returns None. ``resume``: the run dir
-    the CLI resolved (:func:`evalkit.runs.resolve_run` with :func:`run_dirs`), or a ``--resume`` value
+    the CLI resolved (:func:`evalkit.core.runs.resolve_run` with :func:`run_dirs`), or a ``--resume`` value
     to resolve here.
     """
     from gepa_cli.preflight import budget_plan, dry_run_lines

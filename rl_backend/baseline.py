@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit import runs
-from evalkit.errors import UserError
-from evalkit.fileio import write_json_atomic
-from evalkit.types import RolloutState
+from evalkit.core import runs
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_json_atomic
+from evalkit.core.types import RolloutState
 from rl_backend.config import BaselineConfig
 from rl_backend.filtering import is_uniform
 

@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import UserError
-from evalkit.readback import RL_CHECKPOINT_STATE, parse_line
-from evalkit.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_numbers
-from evalkit.untrusted import json_bytes
+from evalkit.core.errors import UserError
+from evalkit.core.readback import RL_CHECKPOINT_STATE, parse_line
+from evalkit.core.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_numbers
+from evalkit.core.untrusted import json_bytes
 
 
 def steps_in(folder: Path) -> list[int]:

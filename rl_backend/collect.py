@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.aio import LoopThread
-from evalkit.errors import UserError
-from evalkit.rollouts import run_groups
-from evalkit.types import Completion, RolloutState, SamplingArgs
+from evalkit.core.aio import LoopThread
+from evalkit.core.errors import UserError
+from evalkit.eval.rollouts import run_groups
+from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from rl_backend.advantages import make_advantage_rule
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups

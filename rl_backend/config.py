@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from evalkit.defaults import DEFAULT_MODEL
-from evalkit.errors import ConfigError
+from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.errors import ConfigError
 from evalkit.eval.config import EnvTable
-from evalkit.runs import env_slug
-from evalkit.tomlio import dumps, load_toml, validate
-from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
-from evalkit.untrusted import name_problem
+from evalkit.core.runs import env_slug
+from evalkit.core.tomlio import dumps, load_toml, validate
+from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
+from evalkit.core.untrusted import name_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -260,7 +260,7 @@ class CkptConfig(_Strict):
     """Also export merged full weights (HF format) to ``weights/step_N/`` for `prime eval run -m`."""
 
 
-class EvalConfig(_Strict):
+class PeriodicEvalConfig(_Strict):
     interval: int = Field(0, ge=0)
     """Evaluate on held-out examples every this many steps (and after the last); 0 disables."""
     num_examples: int = Field(32, gt=0)
@@ -373,7 +373,7 @@ class RLConfig(_Strict):
     """Rollout generation backend."""
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
     """Checkpointing."""
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+    eval: PeriodicEvalConfig = Field(default_factory=PeriodicEvalConfig)
     """Periodic held-out evaluation."""
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     """Checks before training."""
@@ -601,7 +601,7 @@ def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLCo
     except ConfigError as exc:  # cross-field checks name their keys in the message itself
         raise ConfigError(str(exc).replace("'(top level)': ", "")) from None
     folder = Path(path).resolve().parent
-    from evalkit.secrets_file import resolve_env_files
+    from evalkit.core.secrets_file import resolve_env_files
 
     config.env_file = resolve_env_files(config.env_file, folder)
     if config.model.startswith((".", "~")) or ("/" in config.model and not config.model.startswith("local/")):

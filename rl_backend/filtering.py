@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evalkit.types import RolloutState
+from evalkit.core.types import RolloutState
 
 
 def is_uniform(group: Sequence[RolloutState], tol: float = 1e-9) -> bool:

@@ -24,9 +24,9 @@ from typing import Any
 
 from rich.console import Console
 
-from evalkit import runs
-from evalkit.errors import UserError
-from evalkit.fileio import write_text_atomic
+from evalkit.core import runs
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_text_atomic
 from rl_backend.config import RLConfig, to_toml
 from rl_backend.export import prime_rl
 

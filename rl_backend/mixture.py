@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from rl_backend.config import EnvConfig
 
 
@@ -78,7 +78,7 @@ class TrainEnv:
 
 def load_train_env(spec: EnvConfig) -> TrainEnv:
     """Load one environment (on the calling thread: legacy verifiers environments install signal handlers)."""
-    from evalkit.registry import load_environment
+    from evalkit.loading.resolve import load_environment
 
     member = TrainEnv(spec, load_environment(spec.id, spec.args))
     if not member.infinite:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 
 def load_model_and_tokenizer(model: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:

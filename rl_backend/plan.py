@@ -11,7 +11,7 @@ import json
 import shlex
 from pathlib import Path
 
-from evalkit.errors import ConfigError
+from evalkit.core.errors import ConfigError
 from evalkit.model.devices import cuda_available, resolve_device
 from rl_backend.config import RLConfig, gpu_layout
 from rl_backend.mixture import mixture_line

@@ -105,7 +105,7 @@ class Policy:
             try:
                 net = get_peft_model(net, peft_config)
             except ValueError as exc:
-                from evalkit.errors import ConfigError
+                from evalkit.core.errors import ConfigError
 
                 raise ConfigError(f"trainer.lora.target_modules does not fit this model: {exc}") from exc
         self.model = net

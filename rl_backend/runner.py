@@ -23,13 +23,13 @@ from typing import Any
 
 from rich.console import Console
 
-from evalkit import runs
-from evalkit.aio import LoopThread
-from evalkit.errors import ConfigError, UserError
-from evalkit.fileio import remove_inside, write_bytes_atomic, write_text_atomic
-from evalkit.readback import RL_METRICS_ROW, read_jsonl
-from evalkit.types import SamplingArgs
-from evalkit.untrusted import json_bytes, row_line
+from evalkit.core import runs
+from evalkit.core.aio import LoopThread
+from evalkit.core.errors import ConfigError, UserError
+from evalkit.core.fileio import remove_inside, write_bytes_atomic, write_text_atomic
+from evalkit.core.readback import RL_METRICS_ROW, read_jsonl
+from evalkit.core.types import SamplingArgs
+from evalkit.core.untrusted import json_bytes, row_line
 from rl_backend.config import RLConfig, to_toml
 from rl_backend.plan import plan_lines, resolve_backend, trainer_device
 
@@ -76,7 +76,7 @@ whose rows its cursor counts in that mixture)."""
 
 
 def _check_same_run(run_dir: Path, config: RLConfig) -> None:
-    from evalkit.tomlio import load_toml
+    from evalkit.core.tomlio import load_toml
 
     saved_file = run_dir / runs.RESOLVED_CONFIG
     if saved_file.is_file():
@@ -145,7 +145,7 @@ class Trainer:
     """Holds one run's pieces; ``run()`` goes from config to trained weights.
 
     Every coroutine of the run (training batches, the baseline, periodic evals) goes to one event
-    loop that lives as long as the trainer (:class:`evalkit.aio.LoopThread`), so the source's client
+    loop that lives as long as the trainer (:class:`evalkit.core.aio.LoopThread`), so the source's client
     (an aiohttp session, the engine's batching queue) stays on one loop.
     """
 

@@ -1,6 +1,6 @@
 """Multi-turn rollouts as training samples, and the chat-template check ``interleaved`` needs.
 
-A multi-turn rollout has one :class:`~evalkit.types.Completion` per model turn, each with the prompt
+A multi-turn rollout has one :class:`~evalkit.core.types.Completion` per model turn, each with the prompt
 ids the sampler conditioned on (the model's tokenizer rendered the conversation so far through its
 chat template) and the ids it drew. Two ways to train on them (``trajectory_strategy``):
 
@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.errors import UserError
-from evalkit.types import RolloutState
+from evalkit.core.errors import UserError
+from evalkit.core.types import RolloutState
 from rl_backend.collect import checked_sample
 from rl_backend.policy import Sample
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.envs import Rubric, SingleTurnEnv, ToolEnv
-from evalkit.errors import ModelCallError
+from evalkit.core.errors import ModelCallError
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
 
@@ -123,7 +123,7 @@ def make_rl_run(tmp: Path, env_code: str = RL_ENV) -> Path:
     from tiny_model import write_tiny_model
     from typer.testing import CliRunner
 
-    from prime_cli.app import app
+    from primekit_cli.app import app
 
     model = write_tiny_model(tmp / "tiny")
     env_dir = tmp / "environments" / "digits"

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evalkit.errors import ModelCallError
-from evalkit.types import Completion, Message, SamplingArgs, ToolCall, Usage
+from evalkit.core.errors import ModelCallError
+from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
 Reply = str | Completion | Exception
 ReplyFn = Callable[[list[Message], SamplingArgs, list[dict[str, Any]] | None], Reply]

@@ -11,9 +11,9 @@ from scripted_client import ScriptedClient, tool_call_reply
 from evalkit.builtin import alphabet_sort, arithmetic, fact_search, reverse_text, wordle
 from evalkit.builtin._util import lcs_length, lcs_ratio
 from evalkit.envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from evalkit.errors import UserError
-from evalkit.registry import BUILTIN_IDS, load_environment
-from evalkit.rollouts import run_groups
+from evalkit.core.errors import UserError
+from evalkit.loading.resolve import BUILTIN_IDS, load_environment
+from evalkit.eval.rollouts import run_groups
 
 MODULES = {
     "reverse-text": reverse_text,

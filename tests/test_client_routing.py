@@ -12,8 +12,8 @@ import pytest
 from evalkit.clients import factory
 from evalkit.clients.routing import in_hf_cache, route
 from evalkit.clients.spec import ClientSpec
-from evalkit.defaults import DEFAULT_MODEL, DEFAULT_TIMEOUT_S
-from evalkit.errors import ConfigError, UserError
+from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_TIMEOUT_S
+from evalkit.core.errors import ConfigError, UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,16 +147,16 @@ def test_http_spec_carries_retries_timeout_and_headers():
 def test_the_default_model_name_is_written_once():
     """One constant: no other module spells the default model's name as a literal."""
     found = subprocess.run(
-        ["git", "grep", "-n", "-F", f'"{DEFAULT_MODEL}"', "--", "evalkit", "gepa_cli", "prime_cli", "rl_backend", ":!*.toml", ":!*.md",
-         ":!prime_cli/lab_configs/*"],  # example configs are data, like the .toml ones
+        ["git", "grep", "-n", "-F", f'"{DEFAULT_MODEL}"', "--", "evalkit", "gepa_cli", "primekit_cli", "rl_backend", ":!*.toml", ":!*.md",
+         ":!primekit_cli/lab_configs/*"],  # example configs are data, like the .toml ones
         cwd=REPO, capture_output=True, text=True,
     ).stdout.splitlines()
     code = [line for line in found if not line.split(":", 2)[2].lstrip().startswith(("result =", "#", "-", "*"))]
-    assert [line.split(":")[0] for line in code] == ["evalkit/defaults.py"], code
+    assert [line.split(":")[0] for line in code] == ["evalkit/core/defaults.py"], code
 
 
 def test_prime_help_imports_no_heavy_library():
-    script = ("import sys; from prime_cli.app import app; "
+    script = ("import sys; from primekit_cli.app import app; "
               "print(json.dumps([m for m in ('litellm', 'aiohttp', 'torch', 'datasets', 'pandas', 'transformers') if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", "import json; " + script], capture_output=True, text=True, cwd=REPO)
     assert json.loads(out.stdout) == [], out.stderr

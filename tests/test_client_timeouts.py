@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 from evalkit.clients import openai_client  # noqa: E402
 from evalkit.clients.factory import preflight  # noqa: E402
 from evalkit.clients.openai_client import OpenAIClient  # noqa: E402
-from evalkit.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.core.errors import ModelCallError, UserError  # noqa: E402
 from evalkit.eval.config import EvalConfig  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 PRIME = str(Path(sys.executable).parent / "prime")
 

@@ -24,7 +24,7 @@ from fault_server import FaultServer  # noqa: E402
 
 from evalkit.eval.results import read_rows  # noqa: E402
 from evalkit.report.tui import RunsBrowser, RunScreen  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
 
@@ -34,7 +34,7 @@ def prime(*args: str):
 
 
 def prime_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
 
 
@@ -144,7 +144,7 @@ def test_tui_that_crashes_does_not_exit_0(outputs, tmp_path):
         "    raise RuntimeError('listing runs failed')\n"
         "tui.find_runs = boom\n"
         f"sys.argv = ['prime', 'eval', 'tui', '-o', {str(outputs)!r}]\n"
-        "from prime_cli.app import main\n"
+        "from primekit_cli.app import main\n"
         "main()\n"
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
@@ -154,8 +154,8 @@ def test_tui_that_crashes_does_not_exit_0(outputs, tmp_path):
 
 def test_gepa_resume_stops_on_a_damaged_budget_and_skips_damaged_metadata_fields(tmp_path):
     from scripted_client import ScriptedClient
-    from evalkit.errors import UserError
-    from evalkit.readback import GEPA_METADATA, read_object
+    from evalkit.core.errors import UserError
+    from evalkit.core.readback import GEPA_METADATA, read_object
     from gepa_cli.config import EnvSpec, GepaJobConfig
     from gepa_cli.runner import run_gepa
 
@@ -177,7 +177,7 @@ def test_gepa_resume_stops_on_a_damaged_budget_and_skips_damaged_metadata_fields
 
 @pytest.mark.slow
 def test_rl_view_and_resume_readers_over_damaged_metrics_and_checkpoint(tmp_path):
-    from evalkit.errors import UserError
+    from evalkit.core.errors import UserError
     from rl_backend.checkpoints import load_checkpoint
     from rl_backend.runner import recorded_evals
 

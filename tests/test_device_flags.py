@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit.errors import UserError
-from prime_cli.app import app
+from evalkit.core.errors import UserError
+from primekit_cli.app import app
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

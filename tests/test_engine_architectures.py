@@ -15,7 +15,7 @@ import asyncio
 import pytest
 import torch
 
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ SMALL = dict(
 @pytest.fixture(scope="module")
 def tokenizer():
     from evalkit.model.loading import ensure_chat_template, ensure_converted, _load_tokenizer
-    from evalkit.defaults import DEFAULT_MODEL
+    from evalkit.core.defaults import DEFAULT_MODEL
     from evalkit.model.registry import KNOWN_MODELS
 
     loaded = _load_tokenizer(ensure_converted(KNOWN_MODELS[DEFAULT_MODEL]))
@@ -123,7 +123,7 @@ def test_llama_on_the_fallback_matches_the_fused_path(tokenizer):
 
 
 def test_fused_backend_refuses_what_it_cannot_run(tokenizer):
-    from evalkit.errors import UserError
+    from evalkit.core.errors import UserError
 
     with pytest.raises(UserError, match="architecture 'qwen3'"):
         _engine(_build("qwen3"), tokenizer, backend="fused")

@@ -12,9 +12,9 @@ import threading
 import pytest
 import torch
 
-from evalkit.errors import ModelCallError
+from evalkit.core.errors import ModelCallError
 from evalkit.model.requests import InvalidRequest
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 pytestmark = pytest.mark.slow
 

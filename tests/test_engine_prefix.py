@@ -13,7 +13,7 @@ import torch
 
 from evalkit.model.kvcache import CacheShape, KVCache
 from evalkit.model.prefix_cache import MIN_REUSE, PrefixCache, common_prefix
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 SHAPE = CacheShape(num_layers=2, num_kv_heads=1, head_dim=2, max_positions=512)
 RULES = "You play a guessing game. Answer with one short sentence and nothing else. " * 4

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from evalkit.model import loading
 from evalkit.model.chat_format import parse_tool_calls, render_messages
-from evalkit.defaults import DEFAULT_MODEL
+from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.model.registry import GgufModel, LocalDirModel, resolve_model
 from evalkit.model.requests import InvalidRequest, SamplingParams, sampling_params
 from evalkit.model.sampling import row_tensors, sample, sampling_mode, uniforms
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 # -- model names -------------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ import pytest
 
 from scripted_client import ScriptedClient, tool_call_reply
 from evalkit.envs import MultiTurnEnv, Parser, Rubric, SingleTurnEnv, ThinkParser, ToolEnv, XMLParser, tool_schema
-from evalkit.errors import ModelCallError, UserError
-from evalkit.registry import load_environment, module_name_for, parse_env_args, resolve
-from evalkit.types import Completion, RolloutState
+from evalkit.core.errors import ModelCallError, UserError
+from evalkit.loading.resolve import load_environment, module_name_for, parse_env_args, resolve
+from evalkit.core.types import Completion, RolloutState
 
 ROWS = [{"question": "2+2?", "answer": "4"}, {"question": "3+3?", "answer": "6"}]
 

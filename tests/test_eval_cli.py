@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 SECRET = "sk-cli-SECRET-9876543210"
 
@@ -140,7 +140,7 @@ def test_kill_9_then_resume_has_every_rollout_exactly_once(tmp_path):
         args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "12", "-r", "2", "-c", "4",
                 "-o", str(tmp_path)]
         env = {**os.environ, "COLUMNS": "120"}
-        process = subprocess.Popen([sys.executable, "-m", "prime_cli", *args], env=env,
+        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", *args], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         results = None
         deadline = time.time() + 60

@@ -15,9 +15,9 @@ from fault_server import FaultServer  # noqa: E402
 from evalkit.clients.factory import make_client, preflight  # noqa: E402
 from evalkit.clients.spec import ClientSpec  # noqa: E402
 from evalkit.clients.openai_client import OpenAIClient  # noqa: E402
-from evalkit.wire import parse_completion  # noqa: E402
-from evalkit.errors import ModelCallError, UserError  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
+from evalkit.clients.wire import parse_completion  # noqa: E402
+from evalkit.core.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 
 SECRET = "sk-test-SECRET-0123456789"
 

@@ -16,11 +16,11 @@ from fault_server import FaultServer  # noqa: E402
 from scripted_client import ScriptedClient  # noqa: E402
 
 from evalkit.envs import Rubric, SingleTurnEnv  # noqa: E402
-from evalkit.errors import ModelCallError, error_kind  # noqa: E402
+from evalkit.core.errors import ModelCallError, error_kind  # noqa: E402
 from evalkit.eval.config import EvalConfig  # noqa: E402
 from evalkit.eval.runner import run_eval  # noqa: E402
 from evalkit.eval.summary import summarize  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 def prime(*args: str):

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from prime_cli.app import app
+from primekit_cli.app import app
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from scripted_client import ScriptedClient  # noqa: E402
 
 from evalkit.clients.openai_client import OpenAIClient  # noqa: E402
 from evalkit.envs import MultiTurnEnv, Rubric, SingleTurnEnv  # noqa: E402
-from evalkit.errors import ConfigError, ModelCallError, UserError  # noqa: E402
+from evalkit.core.errors import ConfigError, ModelCallError, UserError  # noqa: E402
 from evalkit.eval.config import EvalConfig, load_eval_file  # noqa: E402
 from evalkit.eval.results import read_rows  # noqa: E402
 from evalkit.eval.runner import run_eval  # noqa: E402
@@ -212,7 +212,7 @@ def test_shipped_eval_configs_load():
 def test_zero_valued_sampling_settings_are_recorded_and_kept(tmp_path):
     """Greedy (temperature 0) and seed 0 are settings: recorded, matched on resume, and passed on
     (the RL trainer's greedy evals hand their sampling to the eval runner as a dict)."""
-    from evalkit.types import SamplingArgs
+    from evalkit.core.types import SamplingArgs
 
     greedy = SamplingArgs(temperature=0.0, seed=0, logprobs=False)
     assert greedy.to_dict() == {"temperature": 0.0, "seed": 0}

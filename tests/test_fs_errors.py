@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
 import evalkit.eval.results as results_module  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_full_disk_mid_run_leaves_whole_rows_and_resumes(server, tmp_path, monke
 
 
 def test_full_disk_on_metadata_write_is_one_line(server, tmp_path, monkeypatch):
-    import evalkit.fileio as fileio
+    import evalkit.core.fileio as fileio
 
     real_fsync = os.fsync
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scripted_client import ScriptedClient
-from prime_cli.app import app
+from primekit_cli.app import app
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields
 from gepa_cli.data import build_examples
@@ -76,7 +76,7 @@ def test_toml_single_env_table_and_flags_win(tmp_path):
 
 
 def test_examples_are_uniform_by_environment():
-    from evalkit.registry import load_environment
+    from evalkit.loading.resolve import load_environment
 
     envs = [load_environment("arithmetic"), load_environment("reverse-text")]
     train, val = build_examples(envs, ["arithmetic", "reverse-text"], num_train=7, num_val=4, seed=0)

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from evalkit.errors import ModelCallError  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from evalkit.core.errors import ModelCallError  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields  # noqa: E402
 from gepa_cli.runner import open_clients  # noqa: E402
 

@@ -15,8 +15,8 @@ import pytest
 
 from scripted_client import ScriptedClient
 from evalkit.envs import Rubric, SingleTurnEnv
-from evalkit.errors import ModelCallError, UserError
-from evalkit.types import Completion
+from evalkit.core.errors import ModelCallError, UserError
+from evalkit.core.types import Completion
 from gepa_cli.config import EnvSpec, GepaJobConfig
 from gepa_cli.reflection import OPEN_BLOCK_SUFFIX, extract_continued_block, extract_fenced_block
 from gepa_cli.runner import run_gepa
@@ -274,7 +274,7 @@ def test_preflight_checks_both_models_before_any_rollout(tmp_path):
 def test_reflective_dataset_has_what_the_teacher_needs():
     from gepa.core.adapter import EvaluationBatch
 
-    from evalkit.types import RolloutState
+    from evalkit.core.types import RolloutState
     from gepa_cli.adapter import SystemPromptAdapter
 
     adapter = SystemPromptAdapter([], None, None, None, state_columns=["guesses", "missing"])  # type: ignore[arg-type]
@@ -324,7 +324,7 @@ def test_max_concurrent_is_one_bound_shared_by_the_environments():
     instead of splitting it between them: 3 + 1 examples of two environments under -c 4 run 4 at once."""
     import asyncio
 
-    from evalkit.aio import LoopThread
+    from evalkit.core.aio import LoopThread
     from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
     from gepa_cli.budget import RolloutBudget
     from gepa_cli.data import Example

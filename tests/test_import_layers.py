@@ -1,11 +1,11 @@
 """The import graph of the shipped packages, read with ``ast`` (imports inside functions included):
 no cycle, and no import against the layer order.
 
-Layers, top to bottom: ``prime_cli`` (the app) -> ``gepa_cli`` and ``rl_backend`` (side by side, neither
-imports the other) -> ``evalkit``. Inside evalkit, the bottom modules (:data:`BOTTOM`) import nothing of
-the project but each other, so everything else can use them without a cycle, and the engine
+Layers, top to bottom: ``primekit_cli`` (the app) -> ``gepa_cli`` and ``rl_backend`` (side by side, neither
+imports the other) -> ``evalkit``. Inside evalkit, the bottom layer (:data:`BOTTOM_PACKAGE`) imports nothing of
+the project but itself, so everything else can use them without a cycle, and the engine
 (``evalkit.model``) never imports the client layer built on it (``evalkit.clients``). An edge goes to the most
-specific module an import names (``from evalkit.clients import redact`` -> ``evalkit.redact``), as
+specific module an import names (``from evalkit.clients import redact`` -> ``evalkit.core.redact``), as
 import-linter counts them; ``if TYPE_CHECKING:`` imports count too (they are still a dependency).
 """
 
@@ -15,11 +15,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("prime_cli", "gepa_cli", "rl_backend", "evalkit")
-RANK = {"prime_cli": 2, "gepa_cli": 1, "rl_backend": 1, "evalkit": 0}
-LAYERS = "prime_cli -> gepa_cli, rl_backend -> evalkit"
-BOTTOM = frozenset({"evalkit.errors", "evalkit.redact", "evalkit.defaults", "evalkit.fileio", "evalkit.runs",
-                    "evalkit.untrusted"})
+PACKAGES = ("primekit_cli", "gepa_cli", "rl_backend", "evalkit")
+RANK = {"primekit_cli": 2, "gepa_cli": 1, "rl_backend": 1, "evalkit": 0}
+LAYERS = "primekit_cli -> gepa_cli, rl_backend -> evalkit"
+BOTTOM_PACKAGE = "evalkit.core"
+"""The bottom layer: its modules import nothing of the project but each other."""
 BELOW = {"evalkit.model": ("evalkit.clients", "the engine sits below the client layer")}
 """Inside evalkit: a subpackage that must not import another (which builds on it)."""
 
@@ -99,8 +99,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             other = target.split(".")[0]
             if RANK[other] > RANK[top] or (RANK[other] == RANK[top] and other != top):
                 bad.append(f"{source} -> {target} (against {LAYERS})")
-            elif source in BOTTOM and target not in BOTTOM:
-                bad.append(f"{source} -> {target} (a bottom module imports only {sorted(BOTTOM)})")
+            elif _within(source, [BOTTOM_PACKAGE]) and not _within(target, [BOTTOM_PACKAGE]):
+                bad.append(f"{source} -> {target} (a module of {BOTTOM_PACKAGE} imports only {BOTTOM_PACKAGE})")
             elif _within(source, BELOW) and _within(target, [BELOW[_within(source, BELOW)][0]]):
                 bad.append(f"{source} -> {target} ({BELOW[_within(source, BELOW)][1]})")
     return bad
@@ -125,20 +125,19 @@ def test_the_checks_see_imports_inside_functions_and_relative_ones():
     assert find_cycle(graph) is None
     graph["evalkit.b"].add("evalkit.a")
     assert find_cycle(graph) == ["evalkit.a", "evalkit.b", "evalkit.a"]
-    assert layer_violations({"evalkit.errors": {"evalkit.redact", "evalkit.clients.spec"}, "evalkit.x": {"gepa_cli.runner"},
-                             "gepa_cli.a": {"rl_backend.b"}, "prime_cli.a": {"evalkit.errors"},
+    assert layer_violations({"evalkit.core.errors": {"evalkit.core.redact", "evalkit.clients.spec"}, "evalkit.x": {"gepa_cli.runner"},
+                             "gepa_cli.a": {"rl_backend.b"}, "primekit_cli.a": {"evalkit.core.errors"},
                              "evalkit.model.registry": {"evalkit.clients.spec"}}) == [
-        "evalkit.errors -> evalkit.clients.spec (a bottom module imports only "
-        f"{sorted(BOTTOM)})",
+        "evalkit.core.errors -> evalkit.clients.spec (a module of evalkit.core imports only evalkit.core)",
         "evalkit.model.registry -> evalkit.clients.spec (the engine sits below the client layer)",
-        "evalkit.x -> gepa_cli.runner (against prime_cli -> gepa_cli, rl_backend -> evalkit)",
-        "gepa_cli.a -> rl_backend.b (against prime_cli -> gepa_cli, rl_backend -> evalkit)",
+        "evalkit.x -> gepa_cli.runner (against primekit_cli -> gepa_cli, rl_backend -> evalkit)",
+        "gepa_cli.a -> rl_backend.b (against primekit_cli -> gepa_cli, rl_backend -> evalkit)",
     ]
-    source = "def f():\n    from evalkit import errors\n    from .sub import thing\n"
+    source = "def f():\n    from evalkit.core import errors\n    from .sub import thing\n"
     path = ROOT / "evalkit" / "envs" / "base.py"
-    modules = {"evalkit.errors": path, "evalkit.envs.sub": path, "evalkit.envs.base": path}
+    modules = {"evalkit.core.errors": path, "evalkit.envs.sub": path, "evalkit.envs.base": path}
     tree_imports = _imports_of_source("evalkit.envs.base", source, modules)
-    assert tree_imports == {"evalkit.errors", "evalkit.envs.sub"}
+    assert tree_imports == {"evalkit.core.errors", "evalkit.envs.sub"}
 
 
 def _imports_of_source(name: str, source: str, modules: dict[str, Path]) -> set[str]:

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from evalkit.errors import ConfigError  # noqa: E402
-from evalkit.sampling_rules import sampling_problems  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from evalkit.core.errors import ConfigError  # noqa: E402
+from evalkit.core.sampling_rules import sampling_problems  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 def prime(*args: str):
@@ -27,7 +27,7 @@ def test_a_header_with_a_line_break_is_one_error_line(tmp_path):
     server = FaultServer()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "prime_cli", "eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url,
+            [sys.executable, "-m", "primekit_cli", "eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url,
              "-n", "1", "-r", "1", "-o", str(tmp_path), "--header", "X-A: b\r\nX-B: 1"],
             capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         seen = json.loads(urllib.request.urlopen(server.base_url.removesuffix("/v1") + "/header_log").read())

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 def prime(*args: str):
@@ -40,7 +40,7 @@ def test_sigterm_writes_metadata_like_ctrl_c_then_resume_finishes(tmp_path):
     try:
         args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "12", "-r", "2", "-c", "4",
                 "-o", str(tmp_path)]
-        process = subprocess.Popen([sys.executable, "-m", "prime_cli", *args], env={**os.environ, "COLUMNS": "120"},
+        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", *args], env={**os.environ, "COLUMNS": "120"},
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         results = wait_for_rows(tmp_path, 4)
         process.send_signal(signal.SIGTERM)

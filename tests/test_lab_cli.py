@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from prime_cli.app import app
-from prime_cli.commands.lab_cmd import lab_config_files
+from primekit_cli.app import app
+from primekit_cli.commands.lab_cmd import lab_config_files
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,8 @@ def test_shipped_configs_match_repo_configs():
     shipped = lab_config_files(prime_rl=True)
     assert set(lab_config_files()) == EXPECTED and set(shipped) == EXPECTED | PRIME_RL
     repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*") if p.suffix in (".toml", ".py")}
-    assert repo == shipped, "configs/ and prime_cli/lab_configs/ differ: edit one, copy it to the other"
+    assert repo == shipped, "the lab_configs link no longer reaches configs/"
+    assert (REPO / "primekit_cli" / "lab_configs").resolve() == (REPO / "configs").resolve()
 
 
 def test_lab_setup_writes_then_refuses_then_forces(tmp_path, monkeypatch):
@@ -91,8 +92,8 @@ def test_eval_examples_validate(name):
 
 
 def test_endpoint_gepa_rl_examples_validate():
-    from evalkit.endpoints import load_endpoints
-    from evalkit.tomlio import load_toml, validate
+    from evalkit.clients.endpoints import load_endpoints
+    from evalkit.core.tomlio import load_toml, validate
     from gepa_cli.config import build_job_config, load_gepa_toml, toml_to_job_fields
     from rl_backend.config import RLConfig
 
@@ -120,7 +121,7 @@ def _prime(monkeypatch, tmp_path: Path, *args: str):
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_family_files_name_the_docs_models_and_stop_on_the_uncached_model(tmp_path, monkeypatch, family):
     """Without the model in the local Hugging Face cache, each job stops on that one line (exit 2)."""
-    from evalkit.endpoints import load_endpoints
+    from evalkit.clients.endpoints import load_endpoints
 
     hub_id = FAMILIES[family]
     for job, args in (("rl", ["rl", "run"]), ("eval", ["eval", "run"])):
@@ -157,5 +158,5 @@ def test_the_prime_rl_example_of_a_shipped_config_is_its_export(monkeypatch):
     monkeypatch.chdir(REPO)  # the config names ./environments/digit_sums
     exported = export_config(load_rl_config(REPO / "configs" / "rl" / "digit-sums.toml"), "prime-rl")
     assert exported.text == lab_config_files(prime_rl=True)["prime-rl/digit-sums.toml"], (
-        "re-export it: prime rl export configs/rl/digit-sums.toml --target prime-rl -o prime_cli/lab_configs/_prime_rl/digit-sums.toml"
+        "re-export it: prime rl export configs/rl/digit-sums.toml --target prime-rl -o configs/prime-rl/digit-sums.toml"
     )

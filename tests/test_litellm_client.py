@@ -21,9 +21,9 @@ if importlib.util.find_spec("litellm") is None:
 from evalkit.clients.factory import make_client  # noqa: E402
 from evalkit.clients.litellm_client import LiteLLMClient, import_litellm  # noqa: E402
 from evalkit.clients.spec import ClientSpec  # noqa: E402
-from evalkit.errors import ModelCallError, UserError  # noqa: E402
-from evalkit.redact import REDACTED  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
+from evalkit.core.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.core.redact import REDACTED  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 
 PROVIDER_KEY = "ant-PRIVATE-provider-key-5151"
 litellm = import_litellm()  # as the client imports it: offline (bundled cost map), quiet

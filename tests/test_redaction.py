@@ -18,9 +18,9 @@ import pytest
 
 from evalkit.clients.factory import make_client  # noqa: E402
 from evalkit.clients.spec import ClientSpec  # noqa: E402
-from evalkit.errors import ModelCallError  # noqa: E402
-from evalkit.redact import REDACTED, RedactingFilter, redact, register_secret  # noqa: E402
-from evalkit.types import SamplingArgs  # noqa: E402
+from evalkit.core.errors import ModelCallError  # noqa: E402
+from evalkit.core.redact import REDACTED, RedactingFilter, redact, register_secret  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 
 KEY = "zq7-PRIVATE-key-value-4242"  # not shaped like any known key: only the registered value can catch it
 HEADER_SECRET = "hdr-PRIVATE-token-9898"

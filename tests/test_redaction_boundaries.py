@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from evalkit.redact import REDACTED  # noqa: E402
+from evalkit.core.redact import REDACTED  # noqa: E402
 
 KEY = "jdg-PRIVATE-key-value-5151"  # not key-shaped: only the header it travelled in gives it away
 
@@ -69,7 +69,7 @@ def load_environment(**kwargs):
 
 
 def run_prime(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], capture_output=True, text=True, env=env, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=300)
 
 

@@ -26,7 +26,7 @@ from chromium import Browser, find_chromium  # noqa: E402
 from evalkit.report.gepa_data import load_gepa_run  # noqa: E402
 from evalkit.report.html import _num, build_context, render_html, write_report  # noqa: E402
 from evalkit.report.rl_data import load_rl_run  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 REF_WRITER = Path("/work/ref/verifiers-0.3.1/verifiers/legacy/gepa/gepa_utils.py")
 
@@ -255,7 +255,7 @@ def test_report_scrubs_credentials_echoed_in_errors(tmp_path):
     another tool (verifiers' ``{"error", "message"}`` shape included) or an older version."""
     from scripted_client import ScriptedClient
 
-    from evalkit.errors import ModelCallError
+    from evalkit.core.errors import ModelCallError
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
     from evalkit.report.eval_data import error_kind_and_message

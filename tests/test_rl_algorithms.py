@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from evalkit.types import RolloutState
+from evalkit.core.types import RolloutState
 from rl_backend.advantages import ADVANTAGES, make_advantage_rule
 from rl_backend.filtering import filter_groups, is_uniform
 from rl_backend.losses import LOSSES, make_loss

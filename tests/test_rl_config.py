@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalkit.errors import ConfigError
-from prime_cli.app import app
+from evalkit.core.errors import ConfigError
+from primekit_cli.app import app
 from rl_backend.config import RLConfig, load_rl_config, parse_overrides, to_toml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def test_validation_errors_name_the_key(tmp_path, extra, needle):
 def test_cli_config_error_is_one_line_exit_2(tmp_path):
     path = _write(tmp_path, BASE.replace("batch_size = 8", "batch_size = 6"))
     result = subprocess.run(
-        [sys.executable, "-m", "prime_cli", "rl", "run", str(path), "--dry-run"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "primekit_cli", "rl", "run", str(path), "--dry-run"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -93,9 +93,9 @@ def test_dry_run_prints_config_and_plan(tmp_path):
 
 @pytest.mark.parametrize("name", ["arithmetic.toml", "reverse-text.toml", "mixed.toml"])
 def test_shipped_configs_validate(name):
-    for folder in (ROOT / "configs" / "rl", ROOT / "prime_cli" / "lab_configs" / "rl"):
-        if (folder / name).is_file():
-            load_rl_config(folder / name)
+    path = ROOT / "configs" / "rl" / name
+    assert path.is_file(), f"{path} is gone: the test names what configs/ ships"
+    load_rl_config(path)
 
 
 def test_config_module_imports_no_torch():

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.errors import ConfigError
+from evalkit.core.errors import ConfigError
 from rl_backend.config import RLConfig, load_rl_config
 
 # hosted training (docs' advanced config reference): primekit's own top-level shape with its extra keys
@@ -86,7 +86,7 @@ SHAPES = {"hosted": HOSTED, "prime-rl-guide": PRIME_RL_GUIDE, "prime-rl-example"
 
 def toml_text(data: dict[str, Any]) -> str:
     """``data`` as TOML (nested tables, arrays of tables), the way the docs write it."""
-    from evalkit.tomlio import dumps
+    from evalkit.core.tomlio import dumps
 
     return dumps(data)
 
@@ -103,7 +103,7 @@ def _file(tmp_path: Path, data: dict[str, Any]) -> Path:
 def _dry_run(path: Path, *extra: str):
     from typer.testing import CliRunner
 
-    from prime_cli.app import app
+    from primekit_cli.app import app
 
     return CliRunner().invoke(app, ["rl", "run", str(path), "--dry-run", *extra])
 

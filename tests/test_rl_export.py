@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from prime_cli.app import app
+from primekit_cli.app import app
 from rl_backend.config import load_rl_config
 from rl_backend.export import TARGETS, export_config
 from rl_backend.export.common import covered, leaf_paths
@@ -67,7 +67,7 @@ def test_every_config_key_has_one_disposition_per_target() -> None:
 
 
 def test_readme_mapping_table_and_help_name_the_pinned_versions() -> None:
-    from prime_cli.commands.rl_cmd import EXPORT_VERSIONS
+    from primekit_cli.commands.rl_cmd import EXPORT_VERSIONS
 
     readme = (REPO / "README.md").read_text()
     for key in TARGETS["prime-rl"].MAPPING:

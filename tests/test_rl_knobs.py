@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from evalkit.types import Completion, RolloutState, SamplingArgs
+from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from rl_backend.config import RLConfig, TrainerConfig
 from rl_backend.policy import Policy, Sample, lr_at
 from report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
@@ -159,7 +159,7 @@ def test_truncated_completions_can_score_zero_or_leave_the_loss():
 def _run(tmp_path: Path, tiny_model: Path, top: str, tables: str) -> Path:
     from typer.testing import CliRunner
 
-    from prime_cli.app import app
+    from primekit_cli.app import app
 
     env_dir = tmp_path / "environments" / "digits"
     env_dir.mkdir(parents=True)

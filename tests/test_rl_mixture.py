@@ -15,8 +15,8 @@ import pytest
 from tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
-from evalkit.errors import UserError
-from prime_cli.app import app
+from evalkit.core.errors import UserError
+from primekit_cli.app import app
 from rl_backend.config import EnvConfig, RLConfig, load_rl_config, to_toml
 from rl_backend.mixture import EnvMixture, TrainEnv
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from prime_cli.app import app
+from primekit_cli.app import app
 from tiny_model import write_tiny_model
 from test_rl_training import _metrics, _project
 

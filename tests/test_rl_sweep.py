@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chromium import Browser, find_chromium
-from prime_cli.app import app
+from primekit_cli.app import app
 from report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
 from tiny_model import write_tiny_model
 

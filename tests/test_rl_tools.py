@@ -24,9 +24,9 @@ from typer.testing import CliRunner
 from evalkit.clients.local import to_completion
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
-from evalkit.registry import load_environment
-from evalkit.types import Completion, SamplingArgs
-from prime_cli.app import app
+from evalkit.loading.resolve import load_environment
+from evalkit.core.types import Completion, SamplingArgs
+from primekit_cli.app import app
 
 ENV_ARGS = {"num_train_examples": 12, "num_eval_examples": 4, "num_docs": 8, "max_turns": 4}
 

@@ -16,8 +16,8 @@ import torch
 from tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
-from evalkit.types import SamplingArgs
-from prime_cli.app import app
+from evalkit.core.types import SamplingArgs
+from primekit_cli.app import app
 from rl_backend.config import RLConfig
 
 ENV_CODE = '''

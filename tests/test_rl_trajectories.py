@@ -17,11 +17,11 @@ import torch
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
-from evalkit.types import Completion, RolloutState, SamplingArgs
-from prime_cli.app import app
+from evalkit.core.types import Completion, RolloutState, SamplingArgs
+from primekit_cli.app import app
 from rl_backend.trajectories import check_prefix_property, first_break, interleave, refusal
 from test_rl_tools import ScriptedSource  # a rollout source whose client is a script
 from tiny_model import CHAT_TEMPLATE, build_tokenizer, write_tiny_model

@@ -19,7 +19,7 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from tiny_model import write_tiny_model  # noqa: E402
 
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 LEGACY_MULTI_TURN = '''
 import verifiers as vf

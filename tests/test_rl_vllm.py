@@ -14,8 +14,8 @@ import pytest
 from fake_vllm import FakeVLLM
 
 from evalkit.clients.openai_client import OpenAIClient
-from evalkit.errors import UserError
-from evalkit.types import SamplingArgs
+from evalkit.core.errors import UserError
+from evalkit.core.types import SamplingArgs
 from rl_backend.config import RLConfig
 from rl_backend.sources.vllm_source import VLLMSource, server_command
 
@@ -151,7 +151,7 @@ def test_vllm_two_steps_on_gpu(tmp_path):
 
 
 def test_tool_environment_on_vllm_needs_a_tool_call_parser(tmp_path):
-    from evalkit.errors import ConfigError
+    from evalkit.core.errors import ConfigError
     from rl_backend.runner import Trainer
 
     config = _config(_free_port())
@@ -302,7 +302,7 @@ def test_inference_and_gpu_settings_that_cannot_work_are_refused(inference, trai
 def test_a_shared_gpu_is_checked_once_it_is_known_the_trainer_uses_one(monkeypatch):
     """Without trainer.gpus the trainer's device is known only at run time: CUDA here means GPU 0."""
     import rl_backend.plan as plan
-    from evalkit.errors import ConfigError
+    from evalkit.core.errors import ConfigError
 
     config = _external(8000, vllm_command=["vllm", "serve"], gpu_memory_utilization=0.9)
     monkeypatch.setattr(plan, "cuda_available", lambda: False)  # a CPU torch here, vLLM with its own CUDA elsewhere

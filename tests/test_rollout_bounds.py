@@ -50,7 +50,7 @@ def test_endless_conversation_ends_at_the_rollout_timeout_as_a_timeout_row(tmp_p
     server = FaultServer()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "prime_cli", "eval", "run", str(env_dir), "-m", "stub", "-b", server.base_url,
+            [sys.executable, "-m", "primekit_cli", "eval", "run", str(env_dir), "-m", "stub", "-b", server.base_url,
              "-n", "1", "-r", "2", "-o", str(tmp_path / "out"), "--rollout-timeout", "1"],
             capture_output=True, text=True, timeout=240, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     finally:
@@ -104,7 +104,7 @@ def test_a_sleeping_env_response_or_tool_ends_its_own_rollout_only(tmp_path):
 
 
 def test_rollout_timeout_is_a_flag_and_a_key_in_eval_gepa_and_rl(tmp_path):
-    from evalkit.tomlio import validate
+    from evalkit.core.tomlio import validate
     from gepa_cli.config import GepaToml, build_job_config, toml_to_job_fields
     from rl_backend.config import RLConfig
 
@@ -116,7 +116,7 @@ def test_rollout_timeout_is_a_flag_and_a_key_in_eval_gepa_and_rl(tmp_path):
     assert (rl.limits().rollout_timeout, rl.limits().max_message_chars) == (45, 900)
     for args in (["eval", "run", "reverse-text", "--rollout-timeout", "0"], ["gepa", "run", "reverse-text", "--rollout-timeout", "-1"],
                  ["rl", "run", str(_rl_toml(tmp_path)), "--rollout-timeout", "0", "--dry-run"]):
-        done = subprocess.run([sys.executable, "-m", "prime_cli", *args], capture_output=True, text=True, timeout=300,
+        done = subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=300,
                               cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         assert done.returncode == 2 and "rollout_timeout" in done.stderr and "Traceback" not in done.stderr, done.stderr
 

@@ -9,11 +9,11 @@ import gc
 
 import pytest
 
-from evalkit.aio import Slots
+from evalkit.core.aio import Slots
 from evalkit.envs import Rubric, SingleTurnEnv, fast_reward
 from evalkit.envs.rows import plain_rows, take_rows
-from evalkit.gctune import RUN_THRESHOLDS, relaxed_gc
-from evalkit.types import RolloutState
+from evalkit.core.gctune import RUN_THRESHOLDS, relaxed_gc
+from evalkit.core.types import RolloutState
 
 UNIFORM = [
     {"question": f"q{i}", "answer": str(i), "info": {"text": f"t{i}", "n": i, "tags": ["a", "b"][: i % 3]}}
@@ -127,7 +127,7 @@ def test_a_native_eval_loads_without_datasets_or_pandas():
     import subprocess
     import sys
 
-    code = ("import sys; from evalkit.eval.runner import arun_eval; from evalkit.registry import load_environment; "
+    code = ("import sys; from evalkit.eval.runner import arun_eval; from evalkit.loading.resolve import load_environment; "
             "env = load_environment('reverse-text', {}); rows = env.get_eval_dataset(n=3, shuffle=True); "
             "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'torch') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -155,7 +155,7 @@ class _CountingClient:
         self.now = self.peak = 0
 
     async def chat(self, messages, sampling, tools=None):  # noqa: ANN001, ANN201
-        from evalkit.types import Completion
+        from evalkit.core.types import Completion
 
         self.now += 1
         self.peak = max(self.peak, self.now)
@@ -165,7 +165,7 @@ class _CountingClient:
 
 
 async def test_run_groups_keeps_the_bound_and_returns_groups_in_input_order():
-    from evalkit.rollouts import run_groups
+    from evalkit.eval.rollouts import run_groups
 
     env = SingleTurnEnv(eval_dataset=UNIFORM, rubric=Rubric())
     client = _CountingClient()
@@ -179,7 +179,7 @@ async def test_run_groups_keeps_the_bound_and_returns_groups_in_input_order():
 
 
 async def test_an_on_group_failure_stops_the_run_and_starts_nothing_more():
-    from evalkit.rollouts import run_groups
+    from evalkit.eval.rollouts import run_groups
 
     env = SingleTurnEnv(eval_dataset=UNIFORM, rubric=Rubric())
     client = _CountingClient()

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from evalkit.errors import UserError
-from evalkit.fileio import remove_inside
-from evalkit.tomlio import validate
-from evalkit.untrusted import name_problem
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import remove_inside
+from evalkit.core.tomlio import validate
+from evalkit.core.untrusted import name_problem
 from rl_backend.config import RLConfig
 
 CONFIG = '''model = "local/smollm2-135m"
@@ -33,7 +33,7 @@ def test_rl_run_name_that_is_a_path_is_refused_and_nothing_is_deleted(tmp_path, 
     project = tmp_path / "a" / "b"
     project.mkdir(parents=True)
     (project / "rl.toml").write_text(CONFIG.format(run_name=run_name.format(victim=victim)))
-    done = subprocess.run([sys.executable, "-m", "prime_cli", "rl", "run", "rl.toml", "-o", "."], cwd=project,
+    done = subprocess.run([sys.executable, "-m", "primekit_cli", "rl", "run", "rl.toml", "-o", "."], cwd=project,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: rl.toml: 'run_name': ") and "is not a folder name (it holds a path separator)" in done.stderr

@@ -1,4 +1,4 @@
-"""Run dirs (evalkit.runs), the one ``--resume [VALUE]`` option, the event-loop helper, and the run-dir lock
+"""Run dirs (evalkit.core.runs), the one ``--resume [VALUE]`` option, the event-loop helper, and the run-dir lock
 between real processes."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from fault_server import FaultServer  # noqa: E402
 
-from evalkit import runs  # noqa: E402
-from evalkit.aio import LoopThread  # noqa: E402
-from evalkit.errors import UserError  # noqa: E402
-from prime_cli.app import app  # noqa: E402
-from prime_cli.resume_option import LATEST, is_step_or_folder, with_default_values  # noqa: E402
+from evalkit.core import runs  # noqa: E402
+from evalkit.core.aio import LoopThread  # noqa: E402
+from evalkit.core.errors import UserError  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
+from primekit_cli.resume_option import LATEST, is_step_or_folder, with_default_values  # noqa: E402
 
-HOLD_LOCK = "import sys, time\nfrom evalkit.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
+HOLD_LOCK = "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
 
 
 def test_slugs_are_one_form_for_every_job():
@@ -114,13 +114,13 @@ def test_resolve_run_refusals_and_fixed_dirs(tmp_path):
 
 
 def test_run_file_names_are_spelled_in_one_module():
-    """Every writer and reader imports the names from evalkit.runs (tests may keep literals)."""
+    """Every writer and reader imports the names from evalkit.core.runs (tests may keep literals)."""
     names = [runs.METADATA, runs.RESULTS, runs.METRICS, runs.RESOLVED_CONFIG, runs.PARETO_FRONTIER, runs.SYSTEM_PROMPT,
              runs.BASELINE, runs.BUDGET]
     pattern = "\\|".join(f'"{name}"' for name in names)
-    found = subprocess.run(["git", "grep", "-n", pattern, "--", "evalkit", "gepa_cli", "rl_backend", "prime_cli"],
+    found = subprocess.run(["git", "grep", "-n", pattern, "--", "evalkit", "gepa_cli", "rl_backend", "primekit_cli"],
                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
-    assert {line.split(":")[0] for line in found.splitlines()} == {"evalkit/runs.py"}, found
+    assert {line.split(":")[0] for line in found.splitlines()} == {"evalkit/core/runs.py"}, found
 
 
 def test_lock_is_exclusive_records_the_pid_and_cleans_an_unused_dir(tmp_path):
@@ -190,7 +190,7 @@ def test_two_eval_processes_on_one_run_dir(tmp_path):
     slow = FaultServer("--latency", "0.3")
     args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "40", "-r", "2", "-c", "2",
             "-o", str(tmp_path)]
-    first = subprocess.Popen([sys.executable, "-m", "prime_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen([sys.executable, "-m", "primekit_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
         found: list[Path] = []
@@ -199,13 +199,13 @@ def test_two_eval_processes_on_one_run_dir(tmp_path):
             time.sleep(0.05)
         assert found, "the first run wrote no rows in time"
         run_dir = found[0].parent
-        second = subprocess.run([sys.executable, "-m", "prime_cli", *args, "-R", str(run_dir)],
+        second = subprocess.run([sys.executable, "-m", "primekit_cli", *args, "-R", str(run_dir)],
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"error: run dir {run_dir} is in use by pid {first.pid}" in second.stderr
         assert "Traceback" not in second.stderr
         _stop(first)
-        resumed = subprocess.run([sys.executable, "-m", "prime_cli", *args, "-R", str(run_dir)],
+        resumed = subprocess.run([sys.executable, "-m", "primekit_cli", *args, "-R", str(run_dir)],
                                  capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     finally:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
-from prime_cli.app import app
+from primekit_cli.app import app
 
 ROWS = [{"question": f"q{i}", "answer": f"a{i}"} for i in range(8)]
 SLEEP_S = 1.0

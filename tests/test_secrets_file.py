@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.errors import UserError
-from evalkit.secrets_file import check_permissions, load_env_files, parse_env_file
+from evalkit.core.errors import UserError
+from evalkit.core.secrets_file import check_permissions, load_env_files, parse_env_file
 
 from fault_server import FaultServer
 
@@ -66,7 +66,7 @@ def test_a_file_others_can_read_gets_a_warning(tmp_path, capsys, monkeypatch):
     assert check_permissions(path) is None
     load_env_files([path])
     assert os.environ["WARN_TEST_KEY"] == KEY and capsys.readouterr().err == ""
-    from evalkit.redact import redact
+    from evalkit.core.redact import redact
 
     assert redact(f"the judge said {KEY}") == "the judge said [redacted]"
 
@@ -90,7 +90,7 @@ def test_eval_config_env_file_reaches_the_judge_and_no_output(tmp_path):
             'num_examples = 2\nrollouts_per_example = 1\noutput_dir = "../out"\n[[eval]]\nid = "judged"\n'
         )
         env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"} | {"NO_KEY_NEEDED": "x"}
-        result = subprocess.run([sys.executable, "-m", "prime_cli", "eval", "run", "configs/eval.toml"], cwd=tmp_path,
+        result = subprocess.run([sys.executable, "-m", "primekit_cli", "eval", "run", "configs/eval.toml"], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=120, env=env)
     finally:
         server.stop()
@@ -120,12 +120,12 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
     from typer.testing import CliRunner
 
-    from prime_cli.app import app
+    from primekit_cli.app import app
 
     dry = CliRunner().invoke(app, ["rl", "run", str(tmp_path / "rl.toml"), "--dry-run"])  # sets nothing in os.environ
     assert dry.exit_code == 0 and f"secrets      {tmp_path / 'secrets.env'}" in dry.output, dry.output
     assert "JUDGE_API_KEY" not in os.environ
-    result = subprocess.run([sys.executable, "-m", "prime_cli", "rl", "run", "rl.toml", "-o", "out"], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "primekit_cli", "rl", "run", "rl.toml", "-o", "out"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "out" / "rl" / "r"
@@ -139,6 +139,6 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
 
 def test_gepa_dry_run_checks_the_env_file(tmp_path):
     (tmp_path / "gepa.toml").write_text('env_file = "nope.env"\n[[env]]\nid = "arithmetic"\n')
-    result = subprocess.run([sys.executable, "-m", "prime_cli", "gepa", "run", "gepa.toml", "--dry-run"], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-m", "primekit_cli", "gepa", "run", "gepa.toml", "--dry-run"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and f"env file {tmp_path / 'nope.env'} does not exist" in result.stderr

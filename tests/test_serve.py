@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from typer.testing import CliRunner
 
-from prime_cli.app import app as cli
+from primekit_cli.app import app as cli
 
 
 def _free_port() -> int:
@@ -32,7 +32,7 @@ def server():
     import uvicorn
 
     from evalkit.model.shared import get_engine
-    from evalkit.server import build_app
+    from evalkit.serving.app import build_app
 
     engine = get_engine("local/smollm2-135m", dtype="fp32", max_batch=8, device="cpu")
     port = _free_port()

@@ -19,7 +19,7 @@ from evalkit.report.tui import (  # noqa: E402
     RunScreen,
     parse_reward_filter,
 )
-from prime_cli.app import app  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from scripted_client import ScriptedClient  # noqa: E402
 from evalkit.envs import Rubric, SingleTurnEnv  # noqa: E402
 from evalkit.eval.config import EvalConfig  # noqa: E402
 from evalkit.eval.runner import run_eval  # noqa: E402
-from evalkit.untrusted import REPLACEMENT, json_bytes, row_line, valid_text  # noqa: E402
-from prime_cli.app import app  # noqa: E402
+from evalkit.core.untrusted import REPLACEMENT, json_bytes, row_line, valid_text  # noqa: E402
+from primekit_cli.app import app  # noqa: E402
 
 HALF_EMOJI = "\ud83d"
 
@@ -156,7 +156,7 @@ def test_a_group_rubric_that_sets_nan_is_caught_for_every_job(tmp_path):
     run_groups, the core eval, GEPA and RL share."""
     import asyncio
 
-    from evalkit.rollouts import run_groups
+    from evalkit.eval.rollouts import run_groups
 
     class GroupScored(SingleTurnEnv):
         async def score_group(self, states):

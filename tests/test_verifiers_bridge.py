@@ -12,10 +12,10 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from scripted_client import ScriptedClient, tool_call_reply  # noqa: E402
 
-from evalkit.errors import ModelCallError, UserError  # noqa: E402
-from evalkit.registry import load_environment  # noqa: E402
-from evalkit.rollouts import run_groups  # noqa: E402
-from evalkit.types import Completion, SamplingArgs, Usage  # noqa: E402
+from evalkit.core.errors import ModelCallError, UserError  # noqa: E402
+from evalkit.loading.resolve import load_environment  # noqa: E402
+from evalkit.eval.rollouts import run_groups  # noqa: E402
+from evalkit.core.types import Completion, SamplingArgs, Usage  # noqa: E402
 from evalkit.verifiers_compat.v1_env import TasksetEnvironment  # noqa: E402
 
 ENVS = Path(__file__).resolve().parent / "verifiers_envs"

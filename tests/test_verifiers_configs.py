@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.endpoints import load_endpoints
-from evalkit.env_install import HUB_INDEX, plan_install
-from evalkit.errors import ConfigError, UserError
+from evalkit.clients.endpoints import load_endpoints
+from evalkit.loading.install import HUB_INDEX, plan_install
+from evalkit.core.errors import ConfigError, UserError
 from evalkit.eval.config import load_eval_file
-from evalkit.registry import resolve
+from evalkit.loading.resolve import resolve
 from gepa_cli.config import load_gepa_toml, toml_to_job_fields
 
 
@@ -120,7 +120,7 @@ def test_python_endpoint_registry_is_read_as_data(tmp_path, monkeypatch):
         }
     """))
     monkeypatch.chdir(tmp_path)
-    from evalkit.endpoints import default_endpoints_path
+    from evalkit.clients.endpoints import default_endpoints_path
 
     assert default_endpoints_path() == Path("configs/endpoints.py")
     endpoints = load_endpoints(default_endpoints_path())
@@ -164,7 +164,7 @@ BLOCK_VERIFIERS = textwrap.dedent("""\
             if name == "verifiers" or name.startswith("verifiers."):
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
     sys.meta_path.insert(0, Block())
-    from prime_cli.app import main
+    from primekit_cli.app import main
     sys.argv = ["prime", "eval", "run", "vf-needs", "-n", "1"]
     main()
 """)
@@ -222,7 +222,7 @@ def test_env_install_by_package_name_then_run_from_anywhere(tmp_path):
     _wheel(tmp_path, name, '"""An environment installed from a package index."""\n' + ENV_MODULE.replace("{tag}", "pkg"))
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path), "HF_HUB_OFFLINE": "1",
            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    prime = [sys.executable, "-m", "prime_cli"]
+    prime = [sys.executable, "-m", "primekit_cli"]
     try:
         done = subprocess.run([*prime, "env", "install", f"someone/{name}"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=300)

@@ -37,7 +37,7 @@ def project(verifiers_project: Path) -> Path:
 def prime(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`prime ...` as a user runs it, from the project folder, with HOME inside the test's folder."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], cwd=project, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -96,7 +96,7 @@ def test_legacy_shapes_give_the_rows_vf_eval_gives(project, server):
                          str(vf_toml)], env_folders)
     assert done.returncode == 0, done.stderr[-3000:]
     pk_toml = config(project, "pk.toml", server.base_url, "pk-out")
-    done = run(project, ["-m", "prime_cli", "eval", "run", str(pk_toml)], [Path.cwd()])
+    done = run(project, ["-m", "primekit_cli", "eval", "run", str(pk_toml)], [Path.cwd()])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
 
@@ -119,7 +119,7 @@ def test_legacy_shapes_give_the_rows_vf_eval_gives(project, server):
 
 
 def test_v1_package_with_absolute_self_imports_runs_through_the_path_form(project, server):
-    done = run(project, ["-m", "prime_cli", "eval", "run", "./environments/vf_v1_pkg", "-m", "hash-model",
+    done = run(project, ["-m", "primekit_cli", "eval", "run", "./environments/vf_v1_pkg", "-m", "hash-model",
                          "-b", server.base_url, "-k", KEY_VAR, "-n", "4", "-r", "1", "-o", "out"], [Path.cwd()])
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = (project / "out").glob("evals/*/*/results.jsonl")
@@ -132,7 +132,7 @@ def test_v1_package_with_absolute_self_imports_runs_through_the_path_form(projec
 
 def test_the_path_form_imports_the_package_under_its_own_name(project, monkeypatch):
     """One module object, the one `import vf_v1_pkg` gives (what verifiers' own loader imports), not a copy."""
-    from evalkit.registry import load_environment
+    from evalkit.loading.resolve import load_environment
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # the loader extends it for child processes

@@ -22,8 +22,8 @@ verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (ma
 
 from solver_server import SolverServer  # noqa: E402
 
-from evalkit.errors import UserError  # noqa: E402
-from evalkit.registry import load_environment  # noqa: E402
+from evalkit.core.errors import UserError  # noqa: E402
+from evalkit.loading.resolve import load_environment  # noqa: E402
 
 pytestmark = pytest.mark.verifiers
 CURRENT = str(verifiers.__version__).startswith("0.4.")
@@ -49,7 +49,7 @@ def project(tmp_path: Path) -> Path:
 
 def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home")}
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], cwd=project, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -266,7 +266,7 @@ def test_resumed_run_keeps_one_trace_line_per_row(tmp_path, monkeypatch):
 
     from scripted_client import ScriptedClient
 
-    from evalkit.errors import ModelCallError
+    from evalkit.core.errors import ModelCallError
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
     from evalkit.verifiers_compat.v1_traces import episode_id

@@ -7,7 +7,7 @@ from typing import Any
 
 from evalkit.envs import MultiTurnEnv
 from evalkit.envs.parsers import last_assistant_text
-from evalkit.types import Message
+from evalkit.core.types import Message
 
 
 class JudgedGameEnv(MultiTurnEnv):

@@ -46,7 +46,7 @@ def lcs_ratio(got: list | str, want: list | str) -> float:
 
 def check_counts(num_train_examples: int, num_eval_examples: int) -> None:
     """Reject negative sizes with a message that names the argument (called by every loader)."""
-    from evalkit.errors import UserError
+    from evalkit.core.errors import UserError
 
     for name, value in (("num_train_examples", num_train_examples), ("num_eval_examples", num_eval_examples)):
         if not isinstance(value, int) or value < 0:

@@ -13,7 +13,7 @@ import re
 
 from evalkit.builtin._util import check_counts, lcs_ratio, split_rng
 from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 SYSTEM_PROMPT = (
     "Sort the given names in alphabetical order. "

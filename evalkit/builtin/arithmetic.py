@@ -20,7 +20,7 @@ import re
 
 from evalkit.builtin._util import check_counts, split_rng
 from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 SYSTEM_PROMPT = "Solve the arithmetic problem. End your reply with the final answer as a single number."
 

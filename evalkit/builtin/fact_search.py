@@ -23,7 +23,7 @@ from typing import Any
 
 from evalkit.builtin._util import check_counts
 from evalkit.envs import Parser, Rubric, ToolEnv
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 SYSTEM_PROMPT = (
     "Answer the question using the tools. Call search with a few keywords to find documents, then read "

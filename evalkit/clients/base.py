@@ -1,18 +1,18 @@
 """The one model-client contract every part talks to.
 
 A client turns a chat (``messages``, ``sampling``, optional OpenAI-format ``tools``) into a
-:class:`~evalkit.types.Completion`. Implementations: the OpenAI-compatible HTTP client
+:class:`~evalkit.core.types.Completion`. Implementations: the OpenAI-compatible HTTP client
 (:mod:`evalkit.clients.openai_client`), litellm (:mod:`evalkit.clients.litellm_client`), the
 embedded engine client (:mod:`evalkit.clients.local`); tests add a scripted fake
 (``tests/scripted_client.py``). Callers get one from ``make_client(ClientSpec(...))``
 (:mod:`evalkit.clients.factory`), never by constructing a backend themselves.
 
-Error policy: ``chat`` either returns a Completion or raises :class:`~evalkit.errors.ModelCallError`
+Error policy: ``chat`` either returns a Completion or raises :class:`~evalkit.core.errors.ModelCallError`
 once its own retries (if any) are spent. It never returns ``None`` or an empty stand-in for a
 failure. Environments and the eval runner turn that exception into an ``error`` on the rollout row.
 Every request is bounded in time (remote clients: ``timeout``, default 600 s). Nothing a client
 passes on (errors, log lines) carries an API key or an auth header value
-(:mod:`evalkit.redact`; ModelCallError scrubs its own message).
+(:mod:`evalkit.core.redact`; ModelCallError scrubs its own message).
 
 Remote clients may also offer ``async preflight()``: one tiny request, bounded by
 ``min(timeout, 60 s)``, that :func:`evalkit.clients.factory.preflight` turns into a UserError.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from evalkit.types import Completion, Message, SamplingArgs
+from evalkit.core.types import Completion, Message, SamplingArgs
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@
 :func:`evalkit.clients.routing.route` (the rule is written there, once). Mistakes (unknown endpoint
 id, a named key variable that is unset, a bad URL, litellm not installed) raise UserError before any
 request is sent. Keys are read from the environment here, handed to the client's header only, and
-registered with :mod:`evalkit.redact`.
+registered with :mod:`evalkit.core.redact`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from evalkit.clients.base import ModelClient
 from evalkit.clients.openai_client import OpenAIClient
 from evalkit.clients.routing import Route, route
 from evalkit.clients.spec import DEFAULT_BASE_URL, DEFAULT_KEY_VAR, ClientSpec
-from evalkit.errors import ModelCallError, UserError
-from evalkit.redact import register_secret
-from evalkit.types import Completion, Message, SamplingArgs
+from evalkit.core.errors import ModelCallError, UserError
+from evalkit.core.redact import register_secret
+from evalkit.core.types import Completion, Message, SamplingArgs
 
 
 def make_client(spec: ClientSpec) -> ModelClient:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from evalkit.defaults import DEFAULT_MODEL
-from evalkit.errors import ModelCallError, UserError
+from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.errors import ModelCallError, UserError
 from evalkit.model.chat_format import parse_tool_calls
 from evalkit.model.devices import check_device
 from evalkit.model.registry import GgufModel, resolve_model
-from evalkit.types import Completion, Message, SamplingArgs, Usage
+from evalkit.core.types import Completion, Message, SamplingArgs, Usage
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine

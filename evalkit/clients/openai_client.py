@@ -5,14 +5,14 @@ Why raw aiohttp rather than the ``openai`` SDK: the transport sets the eval harn
 the SDK on httpx costs several ms of client CPU per request; a bare aiohttp session costs a
 fraction of a millisecond (see ``bench/eval_harness.py``). The request/response shapes used here
 are the stable core of the chat-completions API, so the SDK adds little but cost; they are built and
-parsed by :mod:`evalkit.wire` (plain dicts, no pydantic). Requests are not streamed.
+parsed by :mod:`evalkit.clients.wire` (plain dicts, no pydantic). Requests are not streamed.
 
 Reliability contract (see :mod:`evalkit.clients.base` and :mod:`evalkit.clients.retry`): every
 attempt is bounded by ``timeout`` (the whole reply, so a server that drips bytes cannot hold it
 open); 429 (honouring ``Retry-After``), 408/409/5xx, timeouts, dropped connections, malformed JSON
 bodies and replies without choices are retried with backoff, up to ``max_retries`` times; other
 4xx fail at once. The API key only ever lives in the request header; it is registered with
-:mod:`evalkit.redact`, so it is scrubbed from errors and logs even when a server echoes it.
+:mod:`evalkit.core.redact`, so it is scrubbed from errors and logs even when a server echoes it.
 
 Also RL's client for a vLLM server: ``sampling.extra`` keys (``return_token_ids``,
 ``skip_special_tokens``...) pass through to the body, token ids and logprobs come back on the
@@ -30,11 +30,11 @@ from yarl import URL
 
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
 from evalkit.clients.spec import PREFLIGHT_TIMEOUT_S
-from evalkit.defaults import DEFAULT_TIMEOUT_S
-from evalkit.errors import ModelCallError
-from evalkit.redact import redact, register_secret, register_secret_headers
-from evalkit.types import Completion, Message, SamplingArgs
-from evalkit.wire import parse_completion, request_body
+from evalkit.core.defaults import DEFAULT_TIMEOUT_S
+from evalkit.core.errors import ModelCallError
+from evalkit.core.redact import redact, register_secret, register_secret_headers
+from evalkit.core.types import Completion, Message, SamplingArgs
+from evalkit.clients.wire import parse_completion, request_body
 
 PREFLIGHT_MESSAGES: list[Message] = [{"role": "user", "content": "Say OK."}]
 """The preflight's one-token request (every remote client sends the same)."""

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A client's single attempt raises :class:`Retryable` for a failure that trying again could cure
 (429 honouring ``Retry-After``, 408/409/425/5xx, timeouts, dropped connections, malformed replies)
-and :class:`~evalkit.errors.ModelCallError` for one it could not (other 4xx). :func:`with_retries`
+and :class:`~evalkit.core.errors.ModelCallError` for one it could not (other 4xx). :func:`with_retries`
 turns the first into exponential backoff with full jitter, up to ``max_retries`` more attempts, and
 finally a ModelCallError that says how many attempts were made. Messages leave redacted
 (ModelCallError scrubs its own message; the debug log line is scrubbed here).
@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from evalkit.errors import ModelCallError
-from evalkit.redact import redact
+from evalkit.core.errors import ModelCallError
+from evalkit.core.redact import redact
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -4,7 +4,7 @@ Eval, GEPA (task and reflection models) and RL describe the model they want as a
 hand it to :func:`evalkit.clients.factory.make_client`; which backend serves it is decided by one
 rule, written in :mod:`evalkit.clients.routing`. This module imports nothing heavy (no torch, no
 pydantic, no aiohttp), so configs and the CLI can use its constants freely. The defaults shared beyond
-the client layer (model, timeout, retries) are in :mod:`evalkit.defaults`.
+the client layer (model, timeout, retries) are in :mod:`evalkit.core.defaults`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.defaults import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
-from evalkit.errors import ConfigError
+from evalkit.core.defaults import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT_S
+from evalkit.core.errors import ConfigError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where an OpenAI-compatible model goes with neither ``-b`` nor ``$OPENAI_BASE_URL``."""

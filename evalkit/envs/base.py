@@ -23,17 +23,17 @@ hooks it calls, in this order:
    ``sampling_args`` under the run's; a library that merges itself gets the run's alone).
 3. ``generate(client, state, sampling)``: the conversation. Appends ``completion`` / ``responses``,
    sets ``turns``, ``stop_condition`` and ``is_truncated``. It may raise: a
-   :class:`~evalkit.errors.ModelCallError` is recorded as kind ``model``, anything else as
+   :class:`~evalkit.core.errors.ModelCallError` is recorded as kind ``model``, anything else as
    ``environment``. A wrapper whose library records failures itself records each with its kind
    (``state.record_error``) where it reads it.
 4. ``score_rollout(state, timeout)``: called for every rollout, errored ones included; sets
    ``reward`` / ``metrics`` and records ``reward`` / ``timeout`` errors, within ``timeout`` seconds
    (``None``: no limit). The default scores with ``rubric`` only a rollout without error.
-5. ``score_group(states)``: :func:`evalkit.rollouts.run_groups` calls it once per finished group
+5. ``score_group(states)``: :func:`evalkit.eval.rollouts.run_groups` calls it once per finished group
    (a no-op here; group-level verifiers rubrics score there).
 
 Two lifecycle hooks around the rollouts, both doing nothing here: ``serving()`` is held by
-:func:`evalkit.rollouts.run_groups` while its groups run (verifiers v1 tasksets bring up their shared tool
+:func:`evalkit.eval.rollouts.run_groups` while its groups run (verifiers v1 tasksets bring up their shared tool
 servers there), and ``run_files(run_dir, kept)`` gives the eval runner a writer of the environment's own
 files beside ``results.jsonl`` (verifiers v1: verifiers' ``traces.jsonl``).
 
@@ -41,7 +41,7 @@ The skeleton owns the rest: token usage (summed over ``responses``), ``timing``,
 ``generate`` raised, and the rule that a rollout whose conversation failed is not scored (reward 0,
 ``stop_condition`` ``error`` unless the conversation named one). It never raises for problems
 *inside* a rollout; errors end up in ``state.error`` with their kind in ``state.error_kind``
-(``model``, ``environment``, ``reward``, ``timeout``; see :mod:`evalkit.errors`). A raising reward
+(``model``, ``environment``, ``reward``, ``timeout``; see :mod:`evalkit.core.errors`). A raising reward
 function scores 0 for that function only. Native subclasses implement ``generate`` and nothing else.
 """
 
@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
-from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
+from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
 from evalkit.envs.rows import column_names, plain_rows, take_rows
 from evalkit.envs.rubric import Rubric
-from evalkit.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
-from evalkit.types import Message, RolloutState, SamplingArgs
-from evalkit.untrusted import cap_message
+from evalkit.core.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
+from evalkit.core.types import Message, RolloutState, SamplingArgs
+from evalkit.core.untrusted import cap_message
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -274,7 +274,7 @@ class Environment:
     ) -> RolloutState:
         """One full rollout: the conversation (within ``rollout_timeout`` seconds, wall clock), then its
         score (within ``score_timeout``); ``None``: no limit. Every message of the completion keeps at
-        most ``max_message_chars`` characters (:func:`evalkit.untrusted.cap_message`). Never raises for
+        most ``max_message_chars`` characters (:func:`evalkit.core.untrusted.cap_message`). Never raises for
         in-rollout failures (see the module docstring)."""
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
         state.max_message_chars = max_message_chars
@@ -297,7 +297,7 @@ class Environment:
         return state
 
     def serving(self) -> AbstractAsyncContextManager[Any]:
-        """Hook: an async context held while a batch of rollouts runs (:func:`evalkit.rollouts.run_groups`
+        """Hook: an async context held while a batch of rollouts runs (:func:`evalkit.eval.rollouts.run_groups`
         enters it around its groups); resources every rollout of the batch shares live inside it. Nothing here."""
         return nullcontext()
 
@@ -311,7 +311,7 @@ class Environment:
         return None
 
     async def score_group(self, states: list[RolloutState]) -> None:
-        """Called by :func:`evalkit.rollouts.run_groups` once per group, after all its rollouts finished.
+        """Called by :func:`evalkit.eval.rollouts.run_groups` once per group, after all its rollouts finished.
 
         Native environments score each rollout in :meth:`rollout`, so this does nothing. Environments whose
         rubric scores a whole group at once (wrapped verifiers environments with group-level reward

@@ -9,9 +9,9 @@ the stop condition, and ``setup_state(state)`` (sync or async, awaited before th
 
 Sync ``env_response`` and ``setup_state`` run on worker threads (:data:`ENV_THREADS`, like reward
 functions): one that sleeps or hangs holds up only its own rollout, which the rollout timeout then
-ends (:mod:`evalkit.defaults`); ``is_completed`` runs on the event loop and must return quickly. Each
+ends (:mod:`evalkit.core.defaults`); ``is_completed`` runs on the event loop and must return quickly. Each
 message ``env_response`` returns keeps at most the run's ``max_message_chars`` characters, cut with a
-marker (:func:`evalkit.untrusted.cap_message`), before the model sees it.
+marker (:func:`evalkit.core.untrusted.cap_message`), before the model sees it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from evalkit.aio import DaemonThreadPool, call_user_code
+from evalkit.core.aio import DaemonThreadPool, call_user_code
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.types import Message, RolloutState, SamplingArgs
-from evalkit.untrusted import cap_message
+from evalkit.core.types import Message, RolloutState, SamplingArgs
+from evalkit.core.untrusted import cap_message
 
 ENV_THREADS = 64
 """Worker threads for sync environment code (``env_response``, ``setup_state``, tools), shared by the process."""

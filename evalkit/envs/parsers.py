@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from evalkit.types import Message
+from evalkit.core.types import Message
 
 
 def last_assistant_text(completion: list[Message] | str) -> str:

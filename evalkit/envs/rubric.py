@@ -6,7 +6,7 @@ returns a number. Its name is its metric name. Weight 0 makes it a logged metric
 the reward. A function that raises, or returns NaN or an infinity, scores 0, and the error (kind
 ``reward``) is recorded on the rollout.
 
-Sync functions run on a pool of worker threads (:class:`evalkit.aio.DaemonThreadPool`), async ones
+Sync functions run on a pool of worker threads (:class:`evalkit.core.aio.DaemonThreadPool`), async ones
 on the event loop, so a slow or sleeping function holds up only its own rollout. A function that
 computes in pure Python holds the GIL while it runs: other rollouts still progress (the loop gets
 the GIL back every few milliseconds) but the CPU is shared, not multiplied. Scoring one rollout (all
@@ -32,11 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.aio import DaemonThreadPool, call_user_code, is_async_callable
-from evalkit.defaults import DEFAULT_SCORE_TIMEOUT_S
+from evalkit.core.aio import DaemonThreadPool, call_user_code, is_async_callable
+from evalkit.core.defaults import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.envs.parsers import Parser
-from evalkit.errors import REWARD, TIMEOUT
-from evalkit.types import RolloutState
+from evalkit.core.errors import REWARD, TIMEOUT
+from evalkit.core.types import RolloutState
 
 SCORING_THREADS = 64
 """Worker threads for sync reward functions, shared by every rubric of the process."""

@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from evalkit.aio import call_user_code
+from evalkit.core.aio import call_user_code
 from evalkit.envs.multiturn import ENV_POOL, MultiTurnEnv
 from evalkit.envs.tools import tool_schema
-from evalkit.types import Message
+from evalkit.core.types import Message
 
 
 class ToolEnv(MultiTurnEnv):

@@ -37,12 +37,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from evalkit.clients.spec import ClientSpec
-from evalkit.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_RETRIES, DEFAULT_ROLLOUT_TIMEOUT_S,
+from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_RETRIES, DEFAULT_ROLLOUT_TIMEOUT_S,
                               DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RolloutLimits)
-from evalkit.errors import ConfigError, UserError
-from evalkit.sampling_rules import check_sampling
-from evalkit.tomlio import load_toml, validate
-from evalkit.untrusted import utf8
+from evalkit.core.errors import ConfigError, UserError
+from evalkit.core.sampling_rules import check_sampling
+from evalkit.core.tomlio import load_toml, validate
+from evalkit.core.untrusted import utf8
 
 DEFAULT_PASS_THRESHOLD = 1.0
 
@@ -83,7 +83,7 @@ class EvalConfig(BaseModel):
     """Seed for shuffling (vf-eval's ``shuffle_seed``; recorded as ``shuffle_seed`` when ``shuffle`` is on)."""
     output_dir: str | None = None
     """Run dirs go under ``<output_dir>/evals/``; unset: the local environment's ``outputs/`` or ``./outputs``
-    (:func:`evalkit.runs.outputs_root`)."""
+    (:func:`evalkit.core.runs.outputs_root`)."""
     env_dir_path: str = "environments"
     """Folder of local environments (vf-eval's ``--env-dir-path``): searched for the id, and where its outputs go."""
     extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -132,7 +132,7 @@ class EvalConfig(BaseModel):
     ``environment``, ``timeout``); rows whose reward function raised are kept (they would repeat)."""
     env_file: list[str] = Field(default_factory=list)
     """``KEY=VALUE`` secrets files (judge or tool keys) loaded into the environment for the run by the
-    command (:mod:`evalkit.secrets_file`); their values are never written anywhere."""
+    command (:mod:`evalkit.core.secrets_file`); their values are never written anywhere."""
 
     @field_validator("num_examples")
     @classmethod
@@ -200,8 +200,8 @@ class EvalConfig(BaseModel):
 
     @property
     def output_root(self) -> Path:
-        """The folder whose ``evals/`` holds this eval's run dirs (see :func:`evalkit.runs.outputs_root`)."""
-        from evalkit.runs import outputs_root
+        """The folder whose ``evals/`` holds this eval's run dirs (see :func:`evalkit.core.runs.outputs_root`)."""
+        from evalkit.core.runs import outputs_root
 
         return outputs_root(self.env_id, self.env_dir_path, self.output_dir)
 
@@ -385,7 +385,7 @@ def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) ->
         if key in top:
             top[key] = _resolve(top[key], base)
     if "env_file" in top:
-        from evalkit.secrets_file import resolve_env_files
+        from evalkit.core.secrets_file import resolve_env_files
 
         top["env_file"] = resolve_env_files(top["env_file"], base)
     if "model" in top:
@@ -447,7 +447,7 @@ def _resolve_env(env_id: str, base: Path) -> str:
 
 
 def _read_prompt(value: str, base: Path, file: Path) -> str:
-    from evalkit.fileio import read_user_text
+    from evalkit.core.fileio import read_user_text
 
     try:
         return read_user_text(_resolve(value, base), "system_prompt_file")

@@ -3,7 +3,7 @@
 Planning touches no model and writes nothing. The dataset selection is deterministic
 (``split``, ``num_examples``, ``seed``, ``shuffle``), so example ids mean the same thing across
 resumes; :func:`identity` is what a run dir must have been run with to be resumed by a config.
-Run dirs are named and found through :mod:`evalkit.runs`.
+Run dirs are named and found through :mod:`evalkit.core.runs`.
 
 What is missing: every ``(example_id, rollout_idx)`` without a row, plus, with ``retry_errors``
 (the default), every row that errored without a score (``plan.retry``; error kinds ``model``,
@@ -22,13 +22,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from evalkit import runs
+from evalkit.core import runs
 from evalkit.envs.base import Environment
-from evalkit.errors import UserError, is_scored
+from evalkit.core.errors import UserError, is_scored
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.results import read_rows
-from evalkit.fileio import check_output_dir
-from evalkit.types import SamplingArgs
+from evalkit.core.fileio import check_output_dir
+from evalkit.core.types import SamplingArgs
 
 MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
               "system_prompt_sha256", "seed", "shuffle", "split")
@@ -83,15 +83,15 @@ class EvalPlan:
 def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     """Load the environment (unless given), select examples, pick the run dir, read what it holds."""
     if env is None:
-        from evalkit.env_kwargs import apply_extra_env_kwargs
-        from evalkit.registry import load_environment
+        from evalkit.loading.kwargs import apply_extra_env_kwargs
+        from evalkit.loading.resolve import load_environment
 
         env = load_environment(config.env_id, config.env_args, environments_dir=config.env_dir_path)
         apply_extra_env_kwargs(env, config.extra_env_kwargs, config.env_id)
     if env.pass_threshold is not None and "pass_threshold" not in config.model_fields_set:
         config = config.model_copy(update={"pass_threshold": env.pass_threshold})  # verifiers' own, unless set
     if config.independent_scoring:
-        from evalkit.env_kwargs import require_independent_scoring
+        from evalkit.loading.kwargs import require_independent_scoring
 
         require_independent_scoring(env, config.env_id)
     examples = select_examples(config, env)

@@ -13,7 +13,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evalkit.types import RolloutState
+from evalkit.core.types import RolloutState
 
 
 class EvalProgress:

@@ -1,6 +1,6 @@
 """An eval run dir's ``results.jsonl`` and ``metadata.json``: written so that a killed run can be resumed.
 
-Where run dirs are, how they are named and locked: :mod:`evalkit.runs`.
+Where run dirs are, how they are named and locked: :mod:`evalkit.core.runs`.
 
 - ``results.jsonl`` is append-only; each finished group is written straight to the file (no
   buffer), so ``kill -9`` loses at most the groups in flight. A kill can still cut the last line in
@@ -20,10 +20,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from evalkit.fileio import output_error, write_bytes_atomic
-from evalkit.readback import EVAL_ROW, parse_line, read_jsonl
-from evalkit.runs import RESULTS
-from evalkit.untrusted import row_line
+from evalkit.core.fileio import output_error, write_bytes_atomic
+from evalkit.core.readback import EVAL_ROW, parse_line, read_jsonl
+from evalkit.core.runs import RESULTS
+from evalkit.core.untrusted import row_line
 
 __all__ = ["ResultsWriter", "drop_rows", "read_rows"]
 
@@ -32,7 +32,7 @@ def read_rows(run_dir: Path, *, repair: bool = False) -> list[dict[str, Any]]:
     """All complete rows, first of each ``(example_id, rollout_idx)``; ``repair`` truncates a cut tail.
 
     A damaged line (not JSON, not UTF-8, a field of the wrong type) is skipped with one warning
-    (:func:`evalkit.readback.read_jsonl`): its rollout counts as missing, so ``-R`` runs it again.
+    (:func:`evalkit.core.readback.read_jsonl`): its rollout counts as missing, so ``-R`` runs it again.
     """
     path = run_dir / RESULTS
     rows: list[dict[str, Any]] = []
@@ -85,7 +85,7 @@ class ResultsWriter:
 
     def write_group(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append ``rows``; return them as written (a row with bad text or non-finite numbers comes
-        back repaired and marked, see :func:`evalkit.untrusted.row_line`)."""
+        back repaired and marked, see :func:`evalkit.core.untrusted.row_line`)."""
         if self._fd is None:
             raise RuntimeError("ResultsWriter is closed")
         lines, written = zip(*(row_line(row) for row in rows)) if rows else ((), ())

@@ -13,11 +13,11 @@ Pass ``client=`` to reuse a client you already hold (it is then neither prefligh
 here) and ``env=`` to reuse a loaded environment. Progress goes to ``console`` only when one is given.
 
 Three steps: :func:`evalkit.eval.plan.plan_eval` (examples, run dir, what is missing; no model, no
-writes), :func:`execute` (the missing rollouts through :func:`evalkit.rollouts.run_groups`, rows
+writes), :func:`execute` (the missing rollouts through :func:`evalkit.eval.rollouts.run_groups`, rows
 appended per finished group, a progress bar) and :class:`MetadataWriter` (metadata.json with the
 summary: ``incomplete`` before the first rollout; at the end ``complete``, or
 ``complete_with_errors`` when any row has an error). The run dir is locked
-(:class:`evalkit.runs.RunLock`) from the first write to the last and what is missing is re-read
+(:class:`evalkit.core.runs.RunLock`) from the first write to the last and what is missing is re-read
 under the lock, so two resumes of one run never both run the same rollouts.
 
 Errors are not scores (:mod:`evalkit.eval.summary`); the runner never raises for a failed rollout.
@@ -42,14 +42,14 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.plan import EvalPlan, plan_eval
-from evalkit.eval.anchor_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
+from evalkit.eval.vf_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
 from evalkit.eval.progress import EvalProgress
 from evalkit.eval.results import ResultsWriter, drop_rows
 from evalkit.eval.summary import first_error, run_status, summarize
-from evalkit.fileio import write_json_atomic, writing_to
-from evalkit.rollouts import run_groups
-from evalkit.runs import METADATA, RunLock
-from evalkit.types import RolloutState
+from evalkit.core.fileio import write_json_atomic, writing_to
+from evalkit.eval.rollouts import run_groups
+from evalkit.core.runs import METADATA, RunLock
+from evalkit.core.types import RolloutState
 
 SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_scored", "num_errors",
                 "avg_error", "errors_by_kind", "usage", "reward_diversity")

@@ -10,7 +10,7 @@ Reward diversity is the fraction of groups whose rewards are not all equal: grou
 rollout scores the same carry no learning signal for group-relative RL.
 
 Errors are not scores. A rollout whose model call, environment code or scoring failed (error kinds
-``model``, ``environment``, ``timeout``; :mod:`evalkit.errors`) has no reward: it is left out of
+``model``, ``environment``, ``timeout``; :mod:`evalkit.core.errors`) has no reward: it is left out of
 ``avg_reward``, ``std_reward``, ``avg_metrics``, ``pass_at_k``, ``pass_all_k`` and ``reward_diversity``, which cover
 the ``num_scored`` rollouts. A rollout whose reward function raised is scored (that function 0) and
 counted in both. A row read back with an error but no ``error_kind`` (an older file) is of kind
@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.table import Table
 
-from evalkit.errors import ERROR_KINDS, UNKNOWN, error_kind
+from evalkit.core.errors import ERROR_KINDS, UNKNOWN, error_kind
 
 
 def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float = 1.0) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import UserError
-from evalkit.fileio import write_json_atomic
-from evalkit.runs import RESOLVED_CONFIG, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_json_atomic
+from evalkit.core.runs import RESOLVED_CONFIG, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
 
 SWEEP_FILE = "sweep.json"
 

@@ -13,10 +13,10 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from evalkit.errors import UserError, error_kind, is_scored
+from evalkit.core.errors import UserError, error_kind, is_scored
 from evalkit.eval.results import read_rows
-from evalkit.readback import EVAL_METADATA, read_object
-from evalkit.runs import METADATA, RESULTS, newest_eval_run
+from evalkit.core.readback import EVAL_METADATA, read_object
+from evalkit.core.runs import METADATA, RESULTS, newest_eval_run
 from evalkit.eval.summary import diversity_line, error_lines, summarize, summary_table
 
 MAX_CHARS = 600

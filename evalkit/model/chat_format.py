@@ -2,7 +2,7 @@
 
 SmolLM2 has no native tool-call format, so tools are described in the system prompt and the
 model is asked to answer with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks,
-which :func:`parse_tool_calls` turns back into :class:`~evalkit.types.ToolCall` objects. Earlier
+which :func:`parse_tool_calls` turns back into :class:`~evalkit.core.types.ToolCall` objects. Earlier
 tool calls and tool results in the conversation are written back in the same notation, so a
 multi-turn tool conversation reads consistently to the model.
 """
@@ -14,7 +14,7 @@ import re
 import uuid
 from typing import Any
 
-from evalkit.types import Message, ToolCall
+from evalkit.core.types import Message, ToolCall
 
 TOOL_INSTRUCTIONS = (
     "You can call these tools:\n<tools>\n{tools}\n</tools>\n"

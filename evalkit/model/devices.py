@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

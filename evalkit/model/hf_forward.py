@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from evalkit.model.kvcache import CacheShape, Extension, KVCache, extension, right_padded
 from evalkit.model.weights import effective_linear
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.defaults import DEFAULT_MODEL
-from evalkit.errors import UserError
+from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.errors import UserError
 from evalkit.model.registry import KNOWN_MODELS, GgufModel, LocalDirModel, ModelSource
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Which weights a model name means: embedded ``local/...`` models, Hub ids and local model folders.
 
 Torch-free on purpose: the CLI and the client factory resolve names (and report mistakes as
-:class:`~evalkit.errors.UserError`) before anything heavy is imported or loaded.
+:class:`~evalkit.core.errors.UserError`) before anything heavy is imported or loaded.
 
 Accepted names:
 
@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.defaults import DEFAULT_MODEL
-from evalkit.errors import UserError
+from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.errors import UserError
 
 HUB_PREFIX = "hf/"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

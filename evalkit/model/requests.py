@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evalkit.sampling_rules import sampling_problems
-from evalkit.types import SamplingArgs
+from evalkit.core.sampling_rules import sampling_problems
+from evalkit.core.types import SamplingArgs
 
 ENGINE_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "stop", "seed")
-"""The sampling keys the engine reads; checked against :data:`evalkit.sampling_rules.RULES`."""
+"""The sampling keys the engine reads; checked against :data:`evalkit.core.sampling_rules.RULES`."""
 EXTRA_ENGINE_KEYS = ("min_p", "repetition_penalty")
 """Keys the engine reads from a request's extra sampling arguments (vLLM's names), checked the same way."""
 
@@ -84,7 +84,7 @@ class GenerationResult:
 def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_length: int) -> SamplingParams:
     """Check ``sampling`` against the prompt and the context window and build engine params.
 
-    Types and ranges are the shared table's (:data:`evalkit.sampling_rules.RULES`, what configs are
+    Types and ranges are the shared table's (:data:`evalkit.core.sampling_rules.RULES`, what configs are
     checked against); what only the engine knows, the context window, is checked here.
     """
     sampling = sampling or SamplingArgs()

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.eval.results import read_rows
-from evalkit.runs import METADATA
-from evalkit.errors import error_kind, is_scored
-from evalkit.readback import EVAL_METADATA, read_object
+from evalkit.core.runs import METADATA
+from evalkit.core.errors import error_kind, is_scored
+from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.eval.summary import summarize
 
 
@@ -119,7 +119,7 @@ def examples(run: EvalRun) -> list[ExampleStat]:
         if stat is None:
             stat = stats[eid] = ExampleStat(eid, question_text(row), text_of(row.get("answer")))
         stat.errors += bool(row.get("error"))
-        if not is_scored(row):  # errors are not scores (evalkit.errors)
+        if not is_scored(row):  # errors are not scores (evalkit.core.errors)
             continue
         reward = _float(row.get("reward")) or 0.0
         stat.rewards.append(reward)
@@ -130,12 +130,12 @@ def examples(run: EvalRun) -> list[ExampleStat]:
 def error_kind_and_message(row: dict[str, Any]) -> tuple[str, str]:
     """Whose fault a row's error is and its message (the row must have an ``error``).
 
-    The kind is the one the run recorded (:func:`evalkit.errors.error_kind`: ``unknown`` when a row has
+    The kind is the one the run recorded (:func:`evalkit.core.errors.error_kind`: ``unknown`` when a row has
     none), or the type of an error written as verifiers' ``{"error": TYPE, "message": ...}``; the message
     is never parsed for it. The message goes through redaction again: errors are where servers echo
     credentials, and a run written by another tool (or an older primekit) may not have scrubbed them.
     """
-    from evalkit.redact import redact
+    from evalkit.core.redact import redact
 
     error = row["error"]
     if isinstance(error, dict):

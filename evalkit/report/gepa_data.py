@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.readback import BUDGET as BUDGET_SCHEMA, GEPA_FRONTIER_ROW, GEPA_METADATA, GEPA_ROW, read_jsonl, read_object
-from evalkit.runs import BUDGET, METADATA, PARETO_FRONTIER, RESULTS
+from evalkit.core.readback import BUDGET as BUDGET_SCHEMA, GEPA_FRONTIER_ROW, GEPA_METADATA, GEPA_ROW, read_jsonl, read_object
+from evalkit.core.runs import BUDGET, METADATA, PARETO_FRONTIER, RESULTS
 
 
 @dataclass

@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import UserError
-from evalkit.fileio import write_text_atomic
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_text_atomic
 from evalkit.report.kinds import require_one_kind
 
 DEFAULT_NAME = "report.html"

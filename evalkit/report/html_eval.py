@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.errors import is_scored
+from evalkit.core.errors import is_scored
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
 from evalkit.report.payload import RolloutPayload

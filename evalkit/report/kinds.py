@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalkit.errors import UserError
-from evalkit.readback import read_object
-from evalkit.runs import (BASELINE, BASELINE_DIR, SWEEPS_DIR, EVAL_JOB, EVALS_DIR, GEPA_JOB, METADATA, METRICS, PARETO_FRONTIER,
+from evalkit.core.errors import UserError
+from evalkit.core.readback import read_object
+from evalkit.core.runs import (BASELINE, BASELINE_DIR, SWEEPS_DIR, EVAL_JOB, EVALS_DIR, GEPA_JOB, METADATA, METRICS, PARETO_FRONTIER,
                           RESOLVED_CONFIG, RESULTS, RL_JOB)
 
 Kind = Literal["eval", "gepa", "rl", "sweep"]

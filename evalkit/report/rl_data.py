@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.report.eval_data import EvalRun, load_eval_run
-from evalkit.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
-from evalkit.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR
+from evalkit.core.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
+from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR
 
 _STEP = re.compile(r"^step_(\d+)(?:\.jsonl)?$")
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.readback import EVAL_METADATA, read_object
-from evalkit.runs import METADATA, step_numbers
-from evalkit.untrusted import is_finite_number
+from evalkit.core.readback import EVAL_METADATA, read_object
+from evalkit.core.runs import METADATA, step_numbers
+from evalkit.core.untrusted import is_finite_number
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _number(value: Any) -> float | None:
 
 
 def _default_label(path: Path, info: dict[str, Any]) -> str:
-    from evalkit.runs import env_slug
+    from evalkit.core.runs import env_slug
 
     run = Path(str(info.get("rl_run") or "")).name or path.parent.name
     return f"{run} · {env_slug(str(info.get('env_id') or path.name))}"

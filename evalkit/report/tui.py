@@ -29,12 +29,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from evalkit import readback
+from evalkit.core import readback
 from evalkit.report.eval_data import error_kind_and_message, load_eval_run, text_of
 from evalkit.report.gepa_data import load_gepa_run
 from evalkit.report.kinds import RunRef, find_runs
 from evalkit.report.rl_data import load_rl_run, read_rollouts
-from evalkit.runs import BASELINE_DIR, EVALS_DIR, METADATA, METRICS
+from evalkit.core.runs import BASELINE_DIR, EVALS_DIR, METADATA, METRICS
 
 MAX_RL_ROWS = 20_000
 Row = dict[str, Any]
@@ -69,7 +69,7 @@ def _reward(row: Row) -> float:
 
 def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
     """(what, size, reward, status) for the runs list, read cheaply from metadata where possible."""
-    from evalkit.readback import EVAL_METADATA, GEPA_METADATA, read_object
+    from evalkit.core.readback import EVAL_METADATA, GEPA_METADATA, read_object
 
     meta = read_object(ref.path / METADATA, GEPA_METADATA if ref.kind == "gepa" else EVAL_METADATA)
     if ref.kind == "gepa":
@@ -349,7 +349,7 @@ class RunsBrowser(App):
         self._warnings = _NotifyHandler(self)
 
     def on_mount(self) -> None:
-        # damaged run files are skipped with a warning (evalkit.readback); on the screen, not stderr
+        # damaged run files are skipped with a warning (evalkit.core.readback); on the screen, not stderr
         logging.getLogger(readback.logger.name).addHandler(self._warnings)
         self.push_screen(RunListScreen(self.output_dir))
 

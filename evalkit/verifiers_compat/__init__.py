@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 LEGACY_VERSION = "0.3.1"
 """The verifiers release with both APIs (legacy ``import verifiers as vf`` and v1): extra ``verifiers-legacy``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalkit.types import Message, SamplingArgs
+from evalkit.core.types import Message, SamplingArgs
 
 
 def to_openai_message(message: Any) -> Message:

@@ -8,7 +8,7 @@ implements those steps over :meth:`ModelClient.chat`, so every request goes thro
 
 Contract kept with verifiers:
 
-- a failed request (:class:`~evalkit.errors.ModelCallError`) is raised as ``vf.ModelError``, which verifiers
+- a failed request (:class:`~evalkit.core.errors.ModelCallError`) is raised as ``vf.ModelError``, which verifiers
   records on the rollout's state and stops on, exactly as with its own OpenAI client;
 - a reply with no text and no tool calls is ``vf.EmptyModelResponseError`` (what verifiers' OpenAI client does);
 - when the client reports token ids and logprobs (the embedded engine always does) they ride on
@@ -31,8 +31,8 @@ from verifiers.legacy.types import ToolCall as VfToolCall
 from verifiers.legacy.types import Usage as VfUsage
 
 from evalkit.clients.base import ModelClient
-from evalkit.errors import ModelCallError
-from evalkit.types import Completion
+from evalkit.core.errors import ModelCallError
+from evalkit.core.types import Completion
 from evalkit.verifiers_compat.convert import to_openai_messages, to_openai_tool, to_sampling_args
 
 _FINISH_REASONS = {"stop", "length", "tool_calls"}

@@ -15,10 +15,10 @@ What verifiers does and what primekit does:
   environment that ran the rollout (an ``EnvGroup``'s member, as ``vf-eval`` scores it). A rubric without
   group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
   numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
-  group in :meth:`score_group`, which :func:`evalkit.rollouts.run_groups` calls. Then ``rubric.cleanup``.
+  group in :meth:`score_group`, which :func:`evalkit.eval.rollouts.run_groups` calls. Then ``rubric.cleanup``.
 - **results**: verifiers' reward and metrics (``num_turns``, ``total_tool_calls``, ``<tool>_calls``, each
   reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
-  :class:`~evalkit.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
+  :class:`~evalkit.core.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
   the client reports them). ``RolloutState.extra`` is the verifiers ``State``, so ``-C key`` picks its keys.
   pass@k counts a rollout as passed at the environment's ``pass_threshold`` (verifiers' default 0.5).
 
@@ -40,8 +40,8 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
-from evalkit.types import Completion, Message, RolloutState, SamplingArgs
+from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
+from evalkit.core.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
@@ -148,7 +148,7 @@ class VerifiersEnvironment(Environment):
     async def score_rollout(self, state: RolloutState, timeout: float | None) -> None:
         """verifiers' scoring of this rollout alone, within ``timeout`` (past it: kind ``timeout``); a rollout
         waiting for its group's scoring is left to :meth:`score_group` (which has no timeout;
-        :func:`evalkit.rollouts.run_groups` calls it, and a caller running single rollouts itself must too)."""
+        :func:`evalkit.eval.rollouts.run_groups` calls it, and a caller running single rollouts itself must too)."""
         if state.extra.get(PENDING_GROUP_SCORE):
             return
         try:

@@ -4,7 +4,7 @@ In verifiers v1 the harness program talks to verifiers' interception server, whi
 to the endpoint in the rollout's ``ModelContext`` with its own ``EvalClient`` (an HTTP relay). The endpoint is
 the only seam, so the bridge is one: :class:`ModelBridgeServer` listens on ``127.0.0.1`` (a free port), turns
 each ``POST /v1/chat/completions`` into :meth:`ModelClient.chat` and answers in the OpenAI chat-completion
-shape (:mod:`evalkit.wire`): a ``chat.completion`` body, or for ``stream: true`` (verifiers 0.4's chat program
+shape (:mod:`evalkit.clients.wire`): a ``chat.completion`` body, or for ``stream: true`` (verifiers 0.4's chat program
 always streams) the same reply as SSE chunks, tool-call deltas and the usage chunk included. The client call
 is not streamed, so the chunks follow the finished reply; a tool-call reply keeps ``content: null``. It also
 keeps every primekit :class:`Completion` it returned, in order, so the rollout's per-turn token ids and
@@ -30,9 +30,9 @@ from typing import Any
 from aiohttp import web
 
 from evalkit.clients.base import ModelClient
-from evalkit.errors import ModelCallError
-from evalkit.types import Completion
-from evalkit.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
+from evalkit.core.errors import ModelCallError
+from evalkit.core.types import Completion
+from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 
 BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
 SESSION_HEADER = "X-Session-ID"
@@ -43,7 +43,7 @@ def bridge_key_var() -> str:
     """The environment variable verifiers' client reads the bridge token from (set, and registered as a secret)."""
     if os.environ.get(BRIDGE_KEY_VAR) != _TOKEN:
         os.environ[BRIDGE_KEY_VAR] = _TOKEN
-        from evalkit.redact import register_secret
+        from evalkit.core.redact import register_secret
 
         register_secret(_TOKEN)
     return BRIDGE_KEY_VAR

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from evalkit.verifiers_compat.v1_harness import HARNESS_ID
 
 SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "timeout", "retries")

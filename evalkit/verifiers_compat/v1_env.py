@@ -40,8 +40,8 @@ from typing import Any, AsyncIterator
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
-from evalkit.errors import ENVIRONMENT, UserError
-from evalkit.types import Message, RolloutState, SamplingArgs
+from evalkit.core.errors import ENVIRONMENT, UserError
+from evalkit.core.types import Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from evalkit.errors import ENVIRONMENT, MODEL
-from evalkit.types import Completion, RolloutState
+from evalkit.core.errors import ENVIRONMENT, MODEL
+from evalkit.core.types import Completion, RolloutState
 from evalkit.verifiers_compat.convert import to_openai_messages
 
 EPISODE_KEY = "_verifiers_episode"

@@ -3,7 +3,7 @@
 verifiers names a v1 taskset by module: the id's last ``/`` part, without ``@version``, ``-`` -> ``_``,
 lower-cased; the module exports exactly one ``Taskset`` subclass through ``__all__``; the package's folder
 must be on ``sys.path`` (a file path is not accepted). primekit resolves and imports the module first (installed,
-then ``./environments/<name>/`` or a path, see :mod:`evalkit.registry`, which imports a local folder under its own
+then ``./environments/<name>/`` or a path, see :mod:`evalkit.loading.resolve`, which imports a local folder under its own
 name with its root on ``sys.path``), then hands verifiers the module's name, so verifiers' own import finds that
 same module.
 """
@@ -14,7 +14,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 
 
 def taskset_class_of(module: ModuleType) -> type | None:

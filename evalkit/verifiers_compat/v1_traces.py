@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evalkit.fileio import write_json_atomic, write_text_atomic
-from evalkit.types import RolloutState
+from evalkit.core.fileio import write_json_atomic, write_text_atomic
+from evalkit.core.types import RolloutState
 from evalkit.verifiers_compat import v1_api
 from evalkit.verifiers_compat.v1_episode import EPISODE_KEY
 

@@ -3,7 +3,7 @@
 Each target is one module with one job (:mod:`.prime_rl`, :mod:`.tinker`, :mod:`.skyrl`): an
 ``export(config, ...) -> Export`` that translates what carries, writes every value where the
 target's default differs from what `prime rl run` would do, and refuses with one
-:class:`~evalkit.errors.UserError` line what cannot carry (see :mod:`.common` for the rules). An
+:class:`~evalkit.core.errors.UserError` line what cannot carry (see :mod:`.common` for the rules). An
 export reads the config and imports the environments' modules to tell their kind; it loads no
 model weights and needs none of the targets installed.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from evalkit.errors import UserError
-from evalkit.fileio import write_text_atomic
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_text_atomic
 from rl_backend.config import RLConfig
 from rl_backend.export import prime_rl, skyrl, tinker
 from rl_backend.export.common import Export

@@ -11,7 +11,7 @@ A target module describes each primekit key in three tables (checked complete by
 * ``NOTED``: key -> why it is not carried, for keys that do not change what is trained (evaluation
   sizes, a W&B entity): noted when set, never refused.
 
-Every refusal is one :class:`~evalkit.errors.UserError` line listing all problems found, so a user
+Every refusal is one :class:`~evalkit.core.errors.UserError` line listing all problems found, so a user
 fixes them in one go.
 """
 
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from evalkit.errors import UserError
+from evalkit.core.errors import UserError
 from rl_backend.config import EnvConfig, RLConfig
 
 EnvKind = Literal["v1", "legacy", "native", "builtin"]
@@ -88,7 +88,7 @@ def classify_envs(config: RLConfig) -> list[EnvEntry]:
     ``load_environment`` module. Whether such a module builds a verifiers or a primekit environment is
     read from what it imported (a module that imports ``verifiers`` but not ``verifiers.v1``).
     """
-    from evalkit.registry import import_env_module, resolve
+    from evalkit.loading.resolve import import_env_module, resolve
     from evalkit.verifiers_compat.v1_loader import taskset_class_of
 
     entries = []

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.tomlio import dumps
+from evalkit.core.tomlio import dumps
 from rl_backend.config import RLConfig
 from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, checked
 

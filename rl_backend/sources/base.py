@@ -7,7 +7,7 @@ with the trainer's, and exporting them. Requests go through a client of :mod:`ev
 OpenAI-compatible :class:`~evalkit.clients.openai_client.OpenAIClient` against a vLLM server.
 
 * ``client``: a :class:`~evalkit.clients.base.ModelClient` that environments call through
-  :func:`evalkit.rollouts.run_groups` (or the eval runner). Every :class:`~evalkit.types.Completion`
+  :func:`evalkit.eval.rollouts.run_groups` (or the eval runner). Every :class:`~evalkit.core.types.Completion`
   it returns carries ``prompt_token_ids``, ``completion_token_ids``, ``logprobs`` (of each sampled
   token under the temperature-scaled distribution, which the trainer's importance ratio compares
   against) and parsed ``tool_calls``.
@@ -21,7 +21,7 @@ OpenAI-compatible :class:`~evalkit.clients.openai_client.OpenAIClient` against a
   ``sync``, for ``weights/step_N``; valid only at a sync point.
 * ``close()`` releases processes and memory (the trainer closes ``client`` on its event loop first).
 
-Errors a user can fix raise :class:`~evalkit.errors.UserError`; a failed request raises
+Errors a user can fix raise :class:`~evalkit.core.errors.UserError`; a failed request raises
 ``ModelCallError`` from the client and becomes an errored rollout (reward 0), never a crashed run.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from evalkit.clients.base import ModelClient
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 
 class RolloutSource(Protocol):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 
 class EngineSource:

@@ -41,9 +41,9 @@ from typing import Any
 
 from evalkit.clients.factory import make_client
 from evalkit.clients.spec import ClientSpec
-from evalkit.errors import ModelCallError, UserError
+from evalkit.core.errors import ModelCallError, UserError
 from evalkit.model.devices import cuda_available
-from evalkit.types import SamplingArgs
+from evalkit.core.types import SamplingArgs
 
 BASE_NAME = "base"
 REQUEST_TIMEOUT_S = 600.0

@@ -1,0 +1,156 @@
+"""Scrubbing secrets out of every string that reaches a file, a log or the terminal.
+
+Gateways and proxies often echo the request (headers included) in their error bodies, so an HTTP
+error can carry the caller's own API key back -- to the client layer, or to an environment's judge or
+tool. So redaction sits at the boundaries, whatever raised the text: a rollout's error as it is
+recorded (``RolloutState.record_error``), every row and JSON or text file as it is written, and read
+back (:mod:`evalkit.core.untrusted`, :mod:`evalkit.core.readback`), log records, the CLI's ``error:`` line,
+ModelCallError messages.
+
+Two defences, because neither alone is enough:
+
+* the exact values the client layer was given: API keys read from the environment
+  (:func:`register_secret`, called where a key is read) and secret-looking header values;
+* patterns, for secrets it was never told about: values of ``Authorization``,
+  ``Proxy-Authorization``, ``api-key``, ``x-api-key`` (and ``x-goog-api-key``) headers in any of
+  the shapes they come back in (``Name: value``, JSON, Python reprs), ``Bearer`` tokens,
+  ``sk-...`` style keys, and credentials in URLs (``https://user:pass@host``).
+
+The registry is process-wide on purpose: a key registered by the client that read it must also be
+scrubbed from a log line or an error printed by code that never saw the client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+
+REDACTED = "[redacted]"
+MIN_SECRET_LENGTH = 4
+"""Shorter values are not treated as secrets (replacing them would mangle ordinary text)."""
+
+_SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret)")
+_SECRET_ENV_NAME = re.compile(r"(?i)(api_?key|_key$|token|secret|password)")
+
+_HEADER_VALUE = re.compile(
+    r"""(?ix)
+    (\b(?:proxy-)?authorization|\bx-goog-api-key|\bx-api-key|\bapi[-_]key)  # the header's name
+    (["']?\s*[:=]\s*["']?)                                                  # : or = with optional quotes
+    ((?:bearer|basic|token)\s+)?                                            # an auth scheme
+    ([^\s"',;}\]]+)                                                         # the value
+    """
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=-]{6,})")
+_KEY_SHAPED = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}")
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
+
+_lock = threading.Lock()
+_secrets: tuple[str, ...] = ()
+_json_spellings: tuple[str, ...] = ()
+"""Registered values as they are spelled inside a JSON string, where that differs (a quote, a backslash)."""
+
+
+def register_secret(value: str | None) -> None:
+    """Remember ``value`` (an API key, a token) so :func:`redact` replaces it wherever it appears."""
+    global _secrets, _json_spellings
+    if not value or len(value) < MIN_SECRET_LENGTH or value in _secrets:
+        return
+    with _lock:
+        # longest first, so a key that contains another registered value is replaced whole
+        _secrets = tuple(sorted({*_secrets, value}, key=len, reverse=True))
+        spelled = json.dumps(value, ensure_ascii=False)[1:-1]
+        if spelled != value:
+            _json_spellings = (*_json_spellings, spelled)
+
+
+def register_secret_headers(headers: dict[str, str] | None) -> None:
+    """Register the values of headers whose names say they carry credentials."""
+    for name, value in (headers or {}).items():
+        if _SECRET_HEADER.search(name):
+            register_secret(value.split(None, 1)[-1] if value.lower().startswith(("bearer ", "basic ")) else value)
+
+
+def register_env_secrets() -> None:
+    """Register every environment value whose name looks like a credential (``*_API_KEY``, ``*_TOKEN``...).
+
+    For backends that read provider keys themselves (litellm reads ``ANTHROPIC_API_KEY`` and friends),
+    so the values are scrubbed although this process never handled them.
+    """
+    for name, value in os.environ.items():
+        if _SECRET_ENV_NAME.search(name) and len(value) >= 8:
+            register_secret(value)
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with every registered secret value replaced, and nothing else touched.
+
+    For whole output files (results rows, reports, metadata): the credential patterns of
+    :func:`redact` would also rewrite what a model legitimately wrote about headers or keys."""
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret and every credential-shaped substring replaced."""
+    if not text:
+        return text
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    header, bearer, key, url = _may_match(text)
+    if header:
+        text = _HEADER_VALUE.sub(_keep_name, text)
+    if bearer:
+        text = _BEARER.sub(r"\g<1>" + REDACTED, text)
+    if key:
+        text = _KEY_SHAPED.sub(REDACTED, text)
+    return _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text) if url else text
+
+
+def contains_secret(text: str) -> bool:
+    """Whether :func:`redact` may change ``text``, in plain text or as JSON (a registered value also in its
+    JSON-escaped spelling): one scan per pattern and no copy, for writers that check every row."""
+    if not text:
+        return False
+    for secret in _secrets + _json_spellings:
+        if secret in text:
+            return True
+    patterns = (_HEADER_VALUE, _BEARER, _KEY_SHAPED, _URL_CREDENTIALS)
+    return any(maybe and pattern.search(text) for maybe, pattern in zip(_may_match(text), patterns))
+
+
+def _may_match(text: str) -> tuple[bool, bool, bool, bool]:
+    """Which of the four patterns could match, from literals each needs: ``str`` scans run at memory speed,
+    while the patterns (case-insensitive, anchored on word boundaries) crawl through long texts."""
+    low = text.lower()
+    return ("authorization" in low or "api-key" in low or "api_key" in low, "bearer" in low,
+            "sk-" in text or "pk-" in text or "rk-" in text, "://" in text and "@" in text)
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    name, separator, scheme, value = match.groups()
+    if value.startswith(REDACTED[:-1]):  # already scrubbed (the value pattern stops before its "]")
+        return match.group(0)
+    return f"{name}{separator}{scheme or ''}{REDACTED}"
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that scrubs a record's final message (attach it to a handler).
+
+    The message is formatted once here and the arguments dropped, so a formatter further down
+    cannot re-insert an unscrubbed argument.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        scrubbed = redact(message)
+        if scrubbed != message or record.args:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info and record.exc_text is None and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True

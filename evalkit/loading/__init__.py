@@ -1,0 +1,2 @@
+"""Finding, installing, scaffolding and loading environments by id or folder.
+"""

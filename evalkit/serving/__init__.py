@@ -1,0 +1,2 @@
+"""`prime serve`: the embedded engine as an OpenAI-compatible HTTP server.
+"""

@@ -1,3 +1,0 @@
-from prime_cli.app import main
-
-main()

@@ -1,0 +1,3 @@
+from primekit_cli.app import main
+
+main()

@@ -1,0 +1,56 @@
+"""The ``prime`` typer application: one sub-app per command group, each in its own module.
+
+Command modules import heavy libraries (torch, transformers, datasets) inside the command
+functions, so ``prime --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from primekit_cli import __version__
+from primekit_cli.commands import env_cmd, eval_cmd, gepa_cmd, lab_cmd, rl_cmd, serve_cmd
+
+app = typer.Typer(
+    name="prime",
+    help="Evaluate, optimize and train models on LLM environments.\n\n"
+    "Start with a baseline: `prime eval run reverse-text` (embedded model, offline).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="markdown",
+    pretty_exceptions_enable=False,
+)
+app.add_typer(eval_cmd.app, name="eval")
+app.add_typer(gepa_cmd.app, name="gepa")
+app.add_typer(rl_cmd.app, name="rl")
+app.add_typer(env_cmd.app, name="env")
+app.add_typer(lab_cmd.app, name="lab")
+app.command("serve")(serve_cmd.serve)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"primekit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Evaluate, optimize and train models on LLM environments."""
+
+
+def main() -> None:
+    # `datasets` draws a tqdm bar for every `map` an environment does while it loads (verifiers envs
+    # map their rows); beside our own progress bar it is noise. A user's explicit setting wins.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    # text from models and environments may hold lone surrogates (evalkit.core.untrusted); a terminal line
+    # shows them as "?" rather than ending the command with a UnicodeEncodeError
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    app()

@@ -1,0 +1,408 @@
+"""`prime eval run|view`: thin wrappers that build an EvalConfig and call the eval runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from evalkit.clients.providers import PROVIDER_CHOICES
+from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S,
+                              DEFAULT_TIMEOUT_S)
+from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, compat_command, help_section
+from primekit_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
+from primekit_cli.errors import user_errors
+from primekit_cli.resume_option import LATEST, resume_command
+
+app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
+
+RUN_EPILOG = """
+Examples:
+
+  prime eval run reverse-text                         # embedded local/smollm2-135m, 5 examples x 3 rollouts
+
+  prime eval run reverse-text -m gpt-4.1-mini -n 50   # OpenAI (key in $OPENAI_API_KEY)
+
+  prime eval run reverse-text -m litellm/anthropic/claude-sonnet-4-5   # any provider litellm speaks
+
+  prime eval run wordle -m qwen3-8b -c 64             # endpoint id from configs/endpoints.toml
+
+  prime eval run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -S '{"temperature": 0.7}'
+
+  prime eval run configs/eval/reverse-text.toml       # one or more [[eval]] entries
+
+  prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
+
+  prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
+
+  prime eval run arithmetic -m outputs/rl/my-run/weights --steps all   # every kept checkpoint + the starting model
+
+Errors: a rollout whose model call, environment code or scoring failed is a row with `error` and
+`error_kind` (model, environment, timeout) and no score: it is left out of the reward numbers and
+counted under errors. A raising reward function scores 0 for that function (`error_kind` reward) and
+the row is still scored. A run with any error ends `complete_with_errors`; when every rollout
+errored the command prints the first error and exits 1. `-R` runs errored rollouts without a score
+again (--no-retry-errors keeps them).
+""" + MODELS_EPILOG
+
+RESUME_FLAGS = ("-R", "--resume")
+ENV_FILE_HELP = ("A KEY=VALUE secrets file (judge or tool API keys) loaded into the environment for this run; repeatable, "
+                 "added to the config's env_file. Values are scrubbed from outputs and never written.")
+STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
+              "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
+RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
+TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}] "
+                "(vf-eval's --timeout bounds a whole rollout: that is --rollout-timeout here.)")
+
+
+@app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
+             cls=compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS))
+@user_errors
+def run(
+    env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
+    model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
+    api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
+    provider: str = typer.Option(None, "--provider", "-p", help=f"Base URL + key variable preset ({', '.join(PROVIDER_CHOICES)}); -b/-k win."),
+    api_client_type: str = typer.Option(None, "--api-client-type", help="vf-eval's client type; only openai_chat_completions is served here."),
+    header: list[str] = typer.Option(None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."),
+    endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
+    num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
+    rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
+    max_concurrent: int = typer.Option(
+        None, "--max-concurrent", "-c",
+        help=f"Rollouts in flight at once; with a TOML, per [[eval]] (they run one after another). [default: {DEFAULT_MAX_CONCURRENT}]",
+    ),
+    max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
+    temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
+    sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T."),
+    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'; a verifiers v1 taskset also takes "
+                                  "'{\"taskset\": {...}, \"harness\": {\"max_turns\": 8}}'."),
+    extra_env_kwargs: str = typer.Option(None, "--extra-env-kwargs", "-x", help="JSON of settings applied to the loaded environment (set_<key> or an attribute)."),
+    env_dir_path: str = typer.Option(None, "--env-dir-path", help="Folder of local environments. [default: ./environments]"),
+    system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
+    system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
+    shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
+    shuffle_seed: int = typer.Option(None, "--shuffle-seed", "--seed", help="Seed for --shuffle. [default: 0]"),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go (under evals/). [default: environments/ENV/outputs for a local environment, else ./outputs]"),
+    resume: str = typer.Option(None, "--resume", "-R", metavar="[RUN_DIR]",
+                               help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
+    save_results: bool = typer.Option(False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."),
+    independent_scoring: bool = typer.Option(None, "--independent-scoring", "-i", help="Score each rollout on its own (native rubrics always do)."),
+    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
+    timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
+    state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
+    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0; a verifiers environment's own, 0.5 unless it sets one]"),
+    score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
+    rollout_timeout: float = typer.Option(None, "--rollout-timeout", help=f"Seconds, wall clock, one rollout's conversation (model calls, env_response, tools) may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_ROLLOUT_TIMEOUT_S:g}]"),
+    max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message (and of each stored message); the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
+    retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
+    device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
+    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
+) -> None:
+    """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
+
+    Exit codes: 0 when the run finished (check the errors line: failed rollouts are rows, not
+    crashes), 1 when every rollout errored, 2 for bad input, 130/143 when interrupted (resume with -R).
+    """
+    from rich.console import Console
+
+    if verbose:
+        _enable_verbose_logging()
+    system_prompt = _system_prompt_flag(system_prompt, system_prompt_file)
+    overrides = _overrides(
+        model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
+        endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
+        max_concurrent=max_concurrent, system_prompt=system_prompt, shuffle=shuffle, seed=shuffle_seed,
+        output_dir=output_dir, env_dir_path=env_dir_path, resume=resume, max_retries=max_retries, timeout=timeout,
+        pass_threshold=pass_threshold, independent_scoring=independent_scoring, score_timeout=score_timeout,
+        rollout_timeout=rollout_timeout, max_message_chars=max_message_chars,
+        retry_errors=retry_errors, device=device,
+        state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
+    )
+    overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
+    configs = _configs(env_or_config, overrides)
+    _load_secrets(configs, env_file)
+    console = Console(highlight=False)
+    failed: list[str] = []
+    try:
+        if steps is not None:
+            failed = _run_sweep(configs, steps, env_or_config, resume, console)
+        else:
+            failed = [failure for config in configs if (failure := _run_one(config, console)) is not None]
+    finally:
+        _close_embedded_engines()
+    if failed:
+        _exit_all_errored(failed)
+
+
+def _system_prompt_flag(text: str | None, path: Path | None) -> str | None:
+    """``--system-prompt`` or the text of ``--system-prompt-file`` (one of them, or neither)."""
+    from evalkit.core.errors import UserError
+
+    if text is not None and path is not None:
+        raise UserError("pass --system-prompt or --system-prompt-file, not both")
+    if path is None:
+        return text
+    from evalkit.core.fileio import read_user_text
+
+    return read_user_text(path, "--system-prompt-file")
+
+
+def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str | None, console: Any) -> list[str]:
+    """One eval per checkpoint step (and the starting model as step 0), then the reward by step."""
+    from rich.table import Table
+
+    from evalkit.core.errors import UserError
+    from evalkit.eval.sweep import plan_sweep, record, step_configs
+    from evalkit.core.runs import read_metadata
+
+    if env_or_config.endswith(".toml") or resume is not None:
+        raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
+    config = configs[0]
+    sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
+    record(sweep, config)
+    console.print(f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True)
+    failed = []
+    for step, step_config in step_configs(config, sweep):
+        console.rule(f"step {step}" + (" (starting model)" if step == 0 else ""))
+        failure = _run_one(step_config, console)
+        if failure is not None:
+            failed.append(f"step {step}: {failure}")
+    table = Table(title=f"{config.env_id} by step")
+    for column in ("step", "model", "avg reward"):
+        table.add_column(column)
+    for step in sweep.steps:
+        meta = read_metadata(sweep.folder / f"step_{step}") or {}
+        reward = meta.get("avg_reward")
+        table.add_row(str(step), sweep.model_of(step), f"{reward:.3f}" if isinstance(reward, (int, float)) else "-")
+    console.print(table)
+    console.print(f"report: prime eval view --html {sweep.folder}", soft_wrap=True)
+    return failed
+
+
+def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
+    """The configs' ``env_file`` and ``--env-file`` files, loaded once into this process's environment."""
+    from evalkit.core.secrets_file import load_env_files
+
+    extra = [str(path.expanduser().resolve()) for path in cli_files or []]
+    for config in configs:
+        config.env_file = [*config.env_file, *extra]
+    load_env_files(path for config in configs for path in config.env_file)
+
+
+def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
+    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id; flags win."""
+    from evalkit.core.errors import UserError
+    from evalkit.eval.config import EvalConfig, load_eval_file
+    from evalkit.core.tomlio import validate
+
+    if env_or_config.endswith(".toml"):
+        if "resume" in overrides and overrides["resume"] != LATEST:
+            raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
+        return load_eval_file(env_or_config, overrides)
+    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
+
+
+def _overrides(**values: Any) -> dict[str, Any]:
+    """The flags the user gave (None means not given, so a TOML's or the default value stays)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperature: float | None, env_args: str | None,
+                    extra_env_kwargs: str | None, header: list[str] | None) -> dict[str, Any]:
+    """-S (whose keys win over -t/-T, as in vf-eval), -a, -x and --header as config fields."""
+    from evalkit.clients.providers import parse_headers
+    from evalkit.loading.resolve import parse_env_args, parse_json_object
+
+    loose = _overrides(max_tokens=max_tokens, temperature=temperature)
+    sampling = {**loose, **parse_json_object(sampling_args, "--sampling-args")}
+    found: dict[str, Any] = {"sampling": sampling} if sampling else {}
+    if env_args:
+        found["env_args"] = parse_env_args(env_args)
+    if extra_env_kwargs:
+        found["extra_env_kwargs"] = parse_json_object(extra_env_kwargs, "-x/--extra-env-kwargs")
+    if header:
+        found["headers"] = parse_headers(header)
+    return found
+
+
+def _enable_verbose_logging() -> None:
+    """Retries and request problems from the evalkit loggers to stderr, scrubbed of keys and auth headers."""
+    import logging
+    import sys
+
+    from evalkit.core.redact import RedactingFilter
+
+    log = logging.getLogger("evalkit")
+    for old in [h for h in log.handlers if getattr(h, "primekit_verbose", False)]:
+        log.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.primekit_verbose = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
+def _close_embedded_engines() -> None:
+    """Stop the embedded engine's threads before the interpreter exits (else torch may abort at exit)."""
+    import sys
+
+    shared = sys.modules.get("evalkit.model.shared")
+    if shared is not None:
+        shared.shutdown_engines()
+
+
+def _exit_all_errored(failed: list[str]) -> None:
+    """Print one ``error:`` line per eval whose every rollout errored, then exit 1."""
+    import sys
+
+    import typer
+
+    from evalkit.core.redact import redact
+
+    for line in failed:
+        print(f"error: {redact(line)}", file=sys.stderr, flush=True)
+    raise typer.Exit(code=1)
+
+
+def _run_one(config: Any, console: Any) -> str | None:
+    """Run one eval and print its summary; returns the failure line when every rollout errored."""
+    from rich.text import Text
+
+    from evalkit.eval.runner import run_eval
+    from evalkit.eval.summary import diversity_line, error_lines, summary_table
+
+    result = run_eval(config, console=console)
+    title = f"{config.env_id} · {config.model_label}"
+    console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
+    console.print(diversity_line(result.summary))
+    for line in error_lines(result.rows):
+        console.print(Text("error ", style="red") + Text(line))
+    status = result.metadata.get("status")
+    if status != "complete":
+        console.print(f"status: [yellow]{status}[/yellow]")
+    if result.resumed_rows:
+        console.print(f"{result.resumed_rows} rollouts were already done; ran {len(result.states)} more")
+    console.print(f"results: [bold]{result.run_dir}[/bold]", soft_wrap=True)
+    if result.all_errored:
+        first = " ".join(str(result.first_error).split())[:500]
+        return (f"every rollout of {config.env_id} errored ({len(result.rows)}/{len(result.rows)}); "
+                f"first error: {first}")
+    return None
+
+
+VIEW_EPILOG = """
+Examples:
+
+  prime eval view                                      # the newest eval run, as text
+
+  prime eval view outputs/evals/reverse-text--local--smollm2-135m/20260101-120000-ab12cd --html
+
+  prime eval view RUN_A RUN_B --html compare.html      # two eval runs side by side, example by example
+
+  prime eval view outputs/gepa/arithmetic--local--smollm2-135m/20260101-120000 --html
+
+  prime eval view outputs/rl/my-run --html             # reward, loss, entropy, KL, evals, step times
+
+  prime eval view outputs/rl/my-run/sweeps/arithmetic --html   # a checkpoint sweep: reward by step vs the start
+
+--html writes one self-contained HTML file (no network needed to open it) and prints its path:
+RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
+"""
+
+HTML_FLAG = "--html"
+
+
+def _is_html_file(token: str) -> bool:
+    """The token after ``--html`` is its value only when it names an .html/.htm file; else a RUN_DIR follows."""
+    return token.lower().endswith((".html", ".htm"))
+
+
+@app.command("view", epilog=VIEW_EPILOG, cls=resume_command((HTML_FLAG,), accepts=_is_html_file))
+@user_errors
+def view(
+    run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
+                                         help="Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). Default: the newest eval run."),
+    output_dir: str = typer.Option(None, "--output-dir", "-o",
+                                   help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]"),
+    samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
+    html: str = typer.Option(None, HTML_FLAG, metavar="[FILE.html]",
+                             help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path."),
+) -> None:
+    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html for a web page."""
+    from rich.console import Console
+
+    from evalkit.eval.view import render_report, resolve_run_dir
+    from evalkit.report.kinds import require_kind, require_one_kind
+
+    console = Console(highlight=False)
+    paths = [resolve_run_dir(None, output_dir)] if not run_dirs else [Path(p) for p in run_dirs]
+    kinds = [require_kind(path) for path in paths]
+    if html is not None:
+        require_one_kind(paths)  # refuse before printing anything
+    _print_text_reports(paths, kinds, console, samples, render_report)
+    if html is not None:
+        from evalkit.report.html import write_report
+
+        target = write_report(paths, None if html == LATEST else Path(html))
+        console.print(f"html report: [bold]{target}[/bold]", soft_wrap=True)
+
+
+def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, samples: int, render_eval: Any) -> None:
+    from evalkit.report import terminal
+
+    evals = []
+    for path, kind in zip(paths, kinds):
+        if kind == "gepa":
+            from evalkit.report.gepa_data import load_gepa_run
+
+            terminal.render_gepa(load_gepa_run(path), console)
+        elif kind == "rl":
+            from evalkit.report.rl_data import load_rl_run
+
+            terminal.render_rl(load_rl_run(path), console)
+        elif kind == "sweep":
+            from evalkit.report.sweep_data import load_sweep
+
+            terminal.render_sweep(load_sweep(path), console)
+        else:
+            render_eval(path, console, samples=samples)
+            evals.append(path)
+    if len(evals) > 1:
+        from evalkit.report.eval_data import load_eval_run
+
+        console.print(terminal.comparison_table([load_eval_run(path, str(path.name)) for path in evals]))
+
+
+TUI_EPILOG = """
+Keys: runs list: up/down, enter opens, r reloads, q quits. A run: enter opens a rollout, f filters by reward
+(>=0.5, <1, 0.2..0.8, =0, err), s sorts by reward, escape goes back. A rollout: n / p next / previous, escape back.
+
+Example:
+
+  prime eval tui -o outputs
+"""
+
+
+@app.command("tui", epilog=TUI_EPILOG)
+@user_errors
+def tui(
+    output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Folder whose evals/, gepa/ and rl/ runs are listed."),
+) -> None:
+    """Browse runs and rollouts in the terminal: list runs, open one, page through rollouts, filter by reward."""
+    from evalkit.core.errors import UserError
+
+    if not Path(output_dir).is_dir():
+        raise UserError(f"{output_dir} does not exist; run `prime eval run ENV` first or pass -o OUTPUT_DIR")
+    from evalkit.report.tui import RunsBrowser
+
+    browser = RunsBrowser(output_dir)
+    browser.run()
+    if browser.return_code:  # it crashed (Textual printed the traceback): never exit 0
+        raise typer.Exit(code=browser.return_code)
+

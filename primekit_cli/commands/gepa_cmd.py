@@ -1,0 +1,253 @@
+"""`prime gepa run`: optimize an environment's system prompt with GEPA.
+
+Thin on purpose: parse flags (and a TOML), build one :class:`GepaJobConfig`, call
+:func:`gepa_cli.runner.run_gepa`, print the summary. The gepa library, the environments and
+the model clients are imported inside the command so ``prime --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from evalkit.core import runs
+from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_TIMEOUT_S
+from evalkit.core.errors import UserError
+from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
+from evalkit.loading.resolve import parse_env_args, parse_json_object
+from evalkit.core.secrets_file import load_env_files
+from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command, help_section
+from primekit_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
+from primekit_cli.errors import user_errors
+
+RESUME_FLAGS = ("--resume",)
+ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
+
+app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
+
+EXAMPLES = """
+**Examples**
+
+* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely improves a prompt)
+
+* `prime gepa run arithmetic -B 60 -N 8 --dry-run` (what the budget buys, then stop)
+
+* `prime gepa run reverse-text -m gpt-4.1-mini -M gpt-4.1` (a stronger teacher)
+
+* `prime gepa run wordle --state-columns guesses feedback` (state keys shown to the teacher)
+
+* `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
+  (a teacher from another provider; key in $ANTHROPIC_API_KEY)
+
+* `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
+
+* `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
+
+* `prime gepa run --resume outputs/gepa/arithmetic--local--smollm2-135m/RUN_ID` (continue that run)
+"""
+
+
+BUDGET_HELP = """
+**Budget** (-B counts task-model rollouts): the seed's validation costs -N; each proposal costs 2 x --minibatch-size
+(parent and child on one minibatch) plus -N when the child is accepted. Before any model call the run prints what
+the budget buys, refuses a budget that buys no proposal, and warns below 3.
+"""
+
+
+@app.command("run", epilog=EXAMPLES + BUDGET_HELP + MODELS_EPILOG + help_section(GEPA_REFUSED, ()),
+             context_settings={"help_option_names": ["-h", "--help"]},
+             cls=compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
+@user_errors
+def run(
+    env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
+    stray: str = typer.Argument(None, hidden=True),
+    model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts. " + MODEL_HELP),
+    reflection_model: str = typer.Option(
+        None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt; any model -m accepts [default: -m]."
+    ),
+    endpoints_path: str = typer.Option(None, "-e", "--endpoints-path", help="endpoints.toml resolving model ids."),
+    base_url: str = typer.Option(
+        None, "-b", "--api-base-url", help="OpenAI-compatible base URL for -m (and -M unless it is an endpoint id or litellm/...)."
+    ),
+    api_key_var: str = typer.Option(None, "-k", "--api-key-var", help="NAME of the env var holding the API key (same scope as -b)."),
+    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request, task and teacher. [default: 3]"),
+    timeout: float = typer.Option(
+        None, "--timeout", help=f"Seconds per model request attempt, task and teacher; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"
+    ),
+    device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
+    max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
+    num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
+    num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
+    minibatch_size: int = typer.Option(None, "--minibatch-size", help="Examples per reflection [default: 3]."),
+    perfect_score: float = typer.Option(
+        None, "--perfect-score", help="If set, don't reflect on minibatches where the parent already scores this on every example."
+    ),
+    stop_at_score: float = typer.Option(None, "--stop-at-score", help="End the run once a candidate's mean validation score reaches this."),
+    rollout_timeout: float = typer.Option(None, "--rollout-timeout", help=f"Seconds, wall clock, one rollout's conversation may take; past it the rollout errors (kind timeout) and scores 0. [default: {DEFAULT_ROLLOUT_TIMEOUT_S:g}]"),
+    score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take. [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
+    max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message; the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
+    state_columns: list[str] = typer.Option(None, "--state-columns", help="Env state keys shown to the teacher, space-separated (a b c)."),
+    max_concurrent: int = typer.Option(
+        None, "-c", "--max-concurrent",
+        help=f"Rollouts in flight at once, one bound shared by all the environments [default: {DEFAULT_MAX_CONCURRENT}].",
+    ),
+    sampling_args: str = typer.Option(None, "-S", "--sampling-args", help='Task-model sampling JSON, e.g. \'{"max_tokens": 64}\'.'),
+    env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
+    extra_env_kwargs: str = typer.Option(None, "-x", "--extra-env-kwargs", help="JSON of settings applied to the loaded environment."),
+    env_dir_path: str = typer.Option(None, "-p", "--env-dir-path", help="Folder of local environments [default: ./environments]."),
+    seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
+    run_dir: str = typer.Option(
+        None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
+    resume: str = typer.Option(
+        None, "--resume", metavar="[RUN_DIR]", show_default=False,
+        help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
+    ),
+    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
+) -> None:
+    """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
+
+    Every task-model rollout counts against -B (the seed's validation pass included; teacher
+    calls are counted separately). Writes system_prompt.txt (best by mean validation score),
+    results.jsonl, pareto_frontier.jsonl and metadata.json in verifiers' schema, plus gepa.log
+    and budget.json, to the run directory.
+    """
+    from rich.console import Console
+
+    from gepa_cli.runner import run_gepa
+
+    flags: dict[str, Any] = {
+        "model": model, "reflection_model": reflection_model, "endpoints_path": endpoints_path, "base_url": base_url,
+        "api_key_var": api_key_var, "max_retries": max_retries, "timeout": timeout, "device": device, "max_calls": max_calls,
+        "num_train": num_train, "num_val": num_val, "minibatch_size": minibatch_size, "perfect_score": perfect_score,
+        "stop_at_score": stop_at_score, "state_columns": _split_columns(state_columns), "max_concurrent": max_concurrent,
+        "rollout_timeout": rollout_timeout, "score_timeout": score_timeout, "max_message_chars": max_message_chars,
+        "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
+        "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
+    }
+    given = {key: value for key, value in flags.items() if value is not None}
+    request = _resume_request(env_or_config, stray, resume)
+    env_files = [str(path.expanduser().resolve()) for path in env_file or []]
+    config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
+    load_env_files(config.env_file, apply=not dry_run)
+    console = Console(stderr=True)
+    outcome = run_gepa(config, resume=resolved, console=console, verbose=verbose, dry_run=dry_run)
+    if outcome is not None:
+        _print_summary(outcome, config)
+
+
+def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_files: list[str],
+                        env_or_config: str | None, env_args: str | None,
+                        extra_env_kwargs: str | None) -> tuple[Any, runs.ResolvedRun]:
+    """The job config and its run dir. A resumed run's config is the one it saved, with the flags
+    given now laid over it (and refused when they change what a resume must keep); ``--env-file``
+    files add to the config's ``env_file`` list."""
+    from gepa_cli.config import build_job_config
+    from gepa_cli.runner import run_dirs, saved_config
+
+    def laid_over(base: dict[str, Any]) -> dict[str, Any]:
+        files = list(dict.fromkeys([*base.get("env_file", []), *env_files]))
+        return {**base, **given, **({"env_file": files} if files else {})}
+
+    config = None
+    if request.run_dir is None:  # the config says where this env+model's runs are
+        fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs)
+        config = build_job_config(laid_over(fields), source)
+    resolved = runs.resolve_run(run_dirs(config), request)
+    if resolved.resuming or config is None:
+        saved = saved_config(resolved)
+        _check_resume_unchanged(saved, {**saved, **given})
+        config = build_job_config(laid_over(saved), f"{resolved.run_dir}/{runs.METADATA}")
+    return config, resolved
+
+
+def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None) -> tuple[dict[str, Any], str]:
+    """Fields from the TOML or the env id (and where they came from); flags are laid over them."""
+    from gepa_cli.config import load_gepa_toml, toml_to_job_fields
+
+    if env_or_config is None:
+        raise UserError("give an environment id or a GEPA TOML config (or --resume RUN_DIR to continue a run)")
+    if env_or_config.endswith(".toml"):
+        parsed, base_dir = load_gepa_toml(env_or_config)
+        fields = toml_to_job_fields(parsed, base_dir)
+        for flag, value in (("-a/--env-args", env_args), ("-x/--extra-env-kwargs", extra_env_kwargs)):
+            if value is not None:
+                raise _conflict(flag, env_or_config)
+        return fields, env_or_config
+    extra = parse_json_object(extra_env_kwargs, "-x/--extra-env-kwargs")
+    return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]}, "command line"
+
+
+RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling")
+"""What a resumed run must keep: changing it would mix incomparable scores in one frontier."""
+
+
+def _check_resume_unchanged(saved: dict[str, Any], fields: dict[str, Any]) -> None:
+    from gepa_cli.config import EnvSpec
+
+    # environments compare by their full spec (runs saved before a field existed have its default)
+    saved, fields = ({**d, "envs": [EnvSpec(**e).model_dump() for e in d["envs"]]} if "envs" in d else d for d in (saved, fields))
+    changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
+    if changed:
+        raise UserError(
+            f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
+            "start a new run instead"
+        )
+
+
+def _resume_request(env_or_config: str | None, stray: str | None, resume: str | None) -> runs.ResumeRequest:
+    """What ``--resume`` asks for: a run dir, the newest run of this env+model, or nothing (a new run).
+
+    ``--resume RUN_DIR`` gets the folder as its value (see :mod:`primekit_cli.resume_option`); a path
+    that is not a folder lands after the positional instead and is still taken as the run to resume
+    (so the error names it). Without ``--resume`` a second positional is a mistake.
+    """
+    if resume is None:
+        if stray is not None:
+            raise UserError(f"unexpected extra argument '{stray}'; to continue a run use --resume {stray}")
+        return runs.ResumeRequest()
+    if resume != runs.LATEST:
+        return runs.ResumeRequest.parse(resume)
+    if stray is not None:
+        return runs.ResumeRequest.parse(stray)
+    if env_or_config is not None and runs.has_metadata(Path(env_or_config)):
+        return runs.ResumeRequest.parse(env_or_config)
+    return runs.ResumeRequest(resume=True)
+
+
+def _conflict(flag: str, source: str) -> Exception:
+    return UserError(f"{flag} cannot be combined with a TOML config; set args in {source}'s [[env]] table")
+
+
+def _split_columns(raw: list[str] | None) -> list[str] | None:
+    """``--state-columns a b`` (verifiers' form) arrives as ``["a", "b"]``; ``a,b`` is split too."""
+    if raw is None:
+        return None
+    return [part.strip() for value in raw for part in value.split(",") if part.strip()]
+
+
+
+def _print_summary(outcome: Any, config: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gepa_cli.runner import verify_command
+
+    console = Console()
+    table = Table(title=f"GEPA · {config.env_label} · {config.model}", show_header=False)
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_row("status", outcome.status)
+    table.add_row("seed val score", f"{outcome.seed_val_score:.3f}")
+    table.add_row("best score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")
+    table.add_row("rollouts", f"{outcome.total_metric_calls} / {config.max_calls}")
+    table.add_row("reflection calls", str(outcome.num_reflection_calls))
+    table.add_row("time", f"{outcome.duration_s:.1f} s")
+    table.add_row("run dir", str(outcome.run_dir))
+    console.print(table)
+    console.print("Verify the prompt:")
+    console.print(verify_command(config, outcome.run_dir), markup=False, highlight=False, soft_wrap=True)
