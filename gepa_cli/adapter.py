@@ -29,7 +29,7 @@ from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
 
-from evalkit.core.aio import LoopThread
+from evalkit.core.aio import LoopThread, Slots
 from evalkit.clients.base import ModelClient
 from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
 from evalkit.envs.base import Environment
@@ -119,7 +119,7 @@ class SystemPromptAdapter:
         by_env: dict[int, list[int]] = {}
         for position, example in enumerate(batch):
             by_env.setdefault(example.env_idx, []).append(position)
-        semaphore = asyncio.Semaphore(max(1, self.max_concurrent))
+        bound = Slots(self.max_concurrent)
 
         async def one_env(env_idx: int, positions: list[int]) -> list[list[RolloutState]]:
             return await run_groups(
@@ -128,7 +128,7 @@ class SystemPromptAdapter:
                 [batch[p].row for p in positions],
                 example_ids=[batch[p].row_idx for p in positions],
                 sampling=self.sampling,
-                semaphore=semaphore,
+                bound=bound,
                 system_prompt=system_prompt,
                 limits=self.limits,
             )

@@ -101,7 +101,7 @@ class BatchCollector:
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
         """The groups of examples ``ids`` in their order, each run by its own environment under one bound."""
         picks = [self.mixture.pick(i) for i in ids]
-        semaphore = asyncio.Semaphore(max(1, self.config.max_concurrent))
+        bound = self.config.slots()
         positions: dict[int, list[int]] = {}
         for position, (k, _) in enumerate(picks):
             positions.setdefault(k, []).append(position)
@@ -114,7 +114,7 @@ class BatchCollector:
                 rollouts_per_example=self.config.rollouts_per_example,
                 sampling=self.sampling,
                 system_prompt=self.config.system_prompt,
-                semaphore=semaphore,
+                bound=bound,
                 limits=self.config.limits(),
             )
             for k, where in positions.items()

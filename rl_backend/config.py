@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
 from evalkit.core.tomlio import dumps, load_toml, validate
-from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
 from evalkit.core.untrusted import name_problem
+from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -324,7 +324,11 @@ class WandbConfig(_Strict):
     """Run name (default: the run's name)."""
 
 
-class RLConfig(_Strict):
+class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
+    """A ``prime rl run`` config. The rollout bounds and ``max_concurrent`` are the shared vocabulary
+    (:mod:`evalkit.vocabulary`); RL's ``max_concurrent`` defaults to
+    :data:`~evalkit.core.defaults.DEFAULT_RL_MAX_CONCURRENT`."""
+
     _notes: list[str] = PrivateAttr(default_factory=list)
 
     model: str = DEFAULT_MODEL
@@ -349,16 +353,6 @@ class RLConfig(_Strict):
     """Group size: rollouts of one example whose rewards are compared."""
     seed: int = 0
     """Seed for data order, sampling and LoRA initialisation."""
-    max_concurrent: int = Field(256, gt=0)
-    """Most rollouts in flight at once, one bound shared by all the environments (``-c`` of eval and GEPA);
-    higher than their default because a training step's batch is generated at once."""
-    rollout_timeout: float = Field(DEFAULT_ROLLOUT_TIMEOUT_S, gt=0, allow_inf_nan=False)
-    """Seconds, wall clock, one rollout's conversation (model calls, env_response, tools) may take; past it
-    the rollout is an error of kind ``timeout`` (left out of the step's advantages)."""
-    score_timeout: float = Field(DEFAULT_SCORE_TIMEOUT_S, gt=0, allow_inf_nan=False)
-    """Seconds the scoring of one rollout may take; past it the rollout is an error of kind ``timeout``."""
-    max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
-    """Characters kept of one tool result or environment message; the rest is cut with a marker."""
     system_prompt: str | None = None
     """Replaces the environment's system prompt (e.g. one found by `prime gepa run`)."""
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
@@ -391,9 +385,6 @@ class RLConfig(_Strict):
     """For ``interleaved``: where a rollout's next prompt does not extend its previous turn token for token (a
     chat template that rewrites earlier turns, e.g. drops their reasoning), start a new sample from that
     turn's own prompt, the whole conversation so far tokenized afresh, instead of refusing to train."""
-    env_file: list[str] = Field(default_factory=list)
-    """``KEY=VALUE`` files (relative to the config) loaded into the environment for the run, e.g. judge API
-    keys (``env_file = "secrets.env"`` or a list); values never reach outputs, logs or config.resolved.toml."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -405,14 +396,10 @@ class RLConfig(_Strict):
         notes: list[str] = []
         if isinstance(data, dict):
             data, notes = translate(data)
+            data.setdefault("max_concurrent", DEFAULT_RL_MAX_CONCURRENT)
         config = handler(data)
         config._notes = notes
         return config
-
-    @field_validator("env_file", mode="before")
-    @classmethod
-    def _one_file(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> "RLConfig":
@@ -447,11 +434,6 @@ class RLConfig(_Strict):
                 f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
             )
         return self
-
-    def limits(self) -> RolloutLimits:
-        """The bounds every rollout of the run (training, baseline, evals) runs under."""
-        return RolloutLimits(rollout_timeout=self.rollout_timeout, score_timeout=self.score_timeout,
-                             max_message_chars=self.max_message_chars)
 
     @property
     def notes(self) -> list[str]:

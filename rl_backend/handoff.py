@@ -88,6 +88,7 @@ def run(config: RLConfig, *, output_dir: Path, prime_rl_cmd: str | None, skip_ba
 def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[str, Any]:
     """primekit's baseline checks for each ``[[env]]``, through the eval runner (see the module docstring)."""
     from evalkit.eval.config import EvalConfig
+    from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, shared_fields
     from evalkit.eval.runner import run_eval
     from rl_backend.baseline import run_checks
 
@@ -100,7 +101,7 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
         folder = runs.BASELINE_DIR if len(config.env) == 1 else f"{runs.BASELINE_DIR}/{spec.label}"
         eval_config = EvalConfig(
             env_id=spec.id, env_args=spec.args, model=config.model, base_url=config.inference.base_url,
-            max_concurrent=config.max_concurrent, system_prompt=config.system_prompt, sampling=sampling, shuffle=True,
+            **shared_fields(config, RolloutBounds, ConcurrencyFields), system_prompt=config.system_prompt, sampling=sampling, shuffle=True,
             output_dir=str(run_dir), run_dir=str(run_dir / folder), split="train", num_examples=cfg.num_examples,
             rollouts_per_example=rpe, seed=config.seed + 1, device=config.trainer.device,
         )

@@ -198,6 +198,7 @@ class Trainer:
         loop. What an earlier attempt left there (a run resumed from an older checkpoint) is replaced."""
         from evalkit.eval.config import EvalConfig
         from evalkit.eval.runner import arun_eval
+        from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, shared_fields
 
         if self.loop is None:
             raise RuntimeError("Trainer.setup() must run first")
@@ -205,10 +206,8 @@ class Trainer:
         eval_dir = self.run_dir / name
         remove_inside(eval_dir, self.run_dir)
         config = EvalConfig(
-            env_id=spec.id, env_args=spec.args, model=self.config.model, max_concurrent=self.config.max_concurrent,
-            rollout_timeout=self.config.rollout_timeout, score_timeout=self.config.score_timeout,
-            max_message_chars=self.config.max_message_chars,
-            system_prompt=self.config.system_prompt, sampling=sampling.to_dict(), shuffle=True,
+            env_id=spec.id, env_args=spec.args, model=self.config.model,
+            **shared_fields(self.config, RolloutBounds, ConcurrencyFields), system_prompt=self.config.system_prompt, sampling=sampling.to_dict(), shuffle=True,
             output_dir=str(self.run_dir), run_dir=str(eval_dir), preflight=False, **settings,
         )
         return self.loop.run(arun_eval(config, client=self.source.client, env=member.env))

@@ -10,6 +10,8 @@ from typing import Literal
 
 import pytest
 
+from evalkit.core.defaults import RolloutLimits
+
 from scripted_client import ScriptedClient, tool_call_reply
 from evalkit.envs import MultiTurnEnv, Parser, Rubric, SingleTurnEnv, ThinkParser, ToolEnv, XMLParser, tool_schema
 from evalkit.core.errors import ModelCallError, UserError
@@ -194,7 +196,7 @@ class _Hooked(SingleTurnEnv):
 
 async def test_rollout_is_one_skeleton_calling_hooks_in_order():
     env = _Hooked(dataset=ROWS, rubric=Rubric([_exact]), sampling_args={"max_tokens": 9})
-    state = await env.rollout(ScriptedClient(["4"]), ROWS[0], score_timeout=5.0)
+    state = await env.rollout(ScriptedClient(["4"]), ROWS[0], limits=RolloutLimits(score_timeout=5.0))
     assert env.calls == ["new_state", "sampling_for", "generate max_tokens=9", "score_rollout timeout=5.0"]
     assert state.reward == 1.0 and state.usage.output_tokens == 1 and set(state.timing) == {"generation_ms", "scoring_ms", "total_ms"}
     failed = await env.rollout(ScriptedClient([ModelCallError("503")]), ROWS[0])

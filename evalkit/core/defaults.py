@@ -19,6 +19,9 @@ DEFAULT_MAX_CONCURRENT = 32
 """Rollouts in flight at once in ``prime eval run`` and ``prime gepa run`` (``-c/--max-concurrent``): one
 bound shared by all of a run's environments, as vf-eval's ``-c`` (RL's ``max_concurrent`` means the same)."""
 
+DEFAULT_RL_MAX_CONCURRENT = 256
+"""RL's ``max_concurrent``: higher than eval's and GEPA's because a training step's batch is generated at once."""
+
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds one model request may take, the whole reply included (the ``openai`` SDK's default)."""
 

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
-from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
+from evalkit.core.defaults import RolloutLimits
 from evalkit.envs.rows import column_names, plain_rows, take_rows
 from evalkit.envs.rubric import Rubric
 from evalkit.core.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
@@ -268,23 +268,21 @@ class Environment:
         rollout_idx: int = 0,
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
-        score_timeout: float | None = DEFAULT_SCORE_TIMEOUT_S,
-        rollout_timeout: float | None = DEFAULT_ROLLOUT_TIMEOUT_S,
-        max_message_chars: int | None = DEFAULT_MAX_MESSAGE_CHARS,
+        limits: RolloutLimits = RolloutLimits(),
     ) -> RolloutState:
-        """One full rollout: the conversation (within ``rollout_timeout`` seconds, wall clock), then its
-        score (within ``score_timeout``); ``None``: no limit. Every message of the completion keeps at
-        most ``max_message_chars`` characters (:func:`evalkit.core.untrusted.cap_message`). Never raises for
-        in-rollout failures (see the module docstring)."""
+        """One full rollout: the conversation (within ``limits.rollout_timeout`` seconds, wall clock), then its
+        score (within ``limits.score_timeout``); ``None``: no limit. Every message of the completion keeps at
+        most ``limits.max_message_chars`` characters (:func:`evalkit.core.untrusted.cap_message`). Never raises
+        for in-rollout failures (see the module docstring)."""
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
-        state.max_message_chars = max_message_chars
+        state.max_message_chars = limits.max_message_chars
         started = time.perf_counter()
-        await _recorded(_within(rollout_timeout, self.generate(client, state, self.sampling_for(sampling)), state), state)
-        state.completion = [cap_message(message, max_message_chars) for message in state.completion]
+        await _recorded(_within(limits.rollout_timeout, self.generate(client, state, self.sampling_for(sampling)), state), state)
+        state.completion = [cap_message(message, limits.max_message_chars) for message in state.completion]
         generated = time.perf_counter()
         for response in state.responses:
             state.usage.add(response.usage)
-        await _recorded(self.score_rollout(state, score_timeout), state, "scoring")
+        await _recorded(self.score_rollout(state, limits.score_timeout), state, "scoring")
         if not state.scored:
             state.reward = 0.0
             state.stop_condition = state.stop_condition or "error"

@@ -30,49 +30,33 @@ and ``top_p`` at the top level or in an entry. Setting one value both ways is an
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.spec import ClientSpec
-from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_RETRIES, DEFAULT_ROLLOUT_TIMEOUT_S,
-                              DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RolloutLimits)
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.sampling_rules import check_sampling
 from evalkit.core.tomlio import load_toml, validate
 from evalkit.core.untrusted import utf8
+from evalkit.vocabulary import ConcurrencyFields, EnvFields, ModelFields, RolloutBounds, SecretsFields, all_optional
 
 DEFAULT_PASS_THRESHOLD = 1.0
 
 
-class EvalConfig(BaseModel):
-    """One fully resolved eval: which environment, which model, how many rollouts, where to write."""
-
-    model_config = ConfigDict(extra="forbid")
+class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, SecretsFields):
+    """One fully resolved eval: which environment, which model, how many rollouts, where to write. The shared
+    knobs come from :mod:`evalkit.vocabulary`; these are eval's own."""
 
     env_id: str
     """Environment id or folder (see `prime env list`)."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment``."""
-    model: str | None = None
-    """Model name, ``endpoint_id`` in endpoints.toml, ``local/...``, ``hf/<org>/<name>``, a local model folder or
-    ``litellm/<provider>/<model>`` (backend rule: :mod:`evalkit.clients.routing`); None: embedded default."""
-    endpoint_id: str | None = None
-    """Explicit endpoint id from endpoints.toml (overrides ``model`` for routing)."""
-    base_url: str | None = None
-    """OpenAI-compatible base URL; default ``$OPENAI_BASE_URL``."""
-    api_key_var: str | None = None
-    """Name of the env var holding the API key (default ``OPENAI_API_KEY``)."""
-    endpoints_path: str | None = None
-    """endpoints.toml path (default ``./configs/endpoints.toml`` when present)."""
     num_examples: int = 5
     """Examples to evaluate; -1 means all."""
-    rollouts_per_example: int = 3
+    rollouts_per_example: int = Field(3, ge=1)
     """Rollouts per example (a group); pass@k is reported for k = 1..this."""
-    max_concurrent: int = DEFAULT_MAX_CONCURRENT
-    """Rollouts in flight at once (vf-eval's ``-c``); each ``[[eval]]`` of a TOML runs on its own, with its own bound."""
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Sampling args (max_tokens, temperature, top_p, ...; other keys pass through to the server)."""
     system_prompt: str | None = None
@@ -84,12 +68,6 @@ class EvalConfig(BaseModel):
     output_dir: str | None = None
     """Run dirs go under ``<output_dir>/evals/``; unset: the local environment's ``outputs/`` or ``./outputs``
     (:func:`evalkit.core.runs.outputs_root`)."""
-    env_dir_path: str = "environments"
-    """Folder of local environments (vf-eval's ``--env-dir-path``): searched for the id, and where its outputs go."""
-    extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Settings applied to the loaded environment (vf-eval's ``-x``): ``set_<key>(value)`` or an existing attribute."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers on every model request (vf-eval's ``--header``); never written to outputs."""
     provider: str | None = None
     """vf-eval's ``-p`` preset: a base URL and key variable filling unset ``base_url``/``api_key_var``."""
     api_client_type: str | None = None
@@ -104,35 +82,13 @@ class EvalConfig(BaseModel):
     split: Literal["eval", "train"] = "eval"
     """Which split to draw examples from: the eval split (falls back to train), or the training split
     (the RL baseline checks the rows it will train on)."""
-    max_retries: int = DEFAULT_MAX_RETRIES
-    """Retries per model request (429/5xx/timeouts/bad bodies)."""
-    timeout: float = DEFAULT_TIMEOUT_S
-    """Seconds per model request attempt, the whole reply included; must be positive."""
-    state_columns: list[str] = Field(default_factory=list)
-    """Keys of the environment's rollout state to add as results.jsonl columns."""
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
     """A rollout passes (for pass@k) when its reward is at least this."""
     preflight: bool = True
     """Send one small request first so an unreachable server fails fast."""
-    device: str | None = None
-    """Where an in-process model (the embedded engine, ``hf/...``, a model folder) runs: ``auto`` (CUDA
-    when present, else CPU), ``cpu``, ``cuda``, ``cuda:N``; ignored for models behind a server."""
-    score_timeout: float = DEFAULT_SCORE_TIMEOUT_S
-    """Seconds the scoring of one rollout (all its reward functions) may take; past it the rollout
-    records an error of kind ``timeout`` and the run goes on. Must be positive."""
-    rollout_timeout: float = DEFAULT_ROLLOUT_TIMEOUT_S
-    """Seconds, wall clock, the conversation of one rollout (model calls, ``env_response``, tools) may
-    take; past it the rollout ends as an error of kind ``timeout`` (vf-eval's ``--timeout`` bounds the
-    same). Must be positive."""
-    max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
-    """Characters kept of one message an environment adds (a tool result, an ``env_response``) and of
-    each stored message; the rest is cut with a marker saying how much."""
     retry_errors: bool = True
     """On resume, run again the rollouts that errored without a score (error kinds ``model``,
     ``environment``, ``timeout``); rows whose reward function raised are kept (they would repeat)."""
-    env_file: list[str] = Field(default_factory=list)
-    """``KEY=VALUE`` secrets files (judge or tool keys) loaded into the environment for the run by the
-    command (:mod:`evalkit.core.secrets_file`); their values are never written anywhere."""
 
     @field_validator("num_examples")
     @classmethod
@@ -140,52 +96,6 @@ class EvalConfig(BaseModel):
         if value == 0 or value < -1:
             raise ValueError("must be a positive number or -1 (all)")
         return value
-
-    @field_validator("rollouts_per_example", "max_concurrent")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError("must be at least 1")
-        return value
-
-    @field_validator("max_retries")
-    @classmethod
-    def _non_negative(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("must be 0 or more")
-        return value
-
-    @field_validator("timeout", "score_timeout", "rollout_timeout")
-    @classmethod
-    def _positive_seconds(cls, value: float, info: ValidationInfo) -> float:
-        if not math.isfinite(value) or value <= 0:
-            default = {"timeout": DEFAULT_TIMEOUT_S, "score_timeout": DEFAULT_SCORE_TIMEOUT_S}.get(
-                str(info.field_name), DEFAULT_ROLLOUT_TIMEOUT_S)
-            raise ValueError(f"must be a positive number of seconds (default {default:g})")
-        return value
-
-    def limits(self) -> RolloutLimits:
-        """The bounds each rollout of this eval runs under."""
-        return RolloutLimits(rollout_timeout=self.rollout_timeout, score_timeout=self.score_timeout,
-                             max_message_chars=self.max_message_chars)
-
-    @field_validator("headers")
-    @classmethod
-    def _sendable_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        from evalkit.clients.providers import header_problem
-
-        for name, text in value.items():
-            problem = header_problem(name, str(text))
-            if problem:
-                raise ValueError(f"header {name[:40]!r}: {problem}")
-        return value
-
-    @field_validator("device")
-    @classmethod
-    def _known_device(cls, value: str | None) -> str | None:
-        from evalkit.model.devices import check_device
-
-        return None if value is None else check_device(value)
 
     @field_validator("sampling")
     @classmethod
@@ -216,11 +126,7 @@ class EvalConfig(BaseModel):
 
         check_client_type(self.api_client_type)
         base_url, api_key_var = apply_provider(self.provider, self.base_url, self.api_key_var)
-        return ClientSpec(
-            model=self.model, base_url=base_url, api_key_var=api_key_var, endpoints_path=self.endpoints_path,
-            endpoint_id=self.endpoint_id, max_retries=self.max_retries, timeout=self.timeout, headers=dict(self.headers),
-            device=self.device,
-        )
+        return super().client_spec(base_url=base_url, api_key_var=api_key_var)
 
     def system_prompt_sha256(self) -> str | None:
         if self.system_prompt is None:
@@ -300,78 +206,55 @@ class EnvTable(BaseModel):
     """Keyword arguments for the environment's ``load_environment(**args)``."""
 
 
-class EvalEntry(EnvTable):
-    """One ``[[eval]]`` table (``env_id``/``env_args`` and loose sampling keys accepted, see the module docstring)."""
-
+class _EvalEntryBase(EnvTable):
     @model_validator(mode="before")
     @classmethod
     def _anchor_keys(cls, data: Any) -> Any:
         return anchor_sampling_keys(anchor_env_keys(data))
 
-    num_examples: int | None = None
-    rollouts_per_example: int | None = None
-    max_concurrent: int | None = None
-    model: str | None = None
-    endpoint_id: str | None = None
-    system_prompt: str | None = None
     system_prompt_file: str | None = None
-    state_columns: list[str] | None = None
+    """Read this entry's system prompt from a file (relative to the config)."""
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Merged over the file's ``[sampling]``."""
 
 
-class EvalFile(BaseModel):
-    """A whole eval TOML: defaults at the top level, entries in ``[[eval]]``."""
+ENTRY_KEYS = frozenset({"num_examples", "rollouts_per_example", "max_concurrent", "model", "endpoint_id",
+                        "system_prompt", "state_columns"})
+"""What one ``[[eval]]`` may set for itself besides its id, args, sampling and system prompt file."""
 
-    model_config = ConfigDict(extra="forbid")
+EvalEntry = all_optional("EvalEntry", EvalConfig, only=ENTRY_KEYS, base=_EvalEntryBase)
+"""One ``[[eval]]`` table (``env_id``/``env_args`` and loose sampling keys accepted, see the module docstring)."""
+
+
+class _EvalFileBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     @model_validator(mode="before")
     @classmethod
     def _anchor_keys(cls, data: Any) -> Any:
         return anchor_sampling_keys(data)
 
-    eval: list[EvalEntry] = Field(min_length=1)
+    eval: list[EvalEntry] = Field(min_length=1)  # type: ignore[valid-type]
     """The evals to run, in order."""
-    model: str | None = None
-    endpoint_id: str | None = None
-    base_url: str | None = None
-    api_key_var: str | None = None
-    endpoints_path: str | None = None
-    num_examples: int | None = None
-    rollouts_per_example: int | None = None
-    max_concurrent: int | None = None
-    shuffle: bool | None = None
-    seed: int | None = None
-    output_dir: str | None = None
-    max_retries: int | None = None
-    timeout: float | None = None
-    system_prompt: str | None = None
-    system_prompt_file: str | None = None
-    state_columns: list[str] | None = None
-    pass_threshold: float | None = None
-    score_timeout: float | None = None
-    rollout_timeout: float | None = None
-    max_message_chars: int | None = None
-    retry_errors: bool | None = None
-    device: str | None = None
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Default sampling args for every entry."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Default env args for every entry (an entry's own args win)."""
+    system_prompt_file: str | None = None
+    """Read every entry's system prompt from a file (relative to the config)."""
     shuffle_seed: int | None = None
     """vf-eval's name for ``seed``."""
-    env_dir_path: str | None = None
-    extra_env_kwargs: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
-    """Extra HTTP headers (a table); vf-eval's ``header = ["Name: Value"]`` list is accepted too."""
     header: list[str] | None = None
-    provider: str | None = None
-    api_client_type: str | None = None
-    independent_scoring: bool | None = None
+    """vf-eval's ``header = ["Name: Value"]`` list, beside the ``headers`` table."""
     save_results: bool | None = None
     """Accepted for vf-eval configs; results are always saved, so ``false`` is refused."""
     env_file: str | list[str] | None = None
     """Secrets file(s), ``KEY=VALUE`` lines, relative to this file (hosted training's ``env_file``)."""
+
+
+EvalFile = all_optional("EvalFile", EvalConfig, exclude=frozenset({"env_id", "resume", "run_dir", "split", "preflight"}),
+                        base=_EvalFileBase)
+"""A whole eval TOML: every :class:`EvalConfig` key as a default at the top level, entries in ``[[eval]]``."""
 
 
 def load_eval_file(path: str | Path, overrides: dict[str, Any] | None = None) -> list[EvalConfig]:

@@ -58,18 +58,18 @@ async def run_groups(
     system_prompt: str | None = None,
     rollout_indices: dict[int, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
-    semaphore: asyncio.Semaphore | Slots | None = None,
+    bound: Slots | None = None,
     limits: RolloutLimits = RolloutLimits(),
 ) -> list[list[RolloutState]]:
     """Run every group; return them in input order.
 
     ``example_ids`` label rows (default 0..n-1). ``rollout_indices`` restricts, per example id, which
-    rollout indices to run (``--resume`` runs only the missing ones). ``semaphore`` replaces the one
+    rollout indices to run (``--resume`` runs only the missing ones). ``bound`` replaces the one
     built from ``max_concurrent``, so several calls (one per environment of a mixture) share one bound.
     ``limits`` bound each rollout's time, scoring time and message size (see :meth:`Environment.rollout`).
     """
     ids = list(example_ids) if example_ids is not None else list(range(len(rows)))
-    bound = semaphore or Slots(max_concurrent)
+    bound = bound or Slots(max_concurrent)
     groups = []
     for row, example_id in zip(rows, ids):
         indices = rollout_indices.get(example_id) if rollout_indices is not None else None
@@ -91,8 +91,7 @@ async def run_groups(
         try:
             group.states[position] = await env.rollout(
                 client, group.row, example_id=group.example_id, rollout_idx=group.wanted[position], sampling=sampling,
-                system_prompt=system_prompt, score_timeout=limits.score_timeout,
-                rollout_timeout=limits.rollout_timeout, max_message_chars=limits.max_message_chars,
+                system_prompt=system_prompt, limits=limits,
             )
         finally:
             bound.release()
