@@ -114,8 +114,7 @@ class ConcurrencyFields(FieldGroup):
     """How many rollouts run at once."""
 
     max_concurrent: int = Field(DEFAULT_MAX_CONCURRENT, ge=1)
-    """Rollouts in flight at once, one bound shared by all of a run's environments (vf-eval's ``-c``); RL's default
-    is the step's whole batch's worth (:data:`evalkit.core.defaults.DEFAULT_RL_MAX_CONCURRENT`)."""
+    """Rollouts in flight at once, one bound shared by all of a run's environments (vf-eval's ``-c``)."""
 
     def slots(self) -> Slots:
         """The bound itself, one per run (shared by its environments)."""

@@ -4,6 +4,7 @@ field added to a group is a file key at once, with the same type, validator boun
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
@@ -31,8 +32,11 @@ def all_optional(name: str, *groups: type[BaseModel], exclude: frozenset[str] = 
 
 
 def field_help(group: type[BaseModel], key: str) -> str:
-    """A field's description, in one line (the CLI's help text for the option that sets it)."""
-    return " ".join((group.model_fields[key].description or "").split())
+    """A field's description in one line of plain text (the CLI's help for the option that sets it): Sphinx roles
+    become their target's last name, double backquotes plain text."""
+    text = " ".join((group.model_fields[key].description or "").split())
+    text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
+    return text.replace("``", "")
 
 
 def shared_fields(config: BaseModel, *groups: type[BaseModel]) -> dict[str, Any]:

@@ -8,10 +8,9 @@ from typing import Any
 import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
-from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S,
-                              DEFAULT_TIMEOUT_S)
 from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, compat_command, help_section
-from primekit_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
+from primekit_cli import options
+from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import LATEST, resume_command
 
@@ -47,13 +46,9 @@ again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
-ENV_FILE_HELP = ("A KEY=VALUE secrets file (judge or tool API keys) loaded into the environment for this run; repeatable, "
-                 "added to the config's env_file. Values are scrubbed from outputs and never written.")
 STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
               "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
-TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}] "
-                "(vf-eval's --timeout bounds a whole rollout: that is --rollout-timeout here.)")
 
 
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
@@ -61,26 +56,22 @@ TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must 
 @user_errors
 def run(
     env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
-    model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
-    api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
+    model: options.Model = None,
+    api_base_url: options.ApiBaseUrl = None,
+    api_key_var: options.ApiKeyVar = None,
     provider: str = typer.Option(None, "--provider", "-p", help=f"Base URL + key variable preset ({', '.join(PROVIDER_CHOICES)}); -b/-k win."),
     api_client_type: str = typer.Option(None, "--api-client-type", help="vf-eval's client type; only openai_chat_completions is served here."),
     header: list[str] = typer.Option(None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."),
-    endpoints_path: str = typer.Option(None, "--endpoints-path", "-e", help="endpoints.toml (default ./configs/endpoints.toml if present)."),
+    endpoints_path: options.EndpointsPath = None,
     num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
     rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
-    max_concurrent: int = typer.Option(
-        None, "--max-concurrent", "-c",
-        help=f"Rollouts in flight at once; with a TOML, per [[eval]] (they run one after another). [default: {DEFAULT_MAX_CONCURRENT}]",
-    ),
+    max_concurrent: options.MaxConcurrent = None,
     max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
     temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
-    sampling_args: str = typer.Option(None, "--sampling-args", "-S", help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T."),
-    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'; a verifiers v1 taskset also takes "
-                                  "'{\"taskset\": {...}, \"harness\": {\"max_turns\": 8}}'."),
-    extra_env_kwargs: str = typer.Option(None, "--extra-env-kwargs", "-x", help="JSON of settings applied to the loaded environment (set_<key> or an attribute)."),
-    env_dir_path: str = typer.Option(None, "--env-dir-path", help="Folder of local environments. [default: ./environments]"),
+    sampling_args: options.SamplingArgs = None,
+    env_args: options.EnvArgs = None,
+    extra_env_kwargs: options.ExtraEnvKwargs = None,
+    env_dir_path: options.EnvDirPath = None,
     system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
     system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
     shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
@@ -90,18 +81,18 @@ def run(
                                help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
     save_results: bool = typer.Option(False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."),
     independent_scoring: bool = typer.Option(None, "--independent-scoring", "-i", help="Score each rollout on its own (native rubrics always do)."),
-    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request. [default: 3]"),
-    timeout: float = typer.Option(None, "--timeout", help=TIMEOUT_HELP),
+    max_retries: options.MaxRetries = None,
+    timeout: options.Timeout = None,
     state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
     pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0; a verifiers environment's own, 0.5 unless it sets one]"),
-    score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
-    rollout_timeout: float = typer.Option(None, "--rollout-timeout", help=f"Seconds, wall clock, one rollout's conversation (model calls, env_response, tools) may take; past it the rollout records an error (kind timeout). [default: {DEFAULT_ROLLOUT_TIMEOUT_S:g}]"),
-    max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message (and of each stored message); the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
+    score_timeout: options.ScoreTimeout = None,
+    rollout_timeout: options.RolloutTimeout = None,
+    max_message_chars: options.MaxMessageChars = None,
     retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
-    device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
-    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    device: options.Device = None,
+    env_file: options.EnvFile = None,
     steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
+    verbose: options.Verbose = False,
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
 
@@ -112,9 +103,11 @@ def run(
 
     if verbose:
         _enable_verbose_logging()
+    from evalkit.eval.config import EvalConfig
+
     system_prompt = _system_prompt_flag(system_prompt, system_prompt_file)
-    overrides = _overrides(
-        model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
+    overrides = options.given(
+        EvalConfig, model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
         endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
         max_concurrent=max_concurrent, system_prompt=system_prompt, shuffle=shuffle, seed=shuffle_seed,
         output_dir=output_dir, env_dir_path=env_dir_path, resume=resume, max_retries=max_retries, timeout=timeout,
@@ -207,18 +200,13 @@ def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
     return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
 
 
-def _overrides(**values: Any) -> dict[str, Any]:
-    """The flags the user gave (None means not given, so a TOML's or the default value stays)."""
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperature: float | None, env_args: str | None,
                     extra_env_kwargs: str | None, header: list[str] | None) -> dict[str, Any]:
     """-S (whose keys win over -t/-T, as in vf-eval), -a, -x and --header as config fields."""
     from evalkit.clients.providers import parse_headers
     from evalkit.loading.resolve import parse_env_args, parse_json_object
 
-    loose = _overrides(max_tokens=max_tokens, temperature=temperature)
+    loose = {key: value for key, value in (("max_tokens", max_tokens), ("temperature", temperature)) if value is not None}
     sampling = {**loose, **parse_json_object(sampling_args, "--sampling-args")}
     found: dict[str, Any] = {"sampling": sampling} if sampling else {}
     if env_args:

@@ -13,16 +13,17 @@ from typing import Any
 import typer
 
 from evalkit.core import runs
-from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_TIMEOUT_S
 from evalkit.core.errors import UserError
-from evalkit.core.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S
 from evalkit.loading.resolve import parse_env_args, parse_json_object
 from evalkit.core.secrets_file import load_env_files
 from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command, help_section
-from primekit_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
+from primekit_cli import options
+from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 
 RESUME_FLAGS = ("--resume",)
+ENV_DIR_PATH = options.env_dir_path_option("-p")
+"""verifiers' GEPA script spells ``--env-dir-path`` as ``-p`` (vf-eval's ``-p`` is ``--provider``)."""
 ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
@@ -63,20 +64,16 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
 def run(
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
-    model: str = typer.Option(None, "-m", "--model", help="Task model for rollouts. " + MODEL_HELP),
+    model: options.Model = None,
     reflection_model: str = typer.Option(
         None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt; any model -m accepts [default: -m]."
     ),
-    endpoints_path: str = typer.Option(None, "-e", "--endpoints-path", help="endpoints.toml resolving model ids."),
-    base_url: str = typer.Option(
-        None, "-b", "--api-base-url", help="OpenAI-compatible base URL for -m (and -M unless it is an endpoint id or litellm/...)."
-    ),
-    api_key_var: str = typer.Option(None, "-k", "--api-key-var", help="NAME of the env var holding the API key (same scope as -b)."),
-    max_retries: int = typer.Option(None, "--max-retries", help="Retries per model request, task and teacher. [default: 3]"),
-    timeout: float = typer.Option(
-        None, "--timeout", help=f"Seconds per model request attempt, task and teacher; must be > 0. [default: {DEFAULT_TIMEOUT_S:g}]"
-    ),
-    device: str = typer.Option(None, "--device", help="In-process models only (embedded, hf/..., a folder): auto, cpu, cuda or cuda:N. [default: auto]"),
+    endpoints_path: options.EndpointsPath = None,
+    base_url: options.ApiBaseUrl = None,
+    api_key_var: options.ApiKeyVar = None,
+    max_retries: options.MaxRetries = None,
+    timeout: options.Timeout = None,
+    device: options.Device = None,
     max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
     num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
     num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
@@ -85,18 +82,15 @@ def run(
         None, "--perfect-score", help="If set, don't reflect on minibatches where the parent already scores this on every example."
     ),
     stop_at_score: float = typer.Option(None, "--stop-at-score", help="End the run once a candidate's mean validation score reaches this."),
-    rollout_timeout: float = typer.Option(None, "--rollout-timeout", help=f"Seconds, wall clock, one rollout's conversation may take; past it the rollout errors (kind timeout) and scores 0. [default: {DEFAULT_ROLLOUT_TIMEOUT_S:g}]"),
-    score_timeout: float = typer.Option(None, "--score-timeout", help=f"Seconds the scoring of one rollout may take. [default: {DEFAULT_SCORE_TIMEOUT_S:g}]"),
-    max_message_chars: int = typer.Option(None, "--max-message-chars", help=f"Characters kept of one tool result or environment message; the rest is cut with a marker. [default: {DEFAULT_MAX_MESSAGE_CHARS}]"),
+    rollout_timeout: options.RolloutTimeout = None,
+    score_timeout: options.ScoreTimeout = None,
+    max_message_chars: options.MaxMessageChars = None,
     state_columns: list[str] = typer.Option(None, "--state-columns", help="Env state keys shown to the teacher, space-separated (a b c)."),
-    max_concurrent: int = typer.Option(
-        None, "-c", "--max-concurrent",
-        help=f"Rollouts in flight at once, one bound shared by all the environments [default: {DEFAULT_MAX_CONCURRENT}].",
-    ),
-    sampling_args: str = typer.Option(None, "-S", "--sampling-args", help='Task-model sampling JSON, e.g. \'{"max_tokens": 64}\'.'),
-    env_args: str = typer.Option(None, "-a", "--env-args", help="JSON passed to load_environment(**args)."),
-    extra_env_kwargs: str = typer.Option(None, "-x", "--extra-env-kwargs", help="JSON of settings applied to the loaded environment."),
-    env_dir_path: str = typer.Option(None, "-p", "--env-dir-path", help="Folder of local environments [default: ./environments]."),
+    max_concurrent: options.MaxConcurrent = None,
+    sampling_args: options.SamplingArgs = None,
+    env_args: options.EnvArgs = None,
+    extra_env_kwargs: options.ExtraEnvKwargs = None,
+    env_dir_path: ENV_DIR_PATH = None,
     seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
     run_dir: str = typer.Option(
         None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
@@ -106,7 +100,7 @@ def run(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
-    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
+    env_file: options.EnvFile = None,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
@@ -120,16 +114,17 @@ def run(
 
     from gepa_cli.runner import run_gepa
 
-    flags: dict[str, Any] = {
-        "model": model, "reflection_model": reflection_model, "endpoints_path": endpoints_path, "base_url": base_url,
-        "api_key_var": api_key_var, "max_retries": max_retries, "timeout": timeout, "device": device, "max_calls": max_calls,
-        "num_train": num_train, "num_val": num_val, "minibatch_size": minibatch_size, "perfect_score": perfect_score,
-        "stop_at_score": stop_at_score, "state_columns": _split_columns(state_columns), "max_concurrent": max_concurrent,
-        "rollout_timeout": rollout_timeout, "score_timeout": score_timeout, "max_message_chars": max_message_chars,
-        "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
-        "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
-    }
-    given = {key: value for key, value in flags.items() if value is not None}
+    from gepa_cli.config import GepaJobConfig
+
+    given = options.given(
+        GepaJobConfig, model=model, reflection_model=reflection_model, endpoints_path=endpoints_path, base_url=base_url,
+        api_key_var=api_key_var, max_retries=max_retries, timeout=timeout, device=device, max_calls=max_calls,
+        num_train=num_train, num_val=num_val, minibatch_size=minibatch_size, perfect_score=perfect_score,
+        stop_at_score=stop_at_score, state_columns=_split_columns(state_columns), max_concurrent=max_concurrent,
+        rollout_timeout=rollout_timeout, score_timeout=score_timeout, max_message_chars=max_message_chars,
+        sampling=parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None,
+        seed=seed, run_dir=run_dir, env_dir_path=env_dir_path,
+    )
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
