@@ -26,7 +26,7 @@ from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
 from evalkit.core.readback import GEPA_METADATA, read_object
-from evalkit.report.kinds import detect_kind
+from evalkit.core.runs import detect_kind
 from evalkit.core.types import SamplingArgs
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter

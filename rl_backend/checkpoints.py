@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from evalkit.core.readback import RL_CHECKPOINT_STATE, parse_line
-from evalkit.core.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_numbers
+from evalkit.core.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_dir, step_name, step_numbers
 from evalkit.core.untrusted import json_bytes
 
 
@@ -69,7 +69,7 @@ def _publish(tmp: Path, final: Path) -> None:
 def save_checkpoint(run_dir: Path, step: int, policy: Any, state: dict[str, Any]) -> Path:
     import torch
 
-    tmp, final = _atomic_dir(run_dir / CHECKPOINTS_DIR, f"step_{step}")
+    tmp, final = _atomic_dir(run_dir / CHECKPOINTS_DIR, step_name(step))
     try:
         policy.save_trainable(tmp / "trainable")
         torch.save(policy.optimizer.state_dict(), tmp / "optimizer.pt")
@@ -84,7 +84,7 @@ def save_checkpoint(run_dir: Path, step: int, policy: Any, state: dict[str, Any]
 def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
     import torch
 
-    folder = run_dir / CHECKPOINTS_DIR / f"step_{step}"
+    folder = step_dir(run_dir / CHECKPOINTS_DIR, step)
     available = ", ".join(map(str, steps_in(run_dir / CHECKPOINTS_DIR))) or "none"
     if not (folder / "state.json").is_file():
         raise UserError(f"no checkpoint for step {step} in {run_dir / 'checkpoints'} (available: {available})")
@@ -102,7 +102,7 @@ def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
 
 def export_weights(run_dir: Path, step: int, model: Any, tokenizer: Any) -> Path:
     """The merged full model in HF format (what `prime eval run -m` and `prime serve` load)."""
-    tmp, final = _atomic_dir(run_dir / WEIGHTS_DIR, f"step_{step}")
+    tmp, final = _atomic_dir(run_dir / WEIGHTS_DIR, step_name(step))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -119,5 +119,5 @@ def prune(folder: Path, keep_last: int | None) -> list[int]:
     steps = steps_in(folder)
     removed = steps[:-keep_last] if len(steps) > keep_last else []
     for step in removed:
-        shutil.rmtree(folder / f"step_{step}", ignore_errors=True)
+        shutil.rmtree(step_dir(folder, step), ignore_errors=True)
     return removed

@@ -119,7 +119,7 @@ def resume_step(resolved: runs.ResolvedRun, config: RLConfig, notes: list[str] |
 def final_work_left(run_dir: Path, config: RLConfig) -> bool:
     """Whether the step-``max_steps`` eval or weight export of a run is missing (it was killed in them)."""
     step = config.max_steps
-    weights_missing = config.ckpt.save_weights and not (run_dir / runs.WEIGHTS_DIR / f"step_{step}").is_dir()
+    weights_missing = config.ckpt.save_weights and not runs.step_dir(run_dir / runs.WEIGHTS_DIR, step).is_dir()
     eval_missing = bool(config.eval.interval) and step not in recorded_evals(run_dir / runs.METRICS)
     return weights_missing or eval_missing
 
@@ -272,7 +272,7 @@ class Trainer:
             )
             self._append_metrics({"step": step, **line})
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
-        exported = (self.run_dir / runs.WEIGHTS_DIR / f"step_{step}").is_dir()
+        exported = runs.step_dir(self.run_dir / runs.WEIGHTS_DIR, step).is_dir()
         if (step > start_step or not exported) and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
             model = getattr(self.source, "export_model", None)
             if model is not None:
@@ -404,7 +404,7 @@ class Trainer:
             raise UserError(f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false")
         self._append_metrics(metrics)
         (self.run_dir / runs.ROLLOUTS_DIR).mkdir(exist_ok=True)
-        write_bytes_atomic(self.run_dir / runs.ROLLOUTS_DIR / f"step_{step}.jsonl", _rows_jsonl(batch.generated, batch))
+        write_bytes_atomic(self.run_dir / runs.ROLLOUTS_DIR / f"{runs.step_name(step)}.jsonl", _rows_jsonl(batch.generated, batch))
         if self._wandb is not None:
             self._wandb.log(metrics, step=step)
         return metrics

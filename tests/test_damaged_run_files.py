@@ -117,6 +117,28 @@ def test_resume_over_a_non_utf8_line_and_an_errored_row(tmp_path):
     assert b"\xff" in (run / "results.jsonl").read_bytes()  # the damaged line is kept as it was, never run over
 
 
+def test_resume_over_a_metadata_field_of_the_wrong_type(tmp_path):
+    """Before: `--resume` over ``"duration_s": "abc"`` printed a traceback (``float(...)`` in the runner)."""
+    args = ["eval", "run", "reverse-text", "-m", "stub", "-n", "2", "-r", "1", "-o", str(tmp_path)]
+    server = FaultServer()
+    try:
+        first = prime(*args, "-b", server.base_url)
+        assert first.exit_code == 0, first.output
+        (run,) = (tmp_path / "evals" / "reverse-text--stub").iterdir()
+        meta = json.loads((run / "metadata.json").read_text())
+        meta.update(duration_s="abc", status="incomplete")
+        (run / "metadata.json").write_text(json.dumps(meta))
+        first_row = (run / "results.jsonl").read_bytes().splitlines(keepends=True)[0]
+        (run / "results.jsonl").write_bytes(first_row)  # killed after one rollout
+        resumed = prime_process(*args, "-b", server.base_url, "-R")
+    finally:
+        server.stop()
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert 'ignored duration_s is "abc", not a finite number' in resumed.stderr
+    assert isinstance(json.loads((run / "metadata.json").read_text())["duration_s"], float), resumed.stdout + resumed.stderr
+
+
 async def test_tui_opens_damaged_runs_and_shows_the_warnings(outputs, tmp_path):
     """Before: the TUI crashed at start-up on a damaged run under -o (and `prime eval tui` exited 0)."""
     out = damaged_copy(outputs, tmp_path)

@@ -91,8 +91,14 @@ def _openai_client(model: str, url: str, key: str | None, spec: ClientSpec) -> O
     )
 
 
+def _mock(chosen: Route, spec: ClientSpec) -> ModelClient:
+    from evalkit.clients.mock import MockClient
+
+    return MockClient(chosen.model)
+
+
 _BUILDERS: dict[str, Callable[[Route, ClientSpec], ModelClient]] = {
-    "local": _local, "litellm": _litellm, "http": _http, "endpoint": _endpoints,
+    "local": _local, "litellm": _litellm, "http": _http, "endpoint": _endpoints, "mock": _mock,
 }
 
 

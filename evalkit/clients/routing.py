@@ -9,6 +9,7 @@ Checked in this order (eval, GEPA's task and reflection models, and RL all use i
 2. no model and no base URL: the embedded default model ``local/smollm2-135m``.
 3. ``litellm/<provider>/<model>``: litellm (any provider it speaks; keys from the provider's own
    env vars such as ``ANTHROPIC_API_KEY``, or ``-k``). Needs ``pip install 'primekit[litellm]'``.
+   ``mock/<script>``: the scripted model of :mod:`evalkit.clients.mock` (tests, dry checks).
 4. ``local/...``, ``hf/<org>/<name>`` (from the local Hugging Face cache, never downloaded), a path
    (``./x``, ``/x``, ``~/x``) or a folder holding a model: the embedded engine.
 5. with no ``-b``: a name that is an ``endpoint_id`` in endpoints.toml (``-e``, default
@@ -33,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalkit.clients.spec import DEFAULT_BASE_URL, LITELLM_PREFIX, ClientSpec
+from evalkit.clients.spec import DEFAULT_BASE_URL, LITELLM_PREFIX, MOCK_PREFIX, ClientSpec
 from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.clients.endpoints import Endpoint, default_endpoints_path, load_endpoints
 from evalkit.core.errors import UserError
 
-Backend = Literal["local", "litellm", "endpoint", "http"]
+Backend = Literal["local", "litellm", "endpoint", "http", "mock"]
 LOCAL_PREFIXES = ("local/", "hf/")
 MODEL_FILES = ("config.json", "model.safetensors", "adapter_config.json")
 
@@ -71,6 +72,8 @@ def route(spec: ClientSpec) -> Route:
         raise UserError("a base URL was given without a model; pass -m MODEL as the server names it")
     if model.startswith(LITELLM_PREFIX):
         return Route("litellm", _litellm_model(model))
+    if model.startswith(MOCK_PREFIX):
+        return Route("mock", model)
     if is_local_model(model):
         return Route("local", model)
     if spec.base_url is None:

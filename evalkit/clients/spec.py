@@ -23,6 +23,7 @@ DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 PREFLIGHT_TIMEOUT_S = 60.0
 """The preflight request's own bound: ``min(timeout, PREFLIGHT_TIMEOUT_S)``."""
 LITELLM_PREFIX = "litellm/"
+MOCK_PREFIX = "mock/"
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evalkit.core.errors import UserError
+from evalkit.core.readback import EVAL_METADATA, GEPA_METADATA, read_object
 
 try:
     import fcntl
@@ -78,6 +79,8 @@ ROLLOUTS_DIR = "rollouts"
 CHECKPOINTS_DIR = "checkpoints"
 WEIGHTS_DIR = "weights"
 SWEEPS_DIR = "sweeps"
+SWEEP_FILE = "sweep.json"
+"""A checkpoint sweep's record (``<rl run>/sweeps/<env>/sweep.json``) beside its ``step_N/`` eval run dirs."""
 """An RL run's checkpoint sweeps (``prime eval run -m RUN/weights --steps ...``): ``sweeps/<env>/step_N/``."""
 LOCK_FILE = ".lock"
 
@@ -161,6 +164,19 @@ STEP_DIR = re.compile(r"^step_(\d+)$")
 """Per-step folders: an RL run's ``checkpoints/step_N``, ``weights/step_N``, ``evals/step_N``; a sweep's ``step_N``."""
 
 
+STEP_GLOB = "step_*"
+
+
+def step_name(step: int) -> str:
+    """The name of step ``step``'s folder (``step_N``); a file of that step adds its suffix (``step_N.jsonl``)."""
+    return f"step_{step}"
+
+
+def step_dir(folder: str | Path, step: int) -> Path:
+    """``folder/step_N``: a checkpoint, a weight export, a periodic eval or a sweep's eval of step N."""
+    return Path(folder) / step_name(step)
+
+
 def step_numbers(folder: str | Path) -> list[int]:
     """The N of every ``step_N`` folder directly in ``folder``, ascending (empty when it does not exist)."""
     folder = Path(folder)
@@ -184,12 +200,14 @@ def newest_in(parent: str | Path, accept: Callable[[Path], bool] | None = None) 
 
 
 def read_metadata(run_dir: str | Path) -> dict[str, Any] | None:
-    """A run dir's ``metadata.json``, or None when it is missing or unreadable."""
-    try:
-        data = json.loads((Path(run_dir) / METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """A run dir's ``metadata.json`` through the validated reader (a field of the wrong type is left out with a
+    warning, so a hand-edited ``"duration_s": "abc"`` cannot crash a resume), or None when it is missing or
+    damaged."""
+    path = Path(run_dir) / METADATA
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    schema = GEPA_METADATA if detect_kind(Path(run_dir)) == "gepa" else EVAL_METADATA
+    return read_object(path, schema) or None
 
 
 def has_metadata(run_dir: Path) -> bool:
@@ -232,9 +250,91 @@ def newest_eval_run(output_dir: str | Path | None = None) -> Path | None:
     return newest_run([path for root in roots for path in root.joinpath(EVAL_JOB).glob("*/*")], has_metadata)
 
 
+# ----- what kind of run a folder holds, and where runs are ----------------------------------------------
+Kind = Literal["eval", "gepa", "rl", "sweep"]
+RL_MARKERS = (RESOLVED_CONFIG, METRICS, BASELINE, CHECKPOINTS_DIR)
+"""What an RL run writes first: its resolved config, then its baseline, metrics and checkpoints."""
+
+
 def is_rl_run(path: Path) -> bool:
-    """A folder an RL training run started in: it writes its resolved config first, then metrics and checkpoints."""
-    return any((path / name).exists() for name in (RESOLVED_CONFIG, METRICS, CHECKPOINTS_DIR))
+    """A folder an RL training run started in."""
+    return any((path / name).exists() for name in RL_MARKERS)
+
+
+def detect_kind(path: Path) -> Kind | None:
+    """The kind of run in ``path``, or ``None`` when it holds none of a run's files.
+
+    - a checkpoint sweep (``<rl run>/sweeps/<env>``): ``sweep.json`` beside ``step_N/`` eval run dirs;
+    - RL (``<out>/rl/<run>``): any of :data:`RL_MARKERS`;
+    - GEPA (``<out>/gepa/<env>--<model>/<run>``): ``metadata.json`` saying ``kind``/``eval_kind`` ``"gepa"``, or a
+      ``pareto_frontier.jsonl`` (our layout and verifiers' ``save_gepa_results`` one);
+    - eval (``<out>/evals/<env>--<model>/<run>``, and eval dirs inside RL runs): ``results.jsonl`` or ``metadata.json``.
+    """
+    if (path / SWEEP_FILE).is_file():
+        return "sweep"
+    if is_rl_run(path):
+        return "rl"
+    meta = read_object(path / METADATA)
+    if (path / PARETO_FRONTIER).is_file() or "gepa" in (meta.get("kind"), meta.get("eval_kind")):
+        return "gepa"
+    if (path / RESULTS).is_file() or (path / METADATA).is_file():
+        return "eval"
+    return None
+
+
+def require_kind(path: Path) -> Kind:
+    """``detect_kind`` for a folder the user named: a clear error when it is not a run dir."""
+    if not path.is_dir():
+        raise UserError(f"{path} is not a folder; pass a run dir such as outputs/evals/<env>--<model>/<run-id>")
+    kind = detect_kind(path)
+    if kind is None:
+        raise UserError(
+            f"{path} is not a run dir (no {RESULTS}, {METADATA}, {METRICS} or {SWEEP_FILE} in it); "
+            "pass an eval, GEPA or RL run dir or a checkpoint sweep"
+        )
+    return kind
+
+
+def require_one_kind(paths: list[Path]) -> Kind:
+    """The kind shared by all ``paths``; one report cannot mix eval, GEPA and RL runs."""
+    kinds = [require_kind(path) for path in paths]
+    if len(set(kinds)) > 1:
+        mixed = ", ".join(f"{path} ({kind})" for path, kind in zip(paths, kinds))
+        raise UserError(f"runs of different kinds cannot share one report: {mixed}; view them one kind at a time")
+    return kinds[0]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One run found under an output folder (what the TUI lists)."""
+
+    kind: Kind
+    path: Path
+    mtime: float
+
+
+def find_runs(output_dir: str | Path) -> list[RunRef]:
+    """Every run under ``output_dir`` (evals, gepa, rl, and eval dirs inside RL runs), newest first."""
+    root = Path(output_dir)
+    candidates: list[Path] = []
+    candidates += [p for p in root.glob(f"{EVAL_JOB}/*/*") if p.is_dir()]
+    candidates += [p for p in root.glob(f"{GEPA_JOB}/*/*") if p.is_dir()]
+    for rl_run in (p for p in root.glob(f"{RL_JOB}/*") if p.is_dir()):
+        candidates.append(rl_run)
+        inside = [rl_run / BASELINE_DIR, *rl_run.glob(f"{BASELINE_DIR}/*"), *rl_run.glob(f"{EVALS_DIR}/*"),
+                  *rl_run.glob(f"{EVALS_DIR}/*/*"), *rl_run.glob(f"{SWEEPS_DIR}/*/{STEP_GLOB}")]
+        candidates += [p for p in inside if p.is_dir()]  # evals/step_N/<env>/: one per environment of a mixture
+    found = []
+    for path in candidates:
+        kind = detect_kind(path)
+        if kind is not None:
+            found.append(RunRef(kind, path, _mtime(path)))
+    return sorted(found, key=lambda run: run.mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    stamps = [f.stat().st_mtime for f in path.iterdir() if f.is_file()]
+    return max(stamps, default=path.stat().st_mtime)
 
 
 # ----- --resume ------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ Where: ``<rl run>/sweeps/<env>/`` (next to the weights it evaluates), or with ``
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,10 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
-from evalkit.core.runs import RESOLVED_CONFIG, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
+from evalkit.core.readback import read_object
+from evalkit.core import runs
+from evalkit.core.runs import RESOLVED_CONFIG, SWEEP_FILE, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
 
-SWEEP_FILE = "sweep.json"
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Sweep:
 
     def model_of(self, step: int) -> str:
         """Step N's weight export; step 0 is the starting model (its export when the run made one)."""
-        export = self.weights_dir / f"step_{step}"
+        export = runs.step_dir(self.weights_dir, step)
         return str(self.base_model) if step == 0 and not export.is_dir() else str(export)
 
 
@@ -107,15 +107,11 @@ def record(sweep: Sweep, config: Any) -> None:
 
 def read_sweep_file(folder: Path) -> dict[str, Any]:
     """A sweep folder's ``sweep.json`` ({} when missing or unreadable)."""
-    try:
-        data = json.loads((Path(folder) / SWEEP_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_object(Path(folder) / SWEEP_FILE)
 
 
 def step_configs(config: Any, sweep: Sweep) -> list[tuple[int, Any]]:
     """One eval config per step: the same settings, the step's model, the step's run dir."""
     return [(step, config.model_copy(update={"model": sweep.model_of(step), "endpoint_id": None, "resume": None,
-                                             "run_dir": str(sweep.folder / f"step_{step}")}))
+                                             "run_dir": str(runs.step_dir(sweep.folder, step))}))
             for step in sweep.steps]

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from evalkit.core.errors import UserError
-from evalkit.model import scheduler
+from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener
+from evalkit.model.scheduler import Sequence as ScheduledSequence
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
 from evalkit.model.loading import dtype_name, load_model, log
@@ -162,7 +163,7 @@ class Engine:
         self.context_length = self._forward.cache_shape.max_positions
         self.stop_token_ids = _stop_token_ids(tokenizer, model)
         cuda = self.device.type == "cuda"
-        self._limits = scheduler.Limits(
+        self._limits = Limits(
             max_batch=max_batch,
             kv_budget_bytes=(kv_cache_gb if kv_cache_gb is not None else _default_kv_gb(self.device)) * 2**30,
             prefill_tokens=16384 if cuda else 4096,
@@ -173,9 +174,9 @@ class Engine:
         self._bucketed = bucketed
         self._threads = threads
         self._tuner: ThreadTuner | None = None
-        self._scheduler: scheduler.Scheduler | None = None
+        self._scheduler: Scheduler | None = None
         self._cond = threading.Condition()
-        self._pending: deque[scheduler.Sequence] = deque()
+        self._pending: deque[ScheduledSequence] = deque()
         self._update: _WeightUpdate | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
@@ -209,7 +210,7 @@ class Engine:
         return [int(i) for i in ids]
 
     def submit(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None = None, *,
-               on_tokens: scheduler.TokenListener | None = None) -> concurrent.futures.Future:
+               on_tokens: TokenListener | None = None) -> concurrent.futures.Future:
         """Queue one generation; the future resolves to a :class:`GenerationResult`.
 
         Raises :class:`InvalidRequest` now for a request that cannot succeed. ``on_tokens(ids,
@@ -222,7 +223,7 @@ class Engine:
         return sequence.future
 
     def _sequence(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None,
-                  on_tokens: scheduler.TokenListener | None) -> scheduler.Sequence:
+                  on_tokens: TokenListener | None) -> ScheduledSequence:
         """A checked request, not yet queued (raises :class:`InvalidRequest`)."""
         prompt = [int(t) for t in prompt_ids]
         if isinstance(sampling, SamplingParams):
@@ -234,9 +235,9 @@ class Engine:
             raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
         seed = params.seed if params.seed is not None else secrets.randbits(63)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        return scheduler.Sequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(), on_tokens=on_tokens)
+        return ScheduledSequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(), on_tokens=on_tokens)
 
-    def _enqueue(self, sequences: list[scheduler.Sequence]) -> None:
+    def _enqueue(self, sequences: list[ScheduledSequence]) -> None:
         """Queue ``sequences`` in one step, so the worker admits them into the same round."""
         with self._cond:
             if self._closed:
@@ -354,8 +355,8 @@ class Engine:
             if self._threads:
                 torch.set_num_threads(self._threads)
             self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
-        finisher = batching.Finisher(self.tokenizer, self.stop_token_ids, lambda: self.weights_version)
-        scheduler = scheduler.Scheduler(
+        finisher = Finisher(self.tokenizer, self.stop_token_ids, lambda: self.weights_version)
+        scheduler = Scheduler(
             self._forward, self.dtype, self._limits, finisher, graphs=self._graphs, bucketed=self._bucketed, tuner=self._tuner
         )
         self._scheduler = scheduler
@@ -377,7 +378,7 @@ class Engine:
                 scheduler.fail_all(EngineError(f"generation failed: {type(exc).__name__}: {exc}"), admitted)
             scheduler.trim()
 
-    def _next_round(self, scheduler: scheduler.Scheduler) -> tuple[list[scheduler.Sequence], _WeightUpdate | None] | None:
+    def _next_round(self, scheduler: Scheduler) -> tuple[list[ScheduledSequence], _WeightUpdate | None] | None:
         """Wait for work; then (requests to admit, ``None``) or ([], a weight update to apply now).
         ``None`` when the engine closed (everything still queued or running has been failed)."""
         with self._cond:

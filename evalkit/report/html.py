@@ -16,7 +16,7 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_text_atomic
-from evalkit.report.kinds import require_one_kind
+from evalkit.core.runs import require_one_kind
 
 DEFAULT_NAME = "report.html"
 COMPARE_NAME = "compare.html"

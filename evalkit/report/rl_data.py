@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.report.eval_data import EvalRun, load_eval_run
 from evalkit.core.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
-from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR
+from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR, STEP_GLOB
 
 _STEP = re.compile(r"^step_(\d+)(?:\.jsonl)?$")
 
@@ -125,7 +125,7 @@ def spread(values: list[int], limit: int) -> list[int]:
 
 def _eval_dirs(path: Path) -> dict[int, EvalRun]:
     runs = {}
-    for folder in sorted((path / EVALS_DIR).glob("step_*")) if (path / EVALS_DIR).is_dir() else []:
+    for folder in sorted((path / EVALS_DIR).glob(STEP_GLOB)) if (path / EVALS_DIR).is_dir() else []:
         match = _STEP.match(folder.name)
         if match and (folder / RESULTS).is_file():
             runs[int(match.group(1))] = load_eval_run(folder, f"eval step {match.group(1)}")
@@ -134,7 +134,7 @@ def _eval_dirs(path: Path) -> dict[int, EvalRun]:
 
 def _rollout_files(folder: Path) -> dict[int, Path]:
     files = {}
-    for file in folder.glob("step_*.jsonl") if folder.is_dir() else []:
+    for file in folder.glob(f"{STEP_GLOB}.jsonl") if folder.is_dir() else []:
         match = _STEP.match(file.name)
         if match:
             files[int(match.group(1))] = file

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.readback import EVAL_METADATA, read_object
-from evalkit.core.runs import METADATA, step_numbers
+from evalkit.core.runs import METADATA, SWEEP_FILE, step_dir, step_numbers
 from evalkit.core.untrusted import is_finite_number
 
 
@@ -49,14 +49,14 @@ class SweepRun:
 
 
 def load_sweep(path: Path, label: str | None = None) -> SweepRun:
-    info = read_object(path / "sweep.json")
+    info = read_object(path / SWEEP_FILE)
     steps = sorted(set(step_numbers(path)) | {s for s in info.get("steps", []) if isinstance(s, int)})
     points = [_point(path, step) for step in steps]
     return SweepRun(path=path, label=label or _default_label(path, info), info=info, points=points)
 
 
 def _point(path: Path, step: int) -> SweepPoint:
-    run_dir = path / f"step_{step}"
+    run_dir = step_dir(path, step)
     meta = read_object(run_dir / METADATA, EVAL_METADATA)
     pass_at_k = meta.get("pass_at_k") if isinstance(meta.get("pass_at_k"), dict) else {}
     return SweepPoint(

@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from evalkit.core import readback
 from evalkit.report.eval_data import error_kind_and_message, load_eval_run, text_of
 from evalkit.report.gepa_data import load_gepa_run
-from evalkit.report.kinds import RunRef, find_runs
+from evalkit.core.runs import RunRef, find_runs
 from evalkit.report.rl_data import load_rl_run, read_rollouts
 from evalkit.core.runs import BASELINE_DIR, EVALS_DIR, METADATA, METRICS
 

@@ -151,7 +151,7 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
 
     from evalkit.core.errors import UserError
     from evalkit.eval.sweep import plan_sweep, record, step_configs
-    from evalkit.core.runs import read_metadata
+    from evalkit.core.runs import read_metadata, step_dir
 
     if env_or_config.endswith(".toml") or resume is not None:
         raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
@@ -169,7 +169,7 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     for column in ("step", "model", "avg reward"):
         table.add_column(column)
     for step in sweep.steps:
-        meta = read_metadata(sweep.folder / f"step_{step}") or {}
+        meta = read_metadata(step_dir(sweep.folder, step)) or {}
         reward = meta.get("avg_reward")
         table.add_row(str(step), sweep.model_of(step), f"{reward:.3f}" if isinstance(reward, (int, float)) else "-")
     console.print(table)
@@ -326,7 +326,7 @@ def view(
     from rich.console import Console
 
     from evalkit.eval.view import render_report, resolve_run_dir
-    from evalkit.report.kinds import require_kind, require_one_kind
+    from evalkit.core.runs import require_kind, require_one_kind
 
     console = Console(highlight=False)
     paths = [resolve_run_dir(None, output_dir)] if not run_dirs else [Path(p) for p in run_dirs]

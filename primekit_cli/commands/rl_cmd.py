@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from evalkit.core.errors import UserError
-from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest
+from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import is_step_or_folder, resume_command
 
@@ -114,9 +114,10 @@ def run(
         console.print(f"  last step: reward {last['reward_mean']:.3f}, loss {last['loss']:+.5f}")
     for step, reward in sorted(summary.eval_rewards.items()):
         console.print(f"  eval step {step}: mean reward {reward:.3f}")
-    weights = sorted((summary.run_dir / WEIGHTS_DIR).glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    if weights:
-        console.print(f"  weights: {weights[-1]}  (prime eval run ENV -m {weights[-1]})")
+    exported = step_numbers(summary.run_dir / WEIGHTS_DIR)
+    if exported:
+        last_weights = step_dir(summary.run_dir / WEIGHTS_DIR, exported[-1])
+        console.print(f"  weights: {last_weights}  (prime eval run ENV -m {last_weights})")
 
 
 def _run_prime_rl(cfg: RLConfig, backend: str, resume: str | None, output_dir: Path, prime_rl_cmd: str | None,
