@@ -42,6 +42,7 @@ run: install
 test: install install-vf04
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -q
 	HF_HUB_OFFLINE=1 $(VF04_VENV)/bin/python -m pytest -q -m verifiers
+	$(VENV)/bin/python -m pytest -q -m network
 
 clean:
 	rm -rf $(VENV) $(VF04_VENV)

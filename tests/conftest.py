@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fault_server import FaultServer  # noqa: E402
+from support import VERIFIERS_ENVS
+
+from support.fault_server import FaultServer
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def verifiers_project(tmp_path: Path) -> Path:
     verifiers), with a ``home/`` to point HOME at."""
     import shutil
 
-    envs = Path(__file__).resolve().parent / "verifiers_envs"
+    envs = VERIFIERS_ENVS
     shutil.copytree(envs, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
     (tmp_path / "home").mkdir()
     return tmp_path
