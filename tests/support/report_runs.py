@@ -5,7 +5,7 @@ scripted or tiny models, so the reports are tested against the files the jobs re
   then answers with the tool's result, except q3 (wrong) and q5 (the model call fails: error rows);
   model "even" answers directly and is right on even questions only. 6 examples x 2 rollouts each.
 - :func:`make_gepa_run`: a GEPA run whose teacher adds ``KEYWORD``, which the task model needs.
-- :func:`make_rl_run`: two RL steps of a tiny random-weight Llama (``tests/tiny_model.py``) via `prime rl run`.
+- :func:`make_rl_run`: two RL steps of a tiny random-weight Llama (``tests/support/tiny_model.py``) via `prime rl run`.
 """
 
 from __future__ import annotations
