@@ -10,7 +10,6 @@ size's per-rollout cost to the smallest's (near 1.0: rendering is linear in the 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,18 +22,6 @@ from support import report_runs  # noqa: E402
 from evalkit.report.html import write_report  # noqa: E402
 
 
-def big_run(source: Path, folder: Path, n: int) -> Path:
-    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
-    folder.mkdir()
-    metadata = json.loads((source / "metadata.json").read_text())
-    metadata["rollouts_per_example"] = 2
-    (folder / "metadata.json").write_text(json.dumps(metadata))
-    with (folder / "results.jsonl").open("w") as handle:
-        for k in range(n):
-            handle.write(json.dumps(dict(rows[k % len(rows)], example_id=k // 2, rollout_idx=k % 2)) + "\n")
-    return folder
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated rollout counts")
@@ -44,7 +31,7 @@ def main() -> None:
         source = report_runs.make_eval_runs(out)[0]
         per_rollout = []
         for n in sizes:
-            run = big_run(source, Path(tmp) / f"big{n}", n)
+            run = report_runs.write_big_run(source, Path(tmp) / f"big{n}", n)
             started = time.process_time()
             write_report([run])
             cpu_s = time.process_time() - started

@@ -158,3 +158,16 @@ min_diverse_groups = 0.0
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp / "out")])
     assert result.exit_code == 0, result.output
     return tmp / "out" / "rl" / "viewtest"
+
+
+def write_big_run(source: Path, big: Path, n: int) -> Path:
+    """A run dir of ``n`` rollouts made of ``source``'s rows (an eval run dir), two per example."""
+    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
+    big.mkdir()
+    metadata = json.loads((source / "metadata.json").read_text())
+    metadata["rollouts_per_example"] = 2
+    (big / "metadata.json").write_text(json.dumps(metadata))
+    with (big / "results.jsonl").open("w") as handle:
+        for k in range(n):
+            handle.write(json.dumps(dict(rows[k % len(rows)], example_id=k // 2, rollout_idx=k % 2)) + "\n")
+    return big

@@ -1,6 +1,6 @@
 """`prime eval view` reports of eval, GEPA and RL runs: loaders, text, and the HTML page in a real browser.
 
-Run dirs come from our own jobs with scripted or tiny models (tests/report_runs.py). The browser
+Run dirs come from our own jobs with scripted or tiny models (tests/support/report_runs.py). The browser
 tests open each page in headless Chromium over the DevTools protocol (tests/chromium.py), fail on
 any console error, uncaught exception or network request, check the numbers in the DOM against the
 run's own files, drive the page's script (sort, search, filter), and save a screenshot in tmp_path.
@@ -166,23 +166,10 @@ def test_view_html_default_and_chosen_paths(evals, tmp_path):
 
 def test_a_big_run_keeps_every_rollout_in_the_page(evals, tmp_path):
     """2,000 rollouts (rows of a real run, re-numbered) all reach the page; how fast is bench/report_render.py's."""
-    big = write_big_run(evals[0], tmp_path / "big", 2_000)
+    big = report_runs.write_big_run(evals[0], tmp_path / "big", 2_000)
     html = write_report([big]).read_text()
     data = json.loads(re.search(r'<script type="application/json" id="rollout-data">(.*?)</script>', html, re.S).group(1))
     assert len(data["rows"]) == 2_000
-
-
-def write_big_run(source: Path, big: Path, n: int) -> Path:
-    """A run dir of ``n`` rollouts made of ``source``'s rows, two per example."""
-    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
-    big.mkdir()
-    metadata = meta(source)
-    metadata["rollouts_per_example"] = 2
-    (big / "metadata.json").write_text(json.dumps(metadata))
-    with (big / "results.jsonl").open("w") as handle:
-        for k in range(n):
-            handle.write(json.dumps(dict(rows[k % len(rows)], example_id=k // 2, rollout_idx=k % 2)) + "\n")
-    return big
 
 
 # ----- in the browser --------------------------------------------------------------------------------
