@@ -45,6 +45,12 @@ def _root(
 
 
 def main() -> None:
+    """The ``prime`` and ``primekit`` commands; ``prime`` hands what is not primekit's to the prime CLI
+    (:mod:`primekit_cli.forward`)."""
+    if _invoked_as_prime():
+        from primekit_cli.forward import forward_if_not_ours
+
+        forward_if_not_ours(typer.main.get_command(app), sys.argv[1:])
     # `datasets` draws a tqdm bar for every `map` an environment does while it loads (verifiers envs
     # map their rows); beside our own progress bar it is noise. A user's explicit setting wins.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
@@ -54,3 +60,8 @@ def main() -> None:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     app()
+
+
+def _invoked_as_prime() -> bool:
+    """``primekit ...`` (and ``python -m primekit_cli``) never forward; ``prime ...`` may."""
+    return os.path.basename(sys.argv[0]) == "prime"
