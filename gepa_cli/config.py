@@ -21,6 +21,7 @@ from evalkit.errors import ConfigError, UserError
 from evalkit.eval.config import EnvTable
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
 from evalkit.tomlio import load_toml, validate
+from gepa_cli.search_options import GepaSearchFields
 
 
 class EnvSpec(EnvTable):
@@ -33,10 +34,11 @@ class EnvSpec(EnvTable):
     """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.env_kwargs`)."""
 
 
-class GepaSection(BaseModel):
-    """The ``[gepa]`` table: budget, data sizes and search settings."""
+class GepaSection(GepaSearchFields):
+    """The ``[gepa]`` table: budget, data sizes and search settings (the search's keys: :class:`GepaSearchFields`)."""
 
     model_config = ConfigDict(extra="forbid")
+    complete = False
 
     max_calls: int | None = Field(default=None, ge=1)
     """Rollout budget: every task-model rollout counts, the seed's validation pass included."""
@@ -107,8 +109,8 @@ class GepaToml(BaseModel):
         return [value] if isinstance(value, dict) else value
 
 
-class GepaJobConfig(BaseModel):
-    """Everything one ``prime gepa run`` needs, already resolved."""
+class GepaJobConfig(GepaSearchFields):
+    """Everything one ``prime gepa run`` needs, already resolved (the search's fields: :class:`GepaSearchFields`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -248,7 +250,7 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
         if value is not None:
             path = Path(value).expanduser()
             fields[key] = str(path if path.is_absolute() else base_dir / path)
-    for key, value in parsed.gepa.model_dump().items():
+    for key, value in parsed.gepa.model_dump(exclude_unset=True).items():
         if value is not None:
             fields[key] = value
     if parsed.sampling:

@@ -73,7 +73,10 @@ class ReflectionLM:
         on_request: Callable[[], None] | None = None,
         log: Callable[[str], None] | None = None,
         open_block_first: bool = False,
+        on_usage: Callable[[Any], None] | None = None,
     ):
+        self.on_usage = on_usage
+        """Gets each reply's token usage (the reflection cost stopper's input)."""
         self.client = client
         self.loop = loop
         self.sampling = sampling
@@ -99,6 +102,8 @@ class ReflectionLM:
             except ModelCallError as exc:
                 problem = f"request failed: {exc}"
             else:
+                if self.on_usage is not None:
+                    self.on_usage(completion.usage)
                 text = (completion.text or "").strip()
                 block = extract(text, finished=completion.finish_reason != "length") if text else None
                 if not text:
@@ -127,8 +132,10 @@ class Proposer:
     failed, later calls (the library retries a proposal) re-raise at once without asking again.
     """
 
-    def __init__(self, reflection: ReflectionLM):
+    def __init__(self, reflection: ReflectionLM, template: str | None = None):
         self.reflection = reflection
+        self.template = template
+        """gepa's instruction-proposal template to render instead of its default (``reflection_prompt_template``)."""
         self.fatal: BaseException | None = None
 
     def __call__(
@@ -142,7 +149,8 @@ class Proposer:
         new_texts: dict[str, str] = {}
         for name in components_to_update:
             prompt = InstructionProposalSignature.prompt_renderer(
-                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name])}
+                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name]),
+                 "prompt_template": self.template}
             )
             if not isinstance(prompt, str):  # only image records render to a message list; ours are text
                 raise TypeError("reflection prompt rendered to a message list; records must be text")

@@ -31,6 +31,8 @@ from evalkit.types import SamplingArgs
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
+from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
+                               price_of)
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import build_examples
 from evalkit.aio import LoopThread
@@ -182,6 +184,8 @@ def run_gepa(
         resume = runs.resolve_run(run_dirs(config), runs.ResumeRequest.parse(resume))
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
+    if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
+        price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
         for line in dry_run_lines(config, envs, train, val, run_dir, plan):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -237,18 +241,28 @@ class _Job:
         self.tracker: _StateTracker | None = None
         self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
+        self.cost = self._reflection_cost()
+
+    def _reflection_cost(self) -> ReflectionCost | None:
+        """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""
+        config = self.config
+        if config.max_reflection_cost is None:
+            return None
+        price = price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
+        return ReflectionCost(price, total_cost=float(self.previous.get("reflection_cost_usd") or 0.0))
 
     def optimize(self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool) -> str:
         """Run the library's loop under our stoppers; returns why it stopped."""
         import gepa
 
+        from gepa_cli.search import gepa_search_kwargs
+
         config = self.config
         task, teacher = self._open(clients)
         saved_state = self._saved_state()
-        proposer = Proposer(self._reflection(teacher))
-        target = StopAtScoreStopper(config.stop_at_score) if config.stop_at_score is not None else None
-        budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
-        stoppers = [FatalStopper(proposer), *([target] if target else []), budget_stop]
+        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template)
+        record = StopRecord()
+        stoppers = [FatalStopper(proposer), *self._stoppers(record, len(val))]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -276,14 +290,36 @@ class _Job:
                     track_best_outputs=False,
                     seed=config.seed,
                     raise_on_exception=True,
+                    **gepa_search_kwargs(config, config.seed),
                 )
             except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
                 self.logger.log(f"evaluation refused: {exc}")
         if proposer.fatal is not None:
             raise proposer.fatal
-        if target is not None and target.reached:
-            return "stop_at_score"
-        return "budget_exhausted" if budget_stop(None) else "stopped"
+        return record.reason or "stopped"
+
+    def _stoppers(self, record: StopRecord, num_val: int) -> list[Named]:
+        """Every stopper but the fatal one, each named in ``record`` when it ends the run."""
+        from gepa_cli.search import val_cost
+
+        config = self.config
+        stoppers = []
+        if config.stop_at_score is not None:
+            stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
+        proposals = config.proposals_per_iteration
+        stoppers.append(Named("budget_exhausted", BudgetStopper(
+            self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+            accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge), record))
+        stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
+        if self.resuming:
+            clear_stop_files(stop_files, self.logger.log)
+        return [*stoppers, *optional_stoppers(config, record, stop_files=stop_files, elapsed_s=self.earlier_s,
+                                              cost=self.cost)]
+
+    @property
+    def earlier_s(self) -> float:
+        """The time the invocations before this one (of a resumed run) took."""
+        return float(self.previous.get("duration_s") or 0.0)
 
     def _open(self, clients: tuple[ModelClient, ModelClient] | None) -> tuple[ModelClient, ModelClient]:
         """The task and teacher clients (opened here unless given), each preflighted once."""
@@ -311,6 +347,7 @@ class _Job:
             on_request=self.budget.count_reflection_call,
             log=self.logger.log,
             open_block_first=is_embedded(config.teacher_spec()),
+            on_usage=self.cost.add if self.cost is not None else None,
         )
 
     def _adapter(self, task: ModelClient, on_rollouts: Any, saved_state: Any) -> SystemPromptAdapter:
@@ -354,6 +391,10 @@ class _Job:
             }
         metadata = self._metadata(status)
         metadata.update(self.summary, duration_s=self.duration_s, **self._error_counts())
+        if self.cost is not None:
+            metadata["reflection_cost_usd"] = round(self.cost.total_cost, 6)
+        if status not in ("running", "failed"):
+            metadata["stopped_by"] = status
         metadata["completed_at"] = datetime.now().isoformat()
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"

@@ -21,6 +21,8 @@ from evalkit.secrets_file import load_env_files
 from prime_cli.anchor_flags import GEPA_GREEDY, GEPA_REFUSED, anchor_command, help_section
 from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
+from prime_cli.field_flags import field_flags
+from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 
 RESUME_FLAGS = ("--resume",)
 ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
@@ -60,6 +62,7 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
              context_settings={"help_option_names": ["-h", "--help"]},
              cls=anchor_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
 @user_errors
+@field_flags(GepaSearchFields, into="search_flags")
 def run(
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
@@ -108,6 +111,7 @@ def run(
     ),
     env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
+    search_flags: dict[str, Any] | None = None,
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
 
@@ -129,7 +133,7 @@ def run(
         "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
         "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
     }
-    given = {key: value for key, value in flags.items() if value is not None}
+    given = {**{key: value for key, value in flags.items() if value is not None}, **(search_flags or {})}
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
@@ -182,7 +186,7 @@ def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwar
     return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]}, "command line"
 
 
-RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling")
+RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling", *SEARCH_RESUME_FIXED)
 """What a resumed run must keep: changing it would mix incomparable scores in one frontier."""
 
 
