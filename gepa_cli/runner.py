@@ -255,7 +255,7 @@ class _Job:
         """Run the library's loop under our stoppers; returns why it stopped."""
         import gepa
 
-        from gepa_cli.search import gepa_search_kwargs
+        from gepa_cli.search import TrainLoader, gepa_search_kwargs
 
         config = self.config
         task, teacher = self._open(clients)
@@ -276,7 +276,7 @@ class _Job:
             try:
                 gepa.optimize(
                     seed_candidate={COMPONENT: _seed_prompt(self.envs)},
-                    trainset=train,
+                    trainset=TrainLoader(train),
                     valset=val,
                     adapter=adapter,
                     custom_candidate_proposer=proposer,

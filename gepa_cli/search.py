@@ -37,6 +37,31 @@ class SubsampleEvaluationPolicy(FullEvaluationPolicy):
         return sorted(rng.sample(ids, self.size))
 
 
+TRAIN_ID_OFFSET = 1_000_000
+"""Training examples' ids start here, so no training id equals a validation id (0, 1, ...)."""
+
+
+class TrainLoader:
+    """The training examples as a gepa ``DataLoader`` whose ids never collide with the validation set's.
+
+    gepa keys its evaluation cache by (candidate, example id), and a plain list gets ids 0..n-1 for the
+    training and the validation set alike: a parent's score on training example 3 would be read back as
+    its score on validation example 3. Offsetting the training ids keeps the two apart.
+    """
+
+    def __init__(self, examples: list[Any]):
+        self.examples = list(examples)
+
+    def all_ids(self) -> list[int]:
+        return [TRAIN_ID_OFFSET + i for i in range(len(self.examples))]
+
+    def fetch(self, ids: Any) -> list[Any]:
+        return [self.examples[i - TRAIN_ID_OFFSET] for i in ids]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
 def val_cost(config: GepaSearchFields, num_val: int) -> int:
     """Rollouts one accepted candidate's validation pass costs."""
     if config.val_evaluation_policy == "subsample" and config.val_subsample_size is not None:
