@@ -22,6 +22,7 @@ from evalkit.eval.config import EnvTable
 from evalkit.defaults import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, RolloutLimits
 from evalkit.tomlio import load_toml, validate
 from gepa_cli.search_options import GepaSearchFields
+from gepa_cli.tracking import GepaTrackingFields
 
 
 class EnvSpec(EnvTable):
@@ -66,8 +67,8 @@ class GepaSection(GepaSearchFields):
     """Characters kept of one tool result or environment message (default 100000); the rest is cut with a marker."""
 
 
-class GepaToml(BaseModel):
-    """A ``configs/gepa/*.toml`` file."""
+class GepaToml(GepaTrackingFields):
+    """A ``configs/gepa/*.toml`` file (``[wandb]``/``[mlflow]``: :class:`GepaTrackingFields`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -109,7 +110,7 @@ class GepaToml(BaseModel):
         return [value] if isinstance(value, dict) else value
 
 
-class GepaJobConfig(GepaSearchFields):
+class GepaJobConfig(GepaSearchFields, GepaTrackingFields):
     """Everything one ``prime gepa run`` needs, already resolved (the search's fields: :class:`GepaSearchFields`)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -253,6 +254,9 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
     for key, value in parsed.gepa.model_dump(exclude_unset=True).items():
         if value is not None:
             fields[key] = value
+    for table in ("wandb", "mlflow"):
+        if getattr(parsed, table) is not None:
+            fields[table] = getattr(parsed, table).model_dump(exclude_unset=True)
     if parsed.sampling:
         fields["sampling"] = dict(parsed.sampling)
     if parsed.reflection_sampling:

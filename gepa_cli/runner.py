@@ -31,6 +31,7 @@ from evalkit.types import SamplingArgs
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
+from gepa_cli.tracking import check_installed, tracking_kwargs
 from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
                                price_of)
 from gepa_cli.config import GepaJobConfig
@@ -184,6 +185,7 @@ def run_gepa(
         resume = runs.resolve_run(run_dirs(config), runs.ResumeRequest.parse(resume))
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
+    check_installed(config)
     if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
         price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
@@ -291,6 +293,7 @@ class _Job:
                     seed=config.seed,
                     raise_on_exception=True,
                     **gepa_search_kwargs(config, config.seed),
+                    **tracking_kwargs(config, self.run_dir.name, tracked_config(config)),
                 )
             except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
                 self.logger.log(f"evaluation refused: {exc}")
@@ -517,6 +520,13 @@ def _anchor_run_config(config: GepaJobConfig) -> dict[str, Any]:
         "state_columns": config.state_columns,
         "seed": config.seed,
     }
+
+
+def tracked_config(config: GepaJobConfig) -> dict[str, Any]:
+    """What the tracker is told about the run: verifiers' run summary and the search settings (no URL, no key name)."""
+    from gepa_cli.search_options import search_field_names
+
+    return {**_anchor_run_config(config), **{name: getattr(config, name) for name in search_field_names()}}
 
 
 def verify_command(config: GepaJobConfig, run_dir: Path) -> str:

@@ -111,6 +111,8 @@ def run(
     ),
     env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
+    wandb_project: str = typer.Option(None, "--wandb-project", help="Log the run to this W&B project (sets [wandb] project; needs primekit[wandb]; key from WANDB_API_KEY)."),
+    mlflow_experiment: str = typer.Option(None, "--mlflow-experiment", help="Log the run to this MLflow experiment (sets [mlflow] experiment_name; needs primekit[mlflow])."),
     search_flags: dict[str, Any] | None = None,
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
@@ -134,6 +136,9 @@ def run(
         "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
     }
     given = {**{key: value for key, value in flags.items() if value is not None}, **(search_flags or {})}
+    for table, key, value in (("wandb", "project", wandb_project), ("mlflow", "experiment_name", mlflow_experiment)):
+        if value is not None:
+            given[table] = {key: value}
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
@@ -155,7 +160,8 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
 
     def laid_over(base: dict[str, Any]) -> dict[str, Any]:
         files = list(dict.fromkeys([*base.get("env_file", []), *env_files]))
-        return {**base, **given, **({"env_file": files} if files else {})}
+        tables = {t: {**(base.get(t) or {}), **given[t]} for t in ("wandb", "mlflow") if t in given}
+        return {**base, **given, **tables, **({"env_file": files} if files else {})}
 
     config = None
     if request.run_dir is None:  # the config says where this env+model's runs are
