@@ -24,6 +24,7 @@ Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,12 +35,15 @@ from evalkit.aio import LoopThread
 from evalkit.clients.base import ModelClient
 from evalkit.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
 from evalkit.envs.base import Environment
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.rollouts import run_groups
 from evalkit.types import RolloutState, SamplingArgs
 from gepa_cli.budget import RolloutBudget
 from gepa_cli.data import Example
 
 COMPONENT = "system_prompt"
+TOOLS = "tools"
+"""The tool-descriptions component (:mod:`gepa_cli.components`): a JSON object ``{tool name: description}``."""
 
 
 class SystemPromptAdapter:
@@ -103,8 +107,7 @@ class SystemPromptAdapter:
         semaphore = asyncio.Semaphore(max(1, self.max_concurrent))
 
         async def all_items() -> list[list[RolloutState]]:
-            return list(await asyncio.gather(*(self._rollouts(batch, candidate[COMPONENT], semaphore)
-                                               for candidate, batch in items)))
+            return list(await asyncio.gather(*(self._rollouts(batch, candidate, semaphore) for candidate, batch in items)))
 
         return [self._scored(batch, states, capture_traces) for (_, batch), states in zip(items, self.loop.run(all_items()))]
 
@@ -133,9 +136,13 @@ class SystemPromptAdapter:
             num_metric_calls=len(batch),
         )
 
-    async def _rollouts(self, batch: list[Example], system_prompt: str, semaphore: asyncio.Semaphore) -> list[RolloutState]:
+    async def _rollouts(self, batch: list[Example], candidate: dict[str, str], semaphore: asyncio.Semaphore) -> list[RolloutState]:
         """One ``run_groups`` per environment in the batch, all concurrent under the shared ``semaphore``,
-        results in batch order."""
+        results in batch order. The candidate's tool descriptions (if it has them) hold for the rollouts
+        started here: this runs as its own task, so setting them touches no other candidate's rollouts."""
+        system_prompt = candidate[COMPONENT]
+        if TOOLS in candidate:
+            TOOL_DESCRIPTIONS.set(json.loads(candidate[TOOLS]))
         by_env: dict[int, list[int]] = {}
         for position, example in enumerate(batch):
             by_env.setdefault(example.env_idx, []).append(position)

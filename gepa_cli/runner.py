@@ -29,7 +29,8 @@ from evalkit.readback import GEPA_METADATA, read_object
 from evalkit.report.kinds import detect_kind
 from evalkit.types import SamplingArgs
 from gepa_cli import outputs
-from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
+from gepa_cli.adapter import SystemPromptAdapter
+from gepa_cli.components import FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
 from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
@@ -186,6 +187,7 @@ def run_gepa(
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
     check_installed(config)
+    seed_candidate(envs, config.components)  # a component the environments lack is refused before anything is written
     if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
         price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
@@ -244,6 +246,7 @@ class _Job:
         self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
         self.cost = self._reflection_cost()
+        self.seed = seed_candidate(envs, config.components)
 
     def _reflection_cost(self) -> ReflectionCost | None:
         """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""
@@ -262,7 +265,8 @@ class _Job:
         config = self.config
         task, teacher = self._open(clients)
         saved_state = self._saved_state()
-        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template)
+        checks = {name: check for name in self.seed if (check := check_text(name, self.seed)) is not None}
+        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks)
         record = StopRecord()
         stoppers = [FatalStopper(proposer), *self._stoppers(record, len(val))]
         self.logger.log(
@@ -277,7 +281,7 @@ class _Job:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate={COMPONENT: _seed_prompt(self.envs)},
+                    seed_candidate=self.seed,
                     trainset=TrainLoader(train),
                     valset=val,
                     adapter=adapter,
@@ -336,8 +340,9 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs)}:
-            raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
+        if saved_state is not None and saved_state.program_candidates[0] != self.seed:
+            raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
+                            "started; start a new run")
         return saved_state
 
     def _reflection(self, teacher: ModelClient) -> ReflectionLM:
@@ -436,14 +441,6 @@ class _Job:
 
     def _metadata(self, status: str) -> dict[str, Any]:
         return _metadata(self.config, self.run_dir, self.budget, status=status, previous=self.previous)
-
-
-def _seed_prompt(envs: list[Environment]) -> str:
-    """The first environment's own system prompt (several envs share one prompt; the first names it)."""
-    for env in envs:
-        if env.system_prompt:
-            return env.system_prompt
-    return ""
 
 
 def _load_state(state_dir: Path) -> Any:
@@ -547,4 +544,6 @@ def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
     if config.sampling:
         parts += ["-S", json.dumps(config.sampling)]
     parts += ["--system-prompt-file", str(run_dir / runs.SYSTEM_PROMPT)]
+    if TOOLS in config.components:
+        parts += ["--tools-file", str(run_dir / FILES[TOOLS])]
     return shlex.join(parts)

@@ -20,6 +20,7 @@ ACCEPTANCE = ("strict_improvement", "improvement_or_equal")
 VAL_POLICIES = ("full_eval", "subsample")
 PROPOSAL_SELECTION = ("all", "best")
 MODULE_SELECTORS = ("round_robin", "all")
+COMPONENTS = ("system_prompt", "tools")
 TEMPLATE_PLACEHOLDERS = ("<curr_param>", "<side_info>")
 """What gepa's instruction-proposal template must contain: the current text and the rollouts' feedback."""
 
@@ -61,6 +62,9 @@ class GepaSearchFields(BaseModel):
     """Children proposed from one parent per iteration, each on its own minibatch; their rollouts run concurrently."""
     proposal_selection: Literal["all", "best"] = "all"
     """Of one iteration's children that pass acceptance, validate all, or only the best improvement."""
+    components: list[str] = Field(default_factory=lambda: ["system_prompt"])
+    """What a candidate is made of: system_prompt, and tools (the descriptions of a native tool environment's
+    tools, written to tools.json); see --list-components."""
     module_selector: Literal["round_robin", "all"] = "round_robin"
     """With several components: rewrite one per proposal in turn (round_robin), or all of them at once."""
 
@@ -86,6 +90,16 @@ class GepaSearchFields(BaseModel):
                              "and the rollouts' feedback at <side_info>)")
         return value
 
+    @field_validator("components")
+    @classmethod
+    def _known_components(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"unknown component {', '.join(map(repr, unknown))} (known: {', '.join(COMPONENTS)})")
+        if "system_prompt" not in value:
+            raise ValueError("components must include system_prompt (the run's output schema is built around it)")
+        return list(dict.fromkeys(value))
+
     @field_validator("reflection_prices")
     @classmethod
     def _finite_prices(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
@@ -101,7 +115,7 @@ class GepaSearchFields(BaseModel):
         return self
 
 
-SEARCH_RESUME_FIXED = ("frontier_type", "val_evaluation_policy", "val_subsample_size")
+SEARCH_RESUME_FIXED = ("frontier_type", "val_evaluation_policy", "val_subsample_size", "components")
 """Search keys a resumed run must keep: the saved frontier and scores were built under them."""
 
 

@@ -7,7 +7,8 @@ gave as one dict (parameter ``into``), keyed by field name, absent when not give
 TOML's keys and the defaults exactly as the hand-written flags do. Validation stays the model's: a bad
 value fails when the job config is built, as one ``error:`` line naming the key.
 
-Dicts and tuples (``reflection_prices``) take JSON; everything else takes its plain type.
+Lists of names (``components``) take ``a,b``; dicts (``reflection_prices``) take JSON; everything else
+takes its plain type.
 """
 
 from __future__ import annotations
@@ -70,11 +71,18 @@ def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
     flag = flag_name(name)
     decl = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
     option = typer.Option(None, decl, help=_help(field, choices), show_default=False, rich_help_panel="Search and stopping",
-                          metavar="JSON" if _is_json(field) else None)
+                          metavar="A,B" if _is_names(field) else "JSON" if _is_json(field) else None)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=typing.Optional[kind])
 
 
+def _is_names(field: FieldInfo) -> bool:
+    """A list of names: given as ``a,b`` on the command line."""
+    return _base(field.annotation) == list[str]
+
+
 def _value(name: str, field: FieldInfo, raw: Any) -> Any:
+    if _is_names(field):
+        return [part.strip() for part in raw.split(",") if part.strip()]
     if not _is_json(field):
         return raw
     try:

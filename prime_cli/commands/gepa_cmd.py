@@ -43,6 +43,8 @@ EXAMPLES = """
 * `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
   (a teacher from another provider; key in $ANTHROPIC_API_KEY)
 
+* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; `--list-components` shows them)
+
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
@@ -104,6 +106,7 @@ def run(
     run_dir: str = typer.Option(
         None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
     ),
+    list_components: bool = typer.Option(False, "--list-components", help="Print the components the environment offers to --components (with their seed text) and exit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
     resume: str = typer.Option(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
@@ -143,6 +146,13 @@ def run(
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
     load_env_files(config.env_file, apply=not dry_run)
+    if list_components:
+        from gepa_cli.components import listing
+        from gepa_cli.runner import load_envs
+
+        for line in listing(load_envs(config)):
+            typer.echo(line)
+        return
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=resolved, console=console, verbose=verbose, dry_run=dry_run)
     if outcome is not None:
