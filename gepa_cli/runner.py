@@ -62,19 +62,25 @@ class GepaOutcome:
 
 
 class _StateTracker:
-    """Keeps the newest in-memory state and rewrites the candidate files after every iteration."""
+    """Keeps the newest in-memory state and rewrites the candidate files after every iteration that added a
+    candidate (their content depends only on the candidates; an iteration whose proposal was rejected
+    would rewrite the same bytes, each write a file sync)."""
 
     def __init__(self, run_dir: Path, adapter: SystemPromptAdapter):
         self.run_dir = run_dir
         self.state: Any = None
         self.adapter = adapter
+        self.written = 0
+        """How many candidates the files on disk hold."""
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+        if len(self.state.program_candidates) != self.written:
+            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+            self.written = len(self.state.program_candidates)
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
