@@ -195,3 +195,19 @@ def test_toml_keys_and_flags_reach_the_config(tmp_path):
     path.write_text('[env]\nid = "toy"\n[gepa]\nfrontier_type = "pareto"\n')
     with pytest.raises(ConfigError, match="frontier_type"):
         load_gepa_toml(path)
+
+
+def test_every_search_key_and_flag_is_documented_and_in_help():
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from gepa_cli.search_options import search_field_names
+    from prime_cli.app import app
+
+    doc = (Path(__file__).parents[1] / "docs" / "gepa.md").read_text()
+    help_text = " ".join(CliRunner().invoke(app, ["gepa", "run", "--help"], env={"COLUMNS": "300"}).output.split())
+    for name in search_field_names():
+        flag = "--" + name.replace("_", "-")
+        assert f"`{name}`" in doc and f"`{flag}`" in doc, name
+        assert flag in help_text, flag
