@@ -165,7 +165,7 @@ def test_eval_tools_file_errors_are_one_line(tmp_path):
     assert "its tools: search, read" in " ".join(result.output.split())
     Path(bad).write_text("[1]")
     result = CliRunner().invoke(app, ["eval", "run", "fact-search", "--tools-file", str(bad)])
-    assert result.exit_code == 2 and "expected a JSON object" in result.output
+    assert result.exit_code == 2 and "must be a JSON object" in result.output
 
 
 def test_list_components_shows_the_tool_descriptions():

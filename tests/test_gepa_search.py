@@ -8,13 +8,12 @@ visible in the run's files and request counts.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 import pytest
 
 from scripted_client import ScriptedClient
-from test_gepa_job import config, make_env, read_jsonl, run, task_model, teacher
+from test_gepa_job import config, make_env, read_jsonl, run, task_model
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.errors import ConfigError
 

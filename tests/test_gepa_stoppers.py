@@ -8,10 +8,7 @@ continues the same run dir under a looser setting until the budget ends it, neve
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -19,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scripted_client import ScriptedClient
+from test_gepa_resume import spawn_child
 from test_gepa_job import config, make_env, run, task_model
 from evalkit.errors import UserError
 from gepa_cli.runner import run_gepa
@@ -122,9 +120,7 @@ CHILD = textwrap.dedent(
 
 def test_sigterm_ends_the_run_with_everything_written_and_it_resumes(tmp_path):
     run_dir = tmp_path / "run"
-    script = tmp_path / "child.py"
-    script.write_text(CHILD.format(tests=str(Path(__file__).parent), tmp=str(tmp_path)))
-    child = subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd())
+    child = spawn_child(tmp_path, CHILD)
     try:
         deadline = time.monotonic() + 60
         while not (run_dir / "results.jsonl").exists() and time.monotonic() < deadline and child.poll() is None:

@@ -11,7 +11,6 @@ A mapping names tools by their function name; a tool it leaves out keeps its own
 from __future__ import annotations
 
 import copy
-import json
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -65,12 +64,6 @@ def apply_descriptions(env: Any, descriptions: dict[str, str], source: str) -> N
 def read_tools_file(path: str | Path) -> dict[str, Any]:
     """The JSON object in a ``tools.json`` (as GEPA writes it); UserError when it is not one."""
     from evalkit.fileio import read_user_text
+    from evalkit.registry import parse_json_object
 
-    text = read_user_text(Path(path), "--tools-file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--tools-file {path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"--tools-file {path}: expected a JSON object {{\"tool name\": \"description\"}}")
-    return data
+    return parse_json_object(read_user_text(Path(path), "--tools-file"), f"--tools-file {path}")
