@@ -122,7 +122,7 @@ class InFlight(ScriptedClient):
         self.now += 1
         self.most = max(self.most, self.now)
         try:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
             return await super().chat(messages, sampling, tools)
         finally:
             self.now -= 1
@@ -210,3 +210,37 @@ def test_every_search_key_and_flag_is_documented_and_in_help():
         flag = "--" + name.replace("_", "-")
         assert f"`{name}`" in doc and f"`{flag}`" in doc, name
         assert flag in help_text, flag
+
+
+def test_flags_reach_the_plan(tmp_path):
+    from typer.testing import CliRunner
+
+    from prime_cli.app import app
+
+    result = CliRunner().invoke(app, [
+        "gepa", "run", "arithmetic", "-B", "120", "-n", "10", "-N", "8", "--dry-run", "-o", str(tmp_path / "r"),
+        "--use-merge", "--max-merge-invocations", "2", "--candidate-selection-strategy", "current_best",
+        "--val-evaluation-policy", "subsample", "--val-subsample-size", "4", "--proposals-per-iteration", "2",
+        "--proposal-selection", "best", "--no-improvement-stop", "3", "--reflection-prices", '{"t": [1, 2]}',
+    ], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert ("search: candidate_selection_strategy='current_best', use_merge=True, max_merge_invocations=2, "
+            "val_evaluation_policy='subsample', val_subsample_size=4, proposals_per_iteration=2, "
+            "proposal_selection='best', no_improvement_stop=3, reflection_prices={'t': (1.0, 2.0)}") in text
+    # seed 8, each iteration 2x2x3 rollouts + 4 on acceptance (one child kept), merges 2 x (5 + 4)
+    assert "each proposal 2x2x3 + 4 on acceptance; up to 2 merges, 18 in all" in text
+    bad = CliRunner().invoke(app, ["gepa", "run", "arithmetic", "--dry-run", "--proposals-per-iteration", "0"])
+    assert bad.exit_code == 2 and "error: command line: 'proposals_per_iteration': Input should be greater than or equal to 1" in bad.output
+
+
+def test_resume_keeps_the_frontier_and_the_components():
+    from evalkit.errors import UserError
+    from prime_cli.commands.gepa_cmd import _check_resume_unchanged
+
+    saved = {"envs": [{"id": "toy"}], "model": "m", "frontier_type": "instance", "components": ["system_prompt"],
+             "use_merge": False}
+    _check_resume_unchanged(saved, {**saved, "use_merge": True})  # a search setting that may change at a resume
+    for changed in ({"frontier_type": "objective"}, {"components": ["system_prompt", "tools"]}):
+        with pytest.raises(UserError, match=f"--resume cannot change {next(iter(changed))}"):
+            _check_resume_unchanged(saved, {**saved, **changed})
