@@ -69,6 +69,22 @@ class GepaTrackingFields(BaseModel):
     """MLflow tracking (off when absent)."""
 
 
+class TrackingShortcuts(BaseModel):
+    """Command-line shortcuts for the one key of each tracking table a run most often sets."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    wandb_project: str | None = None
+    """Log the run to this W&B project (sets [wandb] project; needs primekit[wandb]; key from WANDB_API_KEY)."""
+    mlflow_experiment: str | None = None
+    """Log the run to this MLflow experiment (sets [mlflow] experiment_name; needs primekit[mlflow])."""
+
+    def tables(self) -> dict[str, Any]:
+        """The ``[wandb]`` / ``[mlflow]`` keys these set."""
+        pairs = (("wandb", "project", self.wandb_project), ("mlflow", "experiment_name", self.mlflow_experiment))
+        return {table: {key: value} for table, key, value in pairs if value is not None}
+
+
 def check_installed(config: GepaTrackingFields) -> None:
     """UserError naming the extra to install when a tracker the config asks for is missing."""
     for name, wanted in (("wandb", config.wandb), ("mlflow", config.mlflow)):

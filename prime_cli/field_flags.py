@@ -66,11 +66,11 @@ def _help(field: FieldInfo, choices: tuple[Any, ...]) -> str:
     return text
 
 
-def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
+def _parameter(name: str, field: FieldInfo, panel: str) -> inspect.Parameter:
     kind, choices = _plain_type(field.annotation)
     flag = flag_name(name)
     decl = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
-    option = typer.Option(None, decl, help=_help(field, choices), show_default=False, rich_help_panel="Search and stopping",
+    option = typer.Option(None, decl, help=_help(field, choices), show_default=False, rich_help_panel=panel,
                           metavar="A,B" if _is_names(field) else "JSON" if _is_json(field) else None)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=typing.Optional[kind])
 
@@ -91,7 +91,8 @@ def _value(name: str, field: FieldInfo, raw: Any) -> Any:
         raise UserError(f"{flag_name(name)}: not valid JSON ({exc.msg}): {raw!r}") from None
 
 
-def field_flags(fields: type[BaseModel], into: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def field_flags(fields: type[BaseModel], into: str,
+                panel: str = "Search and stopping") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add ``fields``' flags to a command; the command gets the given ones as ``into={field: value}``."""
     declared = fields.model_fields
 
@@ -101,7 +102,7 @@ def field_flags(fields: type[BaseModel], into: str) -> Callable[[Callable[..., A
         clash = set(declared) & {p.name for p in params}
         if clash:
             raise TypeError(f"{func.__name__} already has parameters {sorted(clash)}")
-        added = [_parameter(name, field) for name, field in declared.items()]
+        added = [_parameter(name, field, panel) for name, field in declared.items()]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -88,3 +88,16 @@ def test_missing_tracker_package_is_refused_before_anything_is_written(tmp_path,
 def test_tracking_uri_with_credentials_is_refused(tmp_path):
     with pytest.raises(Exception, match="holds credentials; set MLFLOW_TRACKING_USERNAME"):
         config(tmp_path, mlflow={"tracking_uri": "https://me:hunter2@mlflow.example.com"})
+
+
+def test_wandb_project_flag_sets_the_table(monkeypatch):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from prime_cli.app import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    result = CliRunner().invoke(app, ["gepa", "run", "arithmetic", "--dry-run", "--wandb-project", "p"])
+    assert result.exit_code == 2 and "error: [wandb] tracking needs the wandb package" in result.output

@@ -23,6 +23,7 @@ from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
 from prime_cli.field_flags import field_flags
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
+from gepa_cli.tracking import TrackingShortcuts
 
 RESUME_FLAGS = ("--resume",)
 ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
@@ -64,6 +65,7 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
              context_settings={"help_option_names": ["-h", "--help"]},
              cls=anchor_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
 @user_errors
+@field_flags(TrackingShortcuts, into="tracking_flags", panel="Tracking")
 @field_flags(GepaSearchFields, into="search_flags")
 def run(
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
@@ -114,9 +116,8 @@ def run(
     ),
     env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
-    wandb_project: str = typer.Option(None, "--wandb-project", help="Log the run to this W&B project (sets [wandb] project; needs primekit[wandb]; key from WANDB_API_KEY)."),
-    mlflow_experiment: str = typer.Option(None, "--mlflow-experiment", help="Log the run to this MLflow experiment (sets [mlflow] experiment_name; needs primekit[mlflow])."),
     search_flags: dict[str, Any] | None = None,
+    tracking_flags: dict[str, Any] | None = None,
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
 
@@ -138,25 +139,27 @@ def run(
         "sampling": (parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None),
         "seed": seed, "run_dir": run_dir, "env_dir_path": env_dir_path,
     }
-    given = {**{key: value for key, value in flags.items() if value is not None}, **(search_flags or {})}
-    for table, key, value in (("wandb", "project", wandb_project), ("mlflow", "experiment_name", mlflow_experiment)):
-        if value is not None:
-            given[table] = {key: value}
+    given = {**{key: value for key, value in flags.items() if value is not None}, **(search_flags or {}),
+             **TrackingShortcuts(**(tracking_flags or {})).tables()}
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
     load_env_files(config.env_file, apply=not dry_run)
     if list_components:
-        from gepa_cli.components import listing
-        from gepa_cli.runner import load_envs
-
-        for line in listing(load_envs(config)):
-            typer.echo(line)
-        return
+        return _list_components(config)
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=resolved, console=console, verbose=verbose, dry_run=dry_run)
     if outcome is not None:
         _print_summary(outcome, config)
+
+
+def _list_components(config: Any) -> None:
+    """``--list-components``: what the environments offer to ``--components``, with the seed texts."""
+    from gepa_cli.components import listing
+    from gepa_cli.runner import load_envs
+
+    for line in listing(load_envs(config)):
+        typer.echo(line)
 
 
 def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_files: list[str],
