@@ -41,6 +41,9 @@ def _order(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def ended_by(run: GepaRun) -> str:
+    """The stopper that ended the run, its status when none is named, or that it has not ended."""
+    if run.meta.get("status") == "running":
+        return "nothing yet (running, or killed)"
     return str(run.meta.get("stopped_by") or run.meta.get("status") or "unknown")
 
 
