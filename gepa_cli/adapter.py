@@ -24,6 +24,8 @@ Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,12 +35,15 @@ from evalkit.core.aio import LoopThread, Slots
 from evalkit.clients.base import ModelClient
 from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
 from evalkit.envs.base import Environment
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import RolloutState, SamplingArgs
 from gepa_cli.budget import RolloutBudget
 from gepa_cli.data import Example
 
 COMPONENT = "system_prompt"
+TOOLS = "tools"
+"""The tool-descriptions component (:mod:`gepa_cli.components`): a JSON object ``{tool name: description}``."""
 
 
 class SystemPromptAdapter:
@@ -91,8 +96,24 @@ class SystemPromptAdapter:
         replayed = self._replay(batch, candidate)
         if replayed is not None:
             return replayed
-        self.budget.reserve(len(batch))
-        states = self.loop.run(self._rollouts(batch, candidate[COMPONENT]))
+        return self.batch_evaluate([(candidate, batch)], capture_traces)[0]
+
+    def batch_evaluate(
+        self, items: list[tuple[dict[str, str], list[Example]]], capture_traces: bool = True
+    ) -> list[EvaluationBatch[RolloutState, dict[str, Any]]]:
+        """gepa's batched form (several proposals' or candidates' evaluations in one call): every
+        rollout of every item is reserved first, then all run concurrently under one ``max_concurrent``."""
+        self.budget.reserve(sum(len(batch) for _, batch in items))
+        bound = Slots(self.max_concurrent)
+
+        async def all_items() -> list[list[RolloutState]]:
+            return list(await asyncio.gather(*(self._rollouts(batch, candidate, bound) for candidate, batch in items)))
+
+        return [self._scored(batch, states, capture_traces) for (_, batch), states in zip(items, self.loop.run(all_items()))]
+
+    def _scored(self, batch: list[Example], states: list[RolloutState], capture_traces: bool) -> EvaluationBatch:
+        """One item's rollouts as gepa's evaluation: scores (errors score 0, counted), outputs, and one
+        objective per reward function (``frontier_type`` objective/hybrid/cartesian) beside the reward."""
         scores = [float(state.reward) if state.scored else 0.0 for state in states]
         errored = [state for state in states if state.error]
         self.errors += len(errored)
@@ -106,20 +127,25 @@ class SystemPromptAdapter:
              "error_kind": state.kind_of_error}
             for ex, state in zip(batch, states)
         ]
+        objectives = [{**_finite(state.metrics), "reward": score} for score, state in zip(scores, states)]
         return EvaluationBatch(
             outputs=outputs,
             scores=scores,
             trajectories=states if capture_traces else None,
+            objective_scores=objectives,
             num_metric_calls=len(batch),
         )
 
-    async def _rollouts(self, batch: list[Example], system_prompt: str) -> list[RolloutState]:
-        """One ``run_groups`` per environment in the batch, all concurrent under one ``max_concurrent``
-        bound, results in batch order."""
+    async def _rollouts(self, batch: list[Example], candidate: dict[str, str], bound: Slots) -> list[RolloutState]:
+        """One ``run_groups`` per environment in the batch, all concurrent under the shared ``bound``,
+        results in batch order. The candidate's tool descriptions (if it has them) hold for the rollouts
+        started here: this runs as its own task, so setting them touches no other candidate's rollouts."""
+        system_prompt = candidate[COMPONENT]
+        if TOOLS in candidate:
+            TOOL_DESCRIPTIONS.set(json.loads(candidate[TOOLS]))
         by_env: dict[int, list[int]] = {}
         for position, example in enumerate(batch):
             by_env.setdefault(example.env_idx, []).append(position)
-        bound = Slots(self.max_concurrent)
 
         async def one_env(env_idx: int, positions: list[int]) -> list[list[RolloutState]]:
             return await run_groups(
@@ -176,6 +202,12 @@ class SystemPromptAdapter:
         for column in self.state_columns:
             record[column] = state.extra.get(column)
         return record
+
+
+def _finite(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A rollout's per-function rewards that are finite numbers (an objective must be comparable)."""
+    return {str(k): float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
 def _last_text(state: RolloutState) -> str:

@@ -76,6 +76,10 @@ class RolloutBudget:
         )
 
 
+MERGE_SUBSAMPLE = 5
+"""Validation examples gepa scores a merged candidate on before deciding to validate it fully."""
+
+
 class BudgetStopper:
     """Stop before an iteration that might not be affordable.
 
@@ -84,9 +88,13 @@ class BudgetStopper:
     validation pass would waste the minibatch rollouts on a candidate that can never be scored.
     """
 
-    def __init__(self, budget: RolloutBudget, minibatch_size: int, num_val: int):
+    def __init__(self, budget: RolloutBudget, minibatch_size: int, num_val: int, *, proposals: int = 1,
+                 accepts: int = 1, merge: bool = False):
         self.budget = budget
-        self.iteration_cost = 2 * minibatch_size + num_val
+        # several proposals per iteration: each pays its two minibatches, and up to ``accepts`` validate;
+        # a merge iteration scores the merged candidate on MERGE_SUBSAMPLE validation examples first
+        reflective = proposals * 2 * minibatch_size + accepts * num_val
+        self.iteration_cost = max(reflective, MERGE_SUBSAMPLE + num_val) if merge else reflective
 
     def __call__(self, gepa_state: Any) -> bool:
         return self.budget.remaining < self.iteration_cost
@@ -119,9 +127,11 @@ class BudgetPlan:
 
     The seed's validation pass costs ``val`` rollouts (nothing when a resumed run already did it).
     Each proposal scores the parent and the child on one minibatch (``2 * minibatch``) and, when the
-    child is accepted, the whole validation set (``val``). :class:`BudgetStopper` starts an iteration
-    only when the acceptance could be paid too, so the number of proposals lies between
-    ``min_proposals`` (every one accepted) and ``max_proposals`` (none accepted).
+    child is accepted, its validation pass (``accept``: ``val``, or the subsample size). With several
+    proposals per iteration an iteration pays that ``proposals`` times, and up to ``accepts`` of them
+    validate. :class:`BudgetStopper` starts an iteration only when the acceptance could be paid too, so
+    the number of iterations lies between ``min_proposals`` (every one accepted, every allowed merge
+    tried and accepted) and ``max_proposals`` (none accepted).
     """
 
     budget: int
@@ -129,6 +139,10 @@ class BudgetPlan:
     minibatch: int
     used: int = 0
     seed_done: bool = False
+    accept: int | None = None
+    proposals: int = 1
+    accepts: int = 1
+    merges: int = 0
 
     @property
     def seed_cost(self) -> int:
@@ -136,7 +150,16 @@ class BudgetPlan:
 
     @property
     def per_proposal(self) -> int:
-        return 2 * self.minibatch
+        return 2 * self.minibatch * self.proposals
+
+    @property
+    def on_acceptance(self) -> int:
+        return (self.val if self.accept is None else self.accept) * self.accepts
+
+    @property
+    def merge_cost(self) -> int:
+        """The most the allowed merges may spend (each: a subsample, then a validation pass)."""
+        return self.merges * (MERGE_SUBSAMPLE + (self.val if self.accept is None else self.accept))
 
     @property
     def after_seed(self) -> int:
@@ -144,25 +167,27 @@ class BudgetPlan:
 
     @property
     def min_proposals(self) -> int:
-        return max(0, self.after_seed // (self.per_proposal + self.val))
+        return max(0, (self.after_seed - self.merge_cost) // (self.per_proposal + self.on_acceptance))
 
     @property
     def max_proposals(self) -> int:
-        if self.after_seed < self.per_proposal + self.val:
+        if self.after_seed < self.per_proposal + self.on_acceptance:
             return 0
-        return (self.after_seed - self.val) // self.per_proposal
+        return (self.after_seed - self.on_acceptance) // self.per_proposal
 
     @property
     def minimum_budget(self) -> int:
         """The smallest ``-B`` that buys one proposal (with the seed and its acceptance paid)."""
-        return self.used + self.seed_cost + self.per_proposal + self.val
+        return self.used + self.seed_cost + self.per_proposal + self.on_acceptance
 
     def line(self) -> str:
         count = f"{self.min_proposals}" if self.min_proposals == self.max_proposals else f"{self.min_proposals}-{self.max_proposals}"
         spent = f" ({self.used} already spent)" if self.used else ""
         seed = f"seed validation {self.seed_cost}" if not self.seed_done else "seed validated already"
+        each = f"2x{self.minibatch}" if self.proposals == 1 else f"{self.proposals}x2x{self.minibatch}"
+        merges = f"; up to {self.merges} merges, {self.merge_cost} in all" if self.merges else ""
         return (f"budget {self.budget}{spent} buys about {count} proposals ({seed}, each proposal "
-                f"2x{self.minibatch} + {self.val} on acceptance)")
+                f"{each} + {self.on_acceptance} on acceptance{merges})")
 
     def check(self) -> None:
         """UserError when the budget buys no proposal, naming the flags to change."""
@@ -177,7 +202,7 @@ class BudgetPlan:
         """A warning when fewer than :data:`WARN_BELOW` accepted proposals fit, else None."""
         if self.min_proposals >= WARN_BELOW:
             return None
-        wanted = self.used + self.seed_cost + WARN_BELOW * (self.per_proposal + self.val)
+        wanted = self.used + self.seed_cost + self.merge_cost + WARN_BELOW * (self.per_proposal + self.on_acceptance)
         return (f"warning: the budget pays for only {self.min_proposals} accepted proposal(s); GEPA usually needs several "
                 f"rounds to improve a prompt: raise -B/--max-calls (to {wanted} for {WARN_BELOW}), or lower -N/--num-val "
                 f"or --minibatch-size")

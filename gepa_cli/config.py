@@ -22,6 +22,8 @@ from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.tomlio import load_toml, validate
 from evalkit.eval.config import EnvTable
 from evalkit.vocabulary import ConcurrencyFields, EnvFields, ModelFields, RolloutBounds, SecretsFields, all_optional
+from gepa_cli.search_options import GepaSearchFields
+from gepa_cli.tracking import GepaTrackingFields
 
 
 class EnvSpec(EnvTable):
@@ -34,9 +36,11 @@ class EnvSpec(EnvTable):
     """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.loading.kwargs`)."""
 
 
-class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, SecretsFields):
+class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, SecretsFields, GepaSearchFields,
+                    GepaTrackingFields):
     """Everything one ``prime gepa run`` needs, already resolved. The model, rollout-bound, concurrency and
-    environment fields are the shared vocabulary (:mod:`evalkit.vocabulary`); the teacher inherits the task
+    environment fields are the shared vocabulary (:mod:`evalkit.vocabulary`), the search and stopping knobs
+    :class:`GepaSearchFields`, the tracking tables :class:`GepaTrackingFields`; the teacher inherits the task
     model's ``-b``/``-k``/retries/timeout/device (see :meth:`teacher_spec`)."""
 
     envs: list[EnvSpec] = Field(min_length=1)
@@ -127,7 +131,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
 
 
 SECTION_KEYS = frozenset({"max_calls", "num_train", "num_val", "minibatch_size", "max_concurrent", "seed", "perfect_score",
-                          "stop_at_score", "state_columns", "rollout_timeout", "score_timeout", "max_message_chars"})
+                          "stop_at_score", "state_columns", "rollout_timeout", "score_timeout", "max_message_chars",
+                          *GepaSearchFields.model_fields})
 """The ``[gepa]`` table's keys: budget, data sizes, search settings and rollout bounds."""
 TOP_KEYS = frozenset({*ModelFields.model_fields, "reflection_model", "env_dir_path", "run_dir", "extra_env_kwargs"})
 """The file's top-level keys besides its tables: the model fields, the teacher and where things are."""
@@ -137,7 +142,9 @@ PATH_KEYS = ("endpoints_path", "env_dir_path", "run_dir")
 GepaSection = all_optional("GepaSection", GepaJobConfig, only=SECTION_KEYS)
 
 
-class _GepaTomlBase(BaseModel):
+class _GepaTomlBase(GepaTrackingFields):
+    """The file's tables: ``[[env]]``, ``[gepa]``, sampling, and (inherited) ``[wandb]``/``[mlflow]``."""
+
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     api_base_url: str | None = None
@@ -185,9 +192,12 @@ def toml_to_job_fields(parsed: GepaToml, base_dir: Path) -> dict[str, Any]:
             value = str(path if path.is_absolute() else base_dir / path)
         if value is not None:
             fields[key] = value
-    for key, value in parsed.gepa.model_dump().items():
+    for key, value in parsed.gepa.model_dump(exclude_unset=True).items():
         if value is not None:
             fields[key] = value
+    for table in ("wandb", "mlflow"):
+        if getattr(parsed, table) is not None:
+            fields[table] = getattr(parsed, table).model_dump(exclude_unset=True)
     if parsed.sampling:
         fields["sampling"] = dict(parsed.sampling)
     if parsed.reflection_sampling:

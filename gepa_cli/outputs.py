@@ -21,6 +21,7 @@ from evalkit.core.fileio import write_bytes_atomic, write_text_atomic
 from evalkit.core.runs import PARETO_FRONTIER, RESULTS, SYSTEM_PROMPT
 from evalkit.core.untrusted import row_line, utf8
 from gepa_cli.adapter import COMPONENT
+from gepa_cli.components import write_component_files
 
 STATE_SUBDIR = "state"
 """The library's own run dir (``gepa_state.bin``, its logs) inside ours, kept apart from our files."""
@@ -86,6 +87,9 @@ def candidate_rows(state: Any, discovered_at: dict[int, int]) -> list[dict[str, 
             "discovery_metric_calls": by_discovery[idx] if idx < len(by_discovery) else None,
             "discovered_at_calls": discovered_at.get(idx),
         }
+        others = {name: text for name, text in candidate.items() if name != COMPONENT}
+        if others:  # primekit's, beside verifiers' fields: the other optimized components (tools)
+            info["components"] = others
         rows.append({"example_id": idx, "reward": score, "score": score, "info": info})
     return rows
 
@@ -115,4 +119,5 @@ def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, in
     write_bytes_atomic(run_dir / PARETO_FRONTIER, b"".join(row_line(row)[0] for row in frontier_rows(state)))
     best = best_index(state)
     write_text_atomic(run_dir / SYSTEM_PROMPT, rows[best]["info"]["system_prompt"])
+    write_component_files(run_dir, state.program_candidates[best])
     return best, rows

@@ -24,7 +24,13 @@ def budget_plan(config: GepaJobConfig, val: list[Example], run_dir: Path, resumi
     """The plan for this run; a resumed run counts what it spent and whether its seed was validated."""
     used = saved_usage(run_dir / BUDGET)[0] if resuming else 0
     seed_done = resuming and (run_dir / "state" / "gepa_state.bin").is_file()
-    return BudgetPlan(config.max_calls, len(val), config.minibatch_size, used, seed_done)
+    from gepa_cli.search import val_cost
+
+    proposals = config.proposals_per_iteration
+    return BudgetPlan(config.max_calls, len(val), config.minibatch_size, used, seed_done,
+                      accept=val_cost(config, len(val)), proposals=proposals,
+                      accepts=1 if config.proposal_selection == "best" else proposals,
+                      merges=config.max_merge_invocations if config.use_merge else 0)
 
 
 def dry_run_lines(config: GepaJobConfig, envs: list[Any], train: list[Example], val: list[Example],
@@ -40,9 +46,24 @@ def dry_run_lines(config: GepaJobConfig, envs: list[Any], train: list[Example], 
     lines.append(f"  reflection model: {_describe(config.teacher_spec())}")
     lines.append(f"  minibatch {config.minibatch_size}, perfect score {config.perfect_score}, "
                  f"stop at score {config.stop_at_score}, seed {config.seed}")
+    lines.append(f"  search: {search_line(config)}")
     lines.append(f"  {plan.line()}")
     lines.append(f"  run dir: {run_dir}")
     return lines
+
+
+def search_line(config: GepaJobConfig) -> str:
+    """The search settings that differ from gepa's defaults (``defaults`` when none does)."""
+    from gepa_cli.search_options import GepaSearchFields
+
+    changed = [f"{name}={_short(getattr(config, name))}" for name, field in GepaSearchFields.model_fields.items()
+               if getattr(config, name) != field.get_default(call_default_factory=True)]
+    return ", ".join(changed) or "gepa's defaults"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _describe(spec: ClientSpec) -> str:

@@ -73,7 +73,10 @@ class ReflectionLM:
         on_request: Callable[[], None] | None = None,
         log: Callable[[str], None] | None = None,
         open_block_first: bool = False,
+        on_usage: Callable[[Any], None] | None = None,
     ):
+        self.on_usage = on_usage
+        """Gets each reply's token usage (the reflection cost stopper's input)."""
         self.client = client
         self.loop = loop
         self.sampling = sampling
@@ -82,7 +85,9 @@ class ReflectionLM:
         self.log = log or (lambda _msg: None)
         self.open_block_first = open_block_first
 
-    def propose(self, prompt: str) -> tuple[str, str]:
+    def propose(self, prompt: str, check: Callable[[str], str | None] | None = None) -> tuple[str, str]:
+        """The new text from the teacher's fenced block; ``check`` (what is wrong with a text, or None)
+        rejects a block the way a reply without one is rejected: the teacher is asked again."""
         problem = "no attempt made"
         opened = self.open_block_first
         for attempt in range(self.attempts):
@@ -99,6 +104,8 @@ class ReflectionLM:
             except ModelCallError as exc:
                 problem = f"request failed: {exc}"
             else:
+                if self.on_usage is not None:
+                    self.on_usage(completion.usage)
                 text = (completion.text or "").strip()
                 block = extract(text, finished=completion.finish_reason != "length") if text else None
                 if not text:
@@ -106,6 +113,8 @@ class ReflectionLM:
                 elif block is None:
                     cut = " (cut off by max_tokens)" if completion.finish_reason == "length" else ""
                     problem = f"reply has no ``` fenced block with the new prompt{cut}: {text[:120]!r}"
+                elif check is not None and (wrong := check(block)) is not None:
+                    problem = f"the proposed text is not usable: {wrong}"
                 else:
                     if opened and completion.finish_reason == "length" and "```" not in text:
                         self.log(f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens ({len(block)} chars)")
@@ -127,8 +136,13 @@ class Proposer:
     failed, later calls (the library retries a proposal) re-raise at once without asking again.
     """
 
-    def __init__(self, reflection: ReflectionLM):
+    def __init__(self, reflection: ReflectionLM, template: str | None = None,
+                 checks: Mapping[str, Callable[[str], str | None]] | None = None):
         self.reflection = reflection
+        self.checks = dict(checks or {})
+        """Per component, what a proposed text must satisfy (:func:`gepa_cli.components.check_text`)."""
+        self.template = template
+        """gepa's instruction-proposal template to render instead of its default (``reflection_prompt_template``)."""
         self.fatal: BaseException | None = None
 
     def __call__(
@@ -142,12 +156,13 @@ class Proposer:
         new_texts: dict[str, str] = {}
         for name in components_to_update:
             prompt = InstructionProposalSignature.prompt_renderer(
-                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name])}
+                {"current_instruction_doc": candidate[name], "dataset_with_feedback": list(reflective_dataset[name]),
+                 "prompt_template": self.template}
             )
             if not isinstance(prompt, str):  # only image records render to a message list; ours are text
                 raise TypeError("reflection prompt rendered to a message list; records must be text")
             try:
-                new_texts[name], _raw = self.reflection.propose(prompt)
+                new_texts[name], _raw = self.reflection.propose(prompt, self.checks.get(name))
             except Exception as exc:
                 self.fatal = exc
                 raise

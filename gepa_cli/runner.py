@@ -29,8 +29,12 @@ from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.core.runs import detect_kind
 from evalkit.core.types import SamplingArgs
 from gepa_cli import outputs
-from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
+from gepa_cli.adapter import SystemPromptAdapter
+from gepa_cli.components import FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
+from gepa_cli.tracking import check_installed, tracking_kwargs
+from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
+                               price_of)
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import build_examples
 from evalkit.core.aio import LoopThread
@@ -58,19 +62,25 @@ class GepaOutcome:
 
 
 class _StateTracker:
-    """Keeps the newest in-memory state and rewrites the candidate files after every iteration."""
+    """Keeps the newest in-memory state and rewrites the candidate files after every iteration that added a
+    candidate (their content depends only on the candidates; an iteration whose proposal was rejected
+    would rewrite the same bytes, each write a file sync)."""
 
     def __init__(self, run_dir: Path, adapter: SystemPromptAdapter):
         self.run_dir = run_dir
         self.state: Any = None
         self.adapter = adapter
+        self.written = 0
+        """How many candidates the files on disk hold."""
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+        if len(self.state.program_candidates) != self.written:
+            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+            self.written = len(self.state.program_candidates)
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
@@ -182,6 +192,10 @@ def run_gepa(
         resume = runs.resolve_run(run_dirs(config), runs.ResumeRequest.parse(resume))
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
+    check_installed(config)
+    seed_candidate(envs, config.components)  # a component the environments lack is refused before anything is written
+    if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
+        price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
         for line in dry_run_lines(config, envs, train, val, run_dir, plan):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -237,18 +251,30 @@ class _Job:
         self.tracker: _StateTracker | None = None
         self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
+        self.cost = self._reflection_cost()
+        self.seed = seed_candidate(envs, config.components)
+
+    def _reflection_cost(self) -> ReflectionCost | None:
+        """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""
+        config = self.config
+        if config.max_reflection_cost is None:
+            return None
+        price = price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
+        return ReflectionCost(price, total_cost=float(self.previous.get("reflection_cost_usd") or 0.0))
 
     def optimize(self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool) -> str:
         """Run the library's loop under our stoppers; returns why it stopped."""
         import gepa
 
+        from gepa_cli.search import TrainLoader, gepa_search_kwargs
+
         config = self.config
         task, teacher = self._open(clients)
         saved_state = self._saved_state()
-        proposer = Proposer(self._reflection(teacher))
-        target = StopAtScoreStopper(config.stop_at_score) if config.stop_at_score is not None else None
-        budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
-        stoppers = [FatalStopper(proposer), *([target] if target else []), budget_stop]
+        checks = {name: check for name in self.seed if (check := check_text(name, self.seed)) is not None}
+        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks)
+        record = StopRecord()
+        stoppers = [FatalStopper(proposer), *self._stoppers(record, len(val))]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -261,8 +287,8 @@ class _Job:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate={COMPONENT: _seed_prompt(self.envs)},
-                    trainset=train,
+                    seed_candidate=self.seed,
+                    trainset=TrainLoader(train),
                     valset=val,
                     adapter=adapter,
                     custom_candidate_proposer=proposer,
@@ -276,14 +302,37 @@ class _Job:
                     track_best_outputs=False,
                     seed=config.seed,
                     raise_on_exception=True,
+                    **gepa_search_kwargs(config, config.seed),
+                    **tracking_kwargs(config, self.run_dir.name, tracked_config(config)),
                 )
             except BudgetExceeded as exc:  # a safety net: the stopper should always stop first
                 self.logger.log(f"evaluation refused: {exc}")
         if proposer.fatal is not None:
             raise proposer.fatal
-        if target is not None and target.reached:
-            return "stop_at_score"
-        return "budget_exhausted" if budget_stop(None) else "stopped"
+        return record.reason or "stopped"
+
+    def _stoppers(self, record: StopRecord, num_val: int) -> list[Named]:
+        """Every stopper but the fatal one, each named in ``record`` when it ends the run."""
+        from gepa_cli.search import val_cost
+
+        config = self.config
+        stoppers = []
+        if config.stop_at_score is not None:
+            stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
+        proposals = config.proposals_per_iteration
+        stoppers.append(Named("budget_exhausted", BudgetStopper(
+            self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+            accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge), record))
+        stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
+        if self.resuming:
+            clear_stop_files(stop_files, self.logger.log)
+        return [*stoppers, *optional_stoppers(config, record, stop_files=stop_files, elapsed_s=self.earlier_s,
+                                              cost=self.cost)]
+
+    @property
+    def earlier_s(self) -> float:
+        """The time the invocations before this one (of a resumed run) took."""
+        return float(self.previous.get("duration_s") or 0.0)
 
     def _open(self, clients: tuple[ModelClient, ModelClient] | None) -> tuple[ModelClient, ModelClient]:
         """The task and teacher clients (opened here unless given), each preflighted once."""
@@ -297,8 +346,9 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs)}:
-            raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
+        if saved_state is not None and saved_state.program_candidates[0] != self.seed:
+            raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
+                            "started; start a new run")
         return saved_state
 
     def _reflection(self, teacher: ModelClient) -> ReflectionLM:
@@ -311,6 +361,7 @@ class _Job:
             on_request=self.budget.count_reflection_call,
             log=self.logger.log,
             open_block_first=is_embedded(config.teacher_spec()),
+            on_usage=self.cost.add if self.cost is not None else None,
         )
 
     def _adapter(self, task: ModelClient, on_rollouts: Any, saved_state: Any) -> SystemPromptAdapter:
@@ -354,6 +405,10 @@ class _Job:
             }
         metadata = self._metadata(status)
         metadata.update(self.summary, duration_s=self.duration_s, **self._error_counts())
+        if self.cost is not None:
+            metadata["reflection_cost_usd"] = round(self.cost.total_cost, 6)
+        if status not in ("running", "failed"):
+            metadata["stopped_by"] = status
         metadata["completed_at"] = datetime.now().isoformat()
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
@@ -392,14 +447,6 @@ class _Job:
 
     def _metadata(self, status: str) -> dict[str, Any]:
         return _metadata(self.config, self.run_dir, self.budget, status=status, previous=self.previous)
-
-
-def _seed_prompt(envs: list[Environment]) -> str:
-    """The first environment's own system prompt (several envs share one prompt; the first names it)."""
-    for env in envs:
-        if env.system_prompt:
-            return env.system_prompt
-    return ""
 
 
 def _load_state(state_dir: Path) -> Any:
@@ -478,6 +525,13 @@ def _anchor_run_config(config: GepaJobConfig) -> dict[str, Any]:
     }
 
 
+def tracked_config(config: GepaJobConfig) -> dict[str, Any]:
+    """What the tracker is told about the run: verifiers' run summary and the search settings (no URL, no key name)."""
+    from gepa_cli.search_options import search_field_names
+
+    return {**_anchor_run_config(config), **{name: getattr(config, name) for name in search_field_names()}}
+
+
 def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
     """The exact ``prime eval run`` that checks the optimized prompt on the first environment."""
     parts = ["prime", "eval", "run", config.envs[0].id, "-m", config.model]
@@ -496,4 +550,6 @@ def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
     if config.sampling:
         parts += ["-S", json.dumps(config.sampling)]
     parts += ["--system-prompt-file", str(run_dir / runs.SYSTEM_PROMPT)]
+    if TOOLS in config.components:
+        parts += ["--tools-file", str(run_dir / FILES[TOOLS])]
     return shlex.join(parts)

@@ -151,7 +151,7 @@ GEPA_METADATA: Schema = {
     "best_score": NUMBER_OR_NULL, "best_val_score": NUMBER_OR_NULL, "seed_val_score": NUMBER_OR_NULL,
     "num_candidates": WHOLE_OR_NULL, "num_reflection_calls": WHOLE_OR_NULL, "status": TEXT_OR_NULL,
     "num_rollout_errors": WHOLE_OR_NULL, "rollout_errors_by_kind": Field(_wholes_object, "an object of whole numbers"),
-    "started_at": TEXT_OR_NULL,
+    "started_at": TEXT_OR_NULL, "reflection_cost_usd": NUMBER_OR_NULL, "stopped_by": TEXT_OR_NULL,
 }
 BUDGET: Schema = {"max_calls": WHOLE_OR_NULL, "used": WHOLE, "reflection_calls": WHOLE}
 """GEPA's ``budget.json``: the rollouts a run has spent (what ``--resume`` must not lose)."""
@@ -262,6 +262,11 @@ def read_object(path: Path, schema: Schema | None = None) -> dict[str, Any]:
     if row is None:
         warn(f"{path}: {why}; ignored")
         return {}
+    return checked_object(row, schema, path)
+
+
+def checked_object(row: dict[str, Any], schema: Schema | None, path: Path) -> dict[str, Any]:
+    """``row`` (read from ``path``) with the fields failing ``schema`` left out, with one warning naming them."""
     dropped = []
     for name, field in (schema or {}).items():
         found, value = _lookup(row, name)

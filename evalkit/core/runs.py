@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.core.errors import UserError
-from evalkit.core.readback import EVAL_METADATA, GEPA_METADATA, read_object
+from evalkit.core.readback import EVAL_METADATA, GEPA_METADATA, checked_object, read_object
 
 try:
     import fcntl
@@ -206,8 +206,9 @@ def read_metadata(run_dir: str | Path) -> dict[str, Any] | None:
     path = Path(run_dir) / METADATA
     if not path.is_file():
         return None
-    schema = GEPA_METADATA if detect_kind(Path(run_dir)) == "gepa" else EVAL_METADATA
-    return read_object(path, schema) or None
+    data = read_object(path)
+    gepa = "gepa" in (data.get("kind"), data.get("eval_kind")) or (Path(run_dir) / PARETO_FRONTIER).is_file()
+    return checked_object(data, GEPA_METADATA if gepa else EVAL_METADATA, path) or None
 
 
 def has_metadata(run_dir: Path) -> bool:

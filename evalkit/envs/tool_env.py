@@ -15,6 +15,7 @@ from typing import Any
 
 from evalkit.core.aio import call_user_code
 from evalkit.envs.multiturn import ENV_POOL, MultiTurnEnv
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe
 from evalkit.envs.tools import tool_schema
 from evalkit.core.types import Message
 
@@ -26,7 +27,8 @@ class ToolEnv(MultiTurnEnv):
         self.tool_schemas = [tool_schema(tool) for tool in (tools or [])]
 
     def tools_for(self, state: dict[str, Any]) -> list[dict[str, Any]] | None:
-        return self.tool_schemas or None
+        override = TOOL_DESCRIPTIONS.get()  # a GEPA candidate's descriptions, for the rollouts it started
+        return (describe(self.tool_schemas, override) if override else self.tool_schemas) or None
 
     def is_completed(self, messages: list[Message], state: dict[str, Any]) -> bool | str:
         last = messages[-1]

@@ -61,6 +61,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     """Sampling args (max_tokens, temperature, top_p, ...; other keys pass through to the server)."""
     system_prompt: str | None = None
     """Replaces the environment's system prompt (e.g. a GEPA result)."""
+    tool_descriptions: dict[str, str] | None = None
+    """Replaces the named tools' descriptions of a native tool environment (``--tools-file``, e.g. a GEPA ``tools.json``)."""
     shuffle: bool = False
     """Shuffle the eval split before taking ``num_examples``."""
     seed: int = 0

@@ -88,6 +88,10 @@ def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
 
         env = load_environment(config.env_id, config.env_args, environments_dir=config.env_dir_path)
         apply_extra_env_kwargs(env, config.extra_env_kwargs, config.env_id)
+    if config.tool_descriptions is not None:
+        from evalkit.envs.tool_descriptions import apply_descriptions
+
+        apply_descriptions(env, config.tool_descriptions, "--tools-file")
     if env.pass_threshold is not None and "pass_threshold" not in config.model_fields_set:
         config = config.model_copy(update={"pass_threshold": env.pass_threshold})  # verifiers' own, unless set
     if config.independent_scoring:

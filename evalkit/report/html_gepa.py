@@ -6,6 +6,7 @@ from typing import Any
 
 from evalkit.report import plots
 from evalkit.report.gepa_data import GepaRun, header
+from evalkit.report.lineage import ended_by, lineage_svg
 
 
 def gepa_context(runs: list[GepaRun]) -> dict[str, Any]:
@@ -41,6 +42,8 @@ def _run_context(run: GepaRun) -> dict[str, Any]:
             for c in run.candidates
         ],
         "frontier": run.frontier,
+        "lineage": lineage_svg(run),
+        "ended_by": ended_by(run),
         "heatmap": _heatmap(run),
         "diff": [{"text": line, "cls": _diff_class(line)} for line in run.diff_lines()],
         "best_prompt": best.prompt if best else None,

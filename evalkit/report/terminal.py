@@ -13,6 +13,7 @@ from rich.text import Text
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
+from evalkit.report.lineage import tree_lines
 from evalkit.report.rl_data import RLRun
 from evalkit.report.rl_data import header as rl_header
 from evalkit.report.sweep_data import SweepRun
@@ -43,6 +44,9 @@ def render_gepa(run: GepaRun, console: Console) -> None:
         table.add_row(f"{c.idx}{' ★' if c.is_best else ''}", "n/a" if c.score is None else f"{c.score:.3f}",
                       "" if c.discovered_at_calls is None else str(c.discovered_at_calls), ", ".join(map(str, c.parents)), first)
     console.print(table)
+    console.print(Text("Lineage", style="bold"))
+    for line in tree_lines(run):
+        console.print(line, markup=False, highlight=False)
     if run.frontier:
         mean = sum(row.best_score for row in run.frontier) / len(run.frontier)
         console.print(f"pareto frontier: {len(run.frontier)} validation examples, mean of best scores {mean:.3f}")

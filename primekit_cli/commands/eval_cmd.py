@@ -74,6 +74,7 @@ def run(
     env_dir_path: options.EnvDirPath = None,
     system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
     system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
+    tools_file: Path = typer.Option(None, "--tools-file", help="Replace the tools' descriptions with a JSON object {name: description} (e.g. a GEPA run's tools.json)."),
     shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
     shuffle_seed: int = typer.Option(None, "--shuffle-seed", "--seed", help="Seed for --shuffle. [default: 0]"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go (under evals/). [default: environments/ENV/outputs for a local environment, else ./outputs]"),
@@ -117,6 +118,10 @@ def run(
         state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
+    if tools_file is not None:
+        from evalkit.envs.tool_descriptions import read_tools_file
+
+        overrides["tool_descriptions"] = read_tools_file(tools_file)
     configs = _configs(env_or_config, overrides)
     _load_secrets(configs, env_file)
     console = Console(highlight=False)

@@ -20,6 +20,9 @@ from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command,
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
+from primekit_cli.field_flags import field_flags
+from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
+from gepa_cli.tracking import TrackingShortcuts
 
 RESUME_FLAGS = ("--resume",)
 ENV_DIR_PATH = options.env_dir_path_option("-p")
@@ -42,6 +45,8 @@ EXAMPLES = """
 * `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
   (a teacher from another provider; key in $ANTHROPIC_API_KEY)
 
+* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; `--list-components` shows them)
+
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
@@ -61,6 +66,8 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
              context_settings={"help_option_names": ["-h", "--help"]},
              cls=compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
 @user_errors
+@field_flags(TrackingShortcuts, into="tracking_flags", panel="Tracking")
+@field_flags(GepaSearchFields, into="search_flags")
 def run(
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
@@ -95,6 +102,7 @@ def run(
     run_dir: str = typer.Option(
         None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
     ),
+    list_components: bool = typer.Option(False, "--list-components", help="Print the components the environment offers to --components (with their seed text) and exit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
     resume: str = typer.Option(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
@@ -102,6 +110,8 @@ def run(
     ),
     env_file: options.EnvFile = None,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
+    search_flags: dict[str, Any] | None = None,
+    tracking_flags: dict[str, Any] | None = None,
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
 
@@ -125,14 +135,26 @@ def run(
         sampling=parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None,
         seed=seed, run_dir=run_dir, env_dir_path=env_dir_path,
     )
+    given = {**given, **(search_flags or {}), **TrackingShortcuts(**(tracking_flags or {})).tables()}
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
     config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
     load_env_files(config.env_file, apply=not dry_run)
+    if list_components:
+        return _list_components(config)
     console = Console(stderr=True)
     outcome = run_gepa(config, resume=resolved, console=console, verbose=verbose, dry_run=dry_run)
     if outcome is not None:
         _print_summary(outcome, config)
+
+
+def _list_components(config: Any) -> None:
+    """``--list-components``: what the environments offer to ``--components``, with the seed texts."""
+    from gepa_cli.components import listing
+    from gepa_cli.runner import load_envs
+
+    for line in listing(load_envs(config)):
+        typer.echo(line)
 
 
 def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_files: list[str],
@@ -146,7 +168,8 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
 
     def laid_over(base: dict[str, Any]) -> dict[str, Any]:
         files = list(dict.fromkeys([*base.get("env_file", []), *env_files]))
-        return {**base, **given, **({"env_file": files} if files else {})}
+        tables = {t: {**(base.get(t) or {}), **given[t]} for t in ("wandb", "mlflow") if t in given}
+        return {**base, **given, **tables, **({"env_file": files} if files else {})}
 
     config = None
     if request.run_dir is None:  # the config says where this env+model's runs are
@@ -177,7 +200,7 @@ def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwar
     return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]}, "command line"
 
 
-RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling")
+RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling", *SEARCH_RESUME_FIXED)
 """What a resumed run must keep: changing it would mix incomparable scores in one frontier."""
 
 

@@ -129,12 +129,14 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     assert "resuming" in output
     assert json.loads((runs[0] / "metadata.json").read_text())["total_metric_calls"] == meta["total_metric_calls"]
     reads = []
-    read_text = Path.read_text
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or read_text(self, *a, **k))
+    from evalkit.core import runs as run_dirs
+
+    read_metadata = run_dirs.read_metadata
+    monkeypatch.setattr(run_dirs, "read_metadata", lambda path: reads.append(Path(path)) or read_metadata(path))
     code, output = invoke("--resume", str(runs[0]))
     assert code == 0, output
-    assert reads.count("metadata.json") == 1  # resolving the run reads it; the CLI and the job reuse that
-    monkeypatch.setattr(Path, "read_text", read_text)
+    assert reads == [runs[0]]  # resolving the run reads its metadata; the CLI and the job reuse that
+    monkeypatch.setattr(run_dirs, "read_metadata", read_metadata)
     code, output = invoke("arithmetic", "--resume", str(tmp_path / "nope"))
     assert code == 2 and "not a GEPA run directory" in output
     code, output = invoke("arithmetic", "-o", str(runs[0]))

@@ -45,13 +45,18 @@ def _used(run_dir: Path) -> int:
         return 0
 
 
+def spawn_child(tmp_path: Path, source: str) -> subprocess.Popen:
+    """Start ``source`` (with ``{tests}``, ``{here}`` and ``{tmp}`` filled in) as a child Python process; keep its PID."""
+    script = tmp_path / "child.py"
+    script.write_text(source.format(tests=str(TESTS), here=str(Path(__file__).parent), tmp=str(tmp_path)))
+    return subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd())
+
+
 def test_kill_and_resume_stays_within_budget(tmp_path):
     from test_gepa_job import config, make_env, task_model
 
     run_dir = tmp_path / "run"
-    script = tmp_path / "child.py"
-    script.write_text(CHILD.format(tests=str(TESTS), here=str(Path(__file__).parent), tmp=str(tmp_path)))
-    child = subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd())
+    child = spawn_child(tmp_path, CHILD)
     try:
         deadline = time.monotonic() + 60
         # past the seed pass (6) and into the second iteration's minibatches

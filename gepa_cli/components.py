@@ -1,0 +1,100 @@
+"""What a GEPA candidate is made of: the system prompt and, for native tool environments, the tools' descriptions.
+
+``components`` (``--components system_prompt,tools``) picks them; ``--list-components`` shows what an
+environment offers, with the seed text of each. A candidate is gepa's ``{name: text}`` dict:
+
+* ``system_prompt``: the shared system prompt (always optimized: the run's output schema, verifiers',
+  is built around it), written to ``system_prompt.txt``;
+* ``tools``: a JSON object ``{"tool name": "description"}`` over the tools of every environment of the
+  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv`, written to ``tools.json``, which
+  ``prime eval run --tools-file`` applies. A proposal for it must stay such an object naming the same
+  tools (:func:`check_text`); the teacher is asked again otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evalkit.envs.tool_descriptions import descriptions_of
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_text_atomic
+from gepa_cli.adapter import COMPONENT, TOOLS
+
+FILES = {TOOLS: "tools.json"}
+"""The file each component other than the system prompt is written to, beside ``system_prompt.txt``."""
+KNOWN = (COMPONENT, TOOLS)
+
+
+def seed_prompt(envs: list[Any]) -> str:
+    """The first environment's own system prompt (several envs share one prompt; the first names it)."""
+    for env in envs:
+        if env.system_prompt:
+            return env.system_prompt
+    return ""
+
+
+def tool_descriptions(envs: list[Any]) -> dict[str, str]:
+    """Every native tool of the run's environments, by name (the first environment to name a tool describes it)."""
+    found: dict[str, str] = {}
+    for env in envs:
+        for name, text in descriptions_of(env).items():
+            found.setdefault(name, text)
+    return found
+
+
+def available(envs: list[Any]) -> dict[str, str]:
+    """The components these environments offer, with their seed text."""
+    found = {COMPONENT: seed_prompt(envs)}
+    tools = tool_descriptions(envs)
+    if tools:
+        found[TOOLS] = json.dumps(tools, indent=2, ensure_ascii=False)
+    return found
+
+
+def seed_candidate(envs: list[Any], names: list[str]) -> dict[str, str]:
+    """The seed candidate of the chosen components; UserError naming what the environments offer."""
+    offered = available(envs)
+    missing = [name for name in names if name not in offered]
+    if missing:
+        raise UserError(f"--components: the environment has no {', '.join(missing)} component "
+                        f"(it offers: {', '.join(offered)}; see --list-components)")
+    return {name: offered[name] for name in names}
+
+
+def check_text(name: str, seed: dict[str, str]) -> Callable[[str], str | None] | None:
+    """For a component whose text has a shape, a check a proposal must pass (None: any text will do)."""
+    if name != TOOLS:
+        return None
+    known = set(json.loads(seed[TOOLS]))
+
+    def check(text: str) -> str | None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return f"not a JSON object ({exc.msg})"
+        if not isinstance(data, dict) or set(data) != known:
+            return f"must be a JSON object with exactly the keys {sorted(known)}"
+        if any(not isinstance(v, str) or not v.strip() for v in data.values()):
+            return "every description must be non-empty text"
+        return None
+
+    return check
+
+
+def write_component_files(run_dir: Path, candidate: dict[str, str]) -> None:
+    """One file per component other than the system prompt (``tools.json``), from ``candidate``."""
+    for name, file in FILES.items():
+        if name in candidate:
+            write_text_atomic(run_dir / file, json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n")
+
+
+def listing(envs: list[Any]) -> list[str]:
+    """``--list-components``: one line per component and its seed text, indented."""
+    lines = []
+    for name, text in available(envs).items():
+        lines.append(f"{name}:")
+        lines.extend(f"    {line}" for line in (text or "(empty)").splitlines())
+    return lines

@@ -1,0 +1,116 @@
+"""The run's stoppers, built from gepa's own (``gepa.utils``) where it has them, each with a name.
+
+gepa combines the stoppers it is given with ``any`` and reports only that it stopped. Wrapped in
+:class:`Named`, the first stopper that fires records its name in a :class:`StopRecord`, which becomes the
+run's ``status`` (``metadata.json``, the end summary): ``budget_exhausted``, ``stop_at_score``,
+``no_improvement``, ``timeout``, ``reflection_cost``, ``stop_file``. Ctrl-C and SIGTERM stay what they
+were (``interrupted``: the running evaluation is abandoned at once, everything written).
+
+Each stopper resumes: the time a resumed run may take counts the earlier invocations' time; the
+reflection cost is carried in ``metadata.json``; a stop file found at a resume is removed (it was
+meant for the run it stopped); the no-improvement count starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.core.errors import UserError
+
+STOP_FILE = "gepa.stop"
+"""``touch RUN_DIR/gepa.stop`` ends a run after its current proposal (gepa's own stop-file name)."""
+
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "gpt-4.1-nano": (0.1, 0.4),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "o4-mini": (1.1, 4.4),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-opus-4-1": (15.0, 75.0),
+}
+"""USD per million (input, output) tokens, list prices; a model is looked up by its full name, then by
+the part after its last ``/`` (``litellm/anthropic/claude-sonnet-4-5``). ``reflection_prices`` adds to it."""
+
+
+def price_of(model: str, extra: dict[str, tuple[float, float]], free: bool) -> tuple[float, float]:
+    """The teacher's (input, output) price; ``free`` (an in-process model) costs nothing.
+
+    An unpriced teacher is a UserError: a cost cap that silently never fires would be worse than none.
+    """
+    if free:
+        return 0.0, 0.0
+    table = {**PRICES, **extra}
+    for name in (model, model.rsplit("/", 1)[-1]):
+        if name in table:
+            return table[name]
+    raise UserError(f"max_reflection_cost: no price for teacher '{model}'; add it as "
+                    f"reflection_prices = {{ \"{model}\" = [INPUT_USD_PER_M, OUTPUT_USD_PER_M] }} in [gepa] "
+                    "(or --reflection-prices JSON)")
+
+
+@dataclass
+class ReflectionCost:
+    """The teacher's spend so far, from the token counts its completions report (gepa reads ``total_cost``)."""
+
+    price: tuple[float, float]
+    total_cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usage: Any) -> None:
+        tokens_in = int(getattr(usage, "input_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "output_tokens", 0) or 0)
+        self.input_tokens += tokens_in
+        self.output_tokens += tokens_out
+        self.total_cost += (tokens_in * self.price[0] + tokens_out * self.price[1]) / 1e6
+
+
+@dataclass
+class StopRecord:
+    """Which named stopper fired first (None: none did, or the run has not stopped)."""
+
+    reason: str | None = None
+
+
+@dataclass
+class Named:
+    """A stopper that writes its name to ``record`` the first time any stopper fires through it."""
+
+    name: str
+    inner: Callable[[Any], bool]
+    record: StopRecord = field(default_factory=StopRecord)
+
+    def __call__(self, gepa_state: Any) -> bool:
+        fired = bool(self.inner(gepa_state))
+        if fired and self.record.reason is None:
+            self.record.reason = self.name
+        return fired
+
+
+def clear_stop_files(paths: list[Path], log: Callable[[str], None]) -> None:
+    """At a resume: remove stop files left by the stop they caused."""
+    for path in paths:
+        if path.exists():
+            path.unlink()
+            log(f"removed {path} (it stopped the earlier run)")
+
+
+def optional_stoppers(config: Any, record: StopRecord, *, stop_files: list[Path], elapsed_s: float,
+                      cost: ReflectionCost | None) -> list[Named]:
+    """The stoppers the search fields ask for, plus the stop files (always watched), as gepa objects."""
+    from gepa.utils import FileStopper, MaxReflectionCostStopper, NoImprovementStopper, TimeoutStopCondition
+
+    stoppers = [Named("stop_file", FileStopper(str(path)), record) for path in stop_files]
+    if config.no_improvement_stop is not None:
+        stoppers.append(Named("no_improvement", NoImprovementStopper(config.no_improvement_stop), record))
+    if config.max_time is not None:
+        stoppers.append(Named("timeout", TimeoutStopCondition(max(0.0, config.max_time - elapsed_s)), record))
+    if config.max_reflection_cost is not None and cost is not None:
+        stoppers.append(Named("reflection_cost", MaxReflectionCostStopper(config.max_reflection_cost, cost), record))
+    return stoppers
