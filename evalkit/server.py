@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalkit.model.chat_format import parse_tool_calls
 from evalkit.model.registry import ALIASES
+from evalkit.request_body import check_text, parse_body
 from evalkit.server_stream import EngineStream, token_logprobs, until_disconnected
 from evalkit.types import SamplingArgs, Usage
 from evalkit.wire import (SSE_MEDIA_TYPE, ChatRequest, WireError, assistant_message, error_body, parse_request,
@@ -152,9 +152,9 @@ def _bearer_check(api_key: str) -> Any:
 def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
     """The request, parsed and checked: its shape (:func:`evalkit.wire.parse_request`) and the model it names."""
     try:
-        chat = parse_request(json.loads(body or b"{}"), max_choices=MAX_CHOICES)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        parsed = parse_body(body)
+        check_text(parsed)
+        chat = parse_request(parsed, max_choices=MAX_CHOICES)
     except WireError as exc:
         raise BadRequest(str(exc), exc.param) from None
     if chat.model is not None and chat.model not in accepted:

@@ -32,7 +32,7 @@ from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
 from evalkit.model.loading import dtype_name, load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
-from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, sampling_params
+from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
 from evalkit.model.threads import ThreadTuner
 from evalkit.types import Message, SamplingArgs
 
@@ -227,7 +227,7 @@ class Engine:
         prompt = [int(t) for t in prompt_ids]
         if isinstance(sampling, SamplingParams):
             params = sampling
-            sampling_params(SamplingArgs(max_tokens=params.max_tokens), len(prompt), self.context_length)
+            check_params(params, len(prompt), self.context_length)
         else:
             params = sampling_params(sampling, len(prompt), self.context_length)
         if any(t < 0 or t >= self.vocab_size for t in prompt):

@@ -286,8 +286,7 @@ class Finisher:
         if not params.ignore_eos and token in self.stop_token_ids:
             return "stop"
         if params.stop:
-            window = max(len(s) for s in params.stop) + 4
-            tail = self.tokenizer.decode(sequence.token_ids[-window:], skip_special_tokens=True)
+            tail = self.tokenizer.decode(sequence.token_ids[-params.stop_window:], skip_special_tokens=True)
             hit = next((s for s in params.stop if s in tail), None)
             if hit is not None:
                 sequence.stop_hit = hit
