@@ -295,8 +295,8 @@ class Engine:
                         raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
                     self.model.load_state_dict(dict(update.state_dict), strict=False)
                 self._forward.load(self.model)
-                if self._scheduler is not None:  # K/V of the old weights must not be reused
-                    self._scheduler.prefixes.clear()
+                if self._scheduler is not None:  # K/V of the old weights must not be reused, nor saved again
+                    self._scheduler.prefixes.new_weights()
             if cuda:  # and ours finish reading it before the trainer may write it again
                 torch.cuda.current_stream(self.device).synchronize()
             self.weights_version += 1
