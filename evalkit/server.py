@@ -21,7 +21,7 @@ goes past the bound is read and dropped, never held), and the JSON parse and
 chat-template rendering run on a worker thread, so ``/health`` and the streams of other clients keep
 being answered while a large prompt is tokenized. :func:`serve_forever` runs the app and
 stops within seconds on the first SIGINT/SIGTERM: the engine is closed at once, so requests in
-flight end (503) instead of holding the shutdown until they finish.
+flight end (503) instead of holding the shutdown until they finish, even during a long prefill.
 """
 
 from __future__ import annotations
@@ -231,7 +231,21 @@ def serve_forever(app: FastAPI, engine: "Engine", host: str, port: int) -> None:
     try:
         _Server(config).run()
     finally:
-        engine.close(timeout=SHUTDOWN_GRACE_S)
+        if not engine.close(timeout=SHUTDOWN_GRACE_S):
+            _exit_now()
+
+
+def _exit_now() -> None:
+    """Leave while the engine's worker is still inside one long step (a prefill of thousands of
+    tokens): its requests have already failed (503) and nothing is left to save, but interpreter
+    teardown under a running torch kernel aborts (exit 134, "terminate called without an active
+    exception"). So flush, say so, and skip the teardown."""
+    import os
+    import sys
+
+    print("stopped (the model was inside a long step; not waiting for it)", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:

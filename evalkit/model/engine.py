@@ -178,6 +178,8 @@ class Engine:
         self._pending: deque[batching.Sequence] = deque()
         self._update: _WeightUpdate | None = None
         self._closed = False
+        self._admitting: list[batching.Sequence] = []
+        """Sequences the worker took from the queue and is prefilling (in neither the queue nor the batch)."""
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -310,15 +312,20 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def close(self, *, wait: bool = True, timeout: float = 30.0) -> None:
-        """Stop the worker; requests still queued or running fail with :class:`EngineError` (at the
-        end of the worker's current step). ``wait`` joins the worker for up to ``timeout`` s.
-        Safe to call from a signal handler with ``wait=False``."""
+    def close(self, *, wait: bool = True, timeout: float = 30.0) -> bool:
+        """Stop the worker; requests still queued, being prefilled or running fail with
+        :class:`EngineError` at once (the worker itself stops at the end of its current step, which a
+        long prefill can make seconds away). ``wait`` joins the worker for up to ``timeout`` s.
+        Safe to call from a signal handler with ``wait=False``. Returns whether the worker has stopped."""
+        scheduler = self._scheduler
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            held = [*self._pending, *self._admitting, *(scheduler.active if scheduler is not None else ())]
+        batching.fail(held, EngineError("the engine was closed"))
         if wait and threading.current_thread() is not self._thread:
             self._thread.join(timeout=timeout)
+        return not self._thread.is_alive()
 
     @property
     def closed(self) -> bool:
@@ -328,7 +335,7 @@ class Engine:
         """``{"requests_running": ..., "requests_waiting": ...}`` right now (approximate: read
         without the worker's lock)."""
         scheduler = self._scheduler
-        running = len(scheduler.active) if scheduler is not None else 0
+        running = (len(scheduler.active) if scheduler is not None else 0) + len(self._admitting)  # prefilling runs too
         return {"requests_running": running, "requests_waiting": len(self._pending)}
 
     def prefix_stats(self) -> dict[str, int]:
@@ -367,6 +374,7 @@ class Engine:
             if update is not None:
                 self._apply_update(update)
                 continue
+            self._admitting = admitted
             try:
                 with torch.inference_mode():
                     if admitted:
@@ -375,6 +383,8 @@ class Engine:
                         scheduler.decode()
             except Exception as exc:  # a bug or out-of-memory: fail this batch, keep serving
                 scheduler.fail_all(EngineError(f"generation failed: {type(exc).__name__}: {exc}"), admitted)
+            finally:
+                self._admitting = []
             scheduler.trim()
 
     def _next_round(self, scheduler: batching.Scheduler) -> tuple[list[batching.Sequence], _WeightUpdate | None] | None:
