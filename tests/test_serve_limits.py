@@ -6,29 +6,20 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from app_thread import serve_app
 from evalkit.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS, MAX_TOP_K
 from tiny_model import build_tokenizer, write_tiny_model
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory):
-    import uvicorn
     from transformers import AutoModelForCausalLM
 
     from evalkit.model.engine import Engine
@@ -37,19 +28,11 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory):
     folder = write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", hidden_size=128, layers=4)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     engine = Engine(model, build_tokenizer(), dtype="float32", max_batch=8, name="tiny", device="cpu", threads=1)
-    port = _free_port()
-    handle = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning",
-                                          log_config=None))
-    thread = threading.Thread(target=handle.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not handle.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    yield port
-    handle.should_exit = True
-    thread.join(timeout=30)
-    engine.close()
+    try:
+        with serve_app(build_app(engine)) as port:
+            yield port
+    finally:
+        engine.close()
 
 
 def post(port: int, body: bytes | dict) -> tuple[int, dict, str]:
