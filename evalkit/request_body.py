@@ -22,8 +22,10 @@ def parse_body(body: bytes) -> Any:
         return json.loads(body or b"{}")
     except RecursionError:
         raise WireError("the request body nests too deeply; send a flatter JSON object") from None
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, and the over-long integer guard
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise WireError(f"the request body is not valid JSON: {_first_line(exc)}") from None
+    except ValueError:  # CPython's guard against integers of more than 4,300 digits
+        raise WireError("the request body is not valid JSON here: it holds a number of more than 4300 digits") from None
 
 
 def check_text(value: Any) -> None:
