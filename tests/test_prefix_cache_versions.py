@@ -40,6 +40,7 @@ def _engine(model, prefix_gb: float):
                   threads=1, prefix_cache_gb=prefix_gb)
 
 
+@pytest.mark.slow
 def test_a_sequence_in_flight_across_an_update_saves_nothing_old_into_the_new_cache(models) -> None:
     old, new = models
     engine, reference = _engine(old, 0.1), _engine(new, 0.0)

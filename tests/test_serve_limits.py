@@ -73,6 +73,7 @@ def _finished(lines: list[str]) -> list[str]:
     return reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [{"top_k": 10**30}, {"top_k": MAX_TOP_K + 1},
                                  {"stop": ["x" + str(i) for i in range(MAX_STOP_STRINGS + 1)]},
                                  {"stop": "y" * (MAX_STOP_CHARS + 1)}])

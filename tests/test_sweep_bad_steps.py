@@ -8,12 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from prime_cli.app import app
 from tiny_model import write_tiny_model
 
 
+@pytest.mark.slow
 def test_empty_and_corrupt_steps_are_skipped_with_one_line_each(tmp_path: Path) -> None:
     weights = tmp_path / "run" / "weights"
     good = write_tiny_model(weights / "step_1")
