@@ -22,6 +22,7 @@ from evalkit.core.runs import env_slug
 from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
+from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,13 +62,13 @@ class SamplingConfig(_Strict):
     leaves ``[trainer.loss.mask_low, mask_high]`` are masked (``masked_frac`` in metrics.jsonl).
     """
 
-    max_tokens: int = Field(128, gt=0)
+    max_tokens: int = Field(128, gt=0, le=MAX_MAX_TOKENS)
     """Most tokens the policy may generate per turn."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature; the trainer divides its logits by the same value so ratios compare like with like."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus sampling (1.0: off)."""
-    top_k: int | None = Field(None, ge=-1)
+    top_k: int | None = Field(None, ge=-1, le=MAX_TOP_K)
     """Sample among the k most likely tokens only (``None``, 0 or -1: off)."""
     min_p: float | None = Field(None, ge=0, le=1)
     """Drop tokens whose probability is below ``min_p`` times the most likely token's (``None`` or 0: off)."""

@@ -37,6 +37,7 @@ from typing import Any
 
 from evalkit.core.errors import ConfigError
 from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
+from evalkit.core.sampling_rules import sampling_problems
 
 CHAT_COMPLETION = "chat.completion"
 CHAT_COMPLETION_CHUNK = "chat.completion.chunk"
@@ -150,6 +151,10 @@ def _choices(n: Any, max_choices: int) -> int:
 
 
 def _sampling(body: dict[str, Any]) -> SamplingArgs:
+    if body.get("top_logprobs") is not None:  # not served, but range-checked like the sampling keys
+        problems = sampling_problems({"top_logprobs": body["top_logprobs"]})
+        if problems:
+            raise WireError(problems[0], "top_logprobs")
     values = {k: v for k, v in body.items() if k not in _NOT_SAMPLING and v is not None}
     try:
         return SamplingArgs.from_dict(values)

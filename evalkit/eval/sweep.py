@@ -8,6 +8,10 @@ continues where it stopped when the command is run again: a complete step has no
 a cut one runs only its missing rollouts. ``<sweep>/sweep.json`` says which run and steps the
 folder holds; ``prime eval view --html <sweep>`` plots reward by step with the baseline.
 
+Each step's model is loaded once before its eval (:func:`load_problem`; the eval then uses that
+shared engine): a step that cannot load (an export that never finished, a damaged file) is skipped
+with one warning line and the sweep goes on, instead of stopping there or erroring every rollout.
+
 Where: ``<rl run>/sweeps/<env>/`` (next to the weights it evaluates), or with ``-o DIR``
 ``DIR/sweeps/<rl run name>/<env>/``.
 """
@@ -108,6 +112,24 @@ def record(sweep: Sweep, config: Any) -> None:
 def read_sweep_file(folder: Path) -> dict[str, Any]:
     """A sweep folder's ``sweep.json`` ({} when missing or unreadable)."""
     return read_object(Path(folder) / SWEEP_FILE)
+
+
+def load_problem(config: Any) -> str | None:
+    """Load ``config``'s model now, once (an embedded model becomes the process's shared engine, which
+    the step's eval then uses); why it cannot load, in one line, or ``None``. A model behind an HTTP
+    endpoint is not contacted here."""
+    from evalkit.clients.factory import make_client
+
+    try:
+        client = make_client(config.client_spec())
+        from evalkit.clients.local import LocalClient
+
+        if isinstance(client, LocalClient):
+            client.engine  # noqa: B018 -- the property loads the shared engine
+    except Exception as exc:  # any failure to load is this step's, never the sweep's
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return (text if isinstance(exc, UserError) else f"{type(exc).__name__}: {text}")[:300]
+    return None
 
 
 def step_configs(config: Any, sweep: Sweep) -> list[tuple[int, Any]]:

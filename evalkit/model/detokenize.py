@@ -36,6 +36,9 @@ class IncrementalText:
         self._prefix = 0
         self._read = 0
         self._frozen = False
+        self._found: dict[str, int] = {}
+        self._searched = 0
+        """Length of ``text`` at the last search: a stop string not found then can only end past it."""
 
     def push(self, token_ids: Sequence[int]) -> str:
         """The new text that is safe to send after ``token_ids`` (often ``""``)."""
@@ -67,21 +70,37 @@ class IncrementalText:
         text = self.text
         end = len(text)
         for stop in self.stop:
-            found = text.find(stop)
+            found = self._first(stop)
             end = min(end, found if found >= 0 else len(text) - _partial(text, stop))
         for marker in self.markers:
-            found = text.find(marker)
+            found = self._first(marker)
             if found >= 0:
                 self._frozen = True
             end = min(end, found if found >= 0 else len(text) - _partial(text, marker))
+        self._searched = len(text)
         if self.hold_whitespace:
             end = len(text[:end].rstrip())
         return max(end, len(self.sent))
 
 
+    def _first(self, word: str) -> int:
+        """Where ``word`` first occurs in ``text`` (-1: nowhere), searching only the tail it could end in
+        since the last search: the work per token is bounded by the word's length, not the text's."""
+        found = self._found.get(word)
+        if found is None:
+            found = self.text.find(word, max(0, self._searched - len(word) + 1))
+            if found >= 0:
+                self._found[word] = found
+        return found
+
+
 def _partial(text: str, word: str) -> int:
-    """The length of the longest end of ``text`` that ``word`` starts with (short of all of ``word``)."""
-    for size in range(min(len(word) - 1, len(text)), 0, -1):
-        if text.endswith(word[:size]):
-            return size
+    """The length of the longest end of ``text`` that ``word`` starts with (short of all of ``word``);
+    only the last ``len(word) - 1`` characters are read."""
+    tail = text[-(len(word) - 1):] if len(word) > 1 else ""
+    start = tail.find(word[0]) if tail else -1
+    while start >= 0:
+        if word.startswith(tail[start:]):
+            return len(tail) - start
+        start = tail.find(word[0], start + 1)
     return 0

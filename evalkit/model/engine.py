@@ -27,13 +27,13 @@ from typing import Any
 import torch
 
 from evalkit.core.errors import UserError
-from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener
+from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener, fail
 from evalkit.model.scheduler import Sequence as ScheduledSequence
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
 from evalkit.model.loading import dtype_name, load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
-from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, sampling_params
+from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
 from evalkit.model.threads import ThreadTuner
 from evalkit.core.types import Message, SamplingArgs
 
@@ -179,6 +179,8 @@ class Engine:
         self._pending: deque[ScheduledSequence] = deque()
         self._update: _WeightUpdate | None = None
         self._closed = False
+        self._admitting: list[ScheduledSequence] = []
+        """Sequences the worker took from the queue and is prefilling (in neither the queue nor the batch)."""
         self._thread = threading.Thread(target=self._run, name=f"primekit-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -228,7 +230,7 @@ class Engine:
         prompt = [int(t) for t in prompt_ids]
         if isinstance(sampling, SamplingParams):
             params = sampling
-            sampling_params(SamplingArgs(max_tokens=params.max_tokens), len(prompt), self.context_length)
+            check_params(params, len(prompt), self.context_length)
         else:
             params = sampling_params(sampling, len(prompt), self.context_length)
         if any(t < 0 or t >= self.vocab_size for t in prompt):
@@ -296,8 +298,8 @@ class Engine:
                         raise KeyError(f"state dict keys not in the model: {unknown[:5]}")
                     self.model.load_state_dict(dict(update.state_dict), strict=False)
                 self._forward.load(self.model)
-                if self._scheduler is not None:  # K/V of the old weights must not be reused
-                    self._scheduler.prefixes.clear()
+                if self._scheduler is not None:  # K/V of the old weights must not be reused, nor saved again
+                    self._scheduler.prefixes.new_weights()
             if cuda:  # and ours finish reading it before the trainer may write it again
                 torch.cuda.current_stream(self.device).synchronize()
             self.weights_version += 1
@@ -311,15 +313,20 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def close(self, *, wait: bool = True, timeout: float = 30.0) -> None:
-        """Stop the worker; requests still queued or running fail with :class:`EngineError` (at the
-        end of the worker's current step). ``wait`` joins the worker for up to ``timeout`` s.
-        Safe to call from a signal handler with ``wait=False``."""
+    def close(self, *, wait: bool = True, timeout: float = 30.0) -> bool:
+        """Stop the worker; requests still queued, being prefilled or running fail with
+        :class:`EngineError` at once (the worker itself stops at the end of its current step, which a
+        long prefill can make seconds away). ``wait`` joins the worker for up to ``timeout`` s.
+        Safe to call from a signal handler with ``wait=False``. Returns whether the worker has stopped."""
+        scheduler = self._scheduler
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            held = [*self._pending, *self._admitting, *(scheduler.active if scheduler is not None else ())]
+        fail(held, EngineError("the engine was closed"))
         if wait and threading.current_thread() is not self._thread:
             self._thread.join(timeout=timeout)
+        return not self._thread.is_alive()
 
     @property
     def closed(self) -> bool:
@@ -329,7 +336,7 @@ class Engine:
         """``{"requests_running": ..., "requests_waiting": ...}`` right now (approximate: read
         without the worker's lock)."""
         scheduler = self._scheduler
-        running = len(scheduler.active) if scheduler is not None else 0
+        running = (len(scheduler.active) if scheduler is not None else 0) + len(self._admitting)  # prefilling runs too
         return {"requests_running": running, "requests_waiting": len(self._pending)}
 
     def prefix_stats(self) -> dict[str, int]:
@@ -368,6 +375,7 @@ class Engine:
             if update is not None:
                 self._apply_update(update)
                 continue
+            self._admitting = admitted
             try:
                 with torch.inference_mode():
                     if admitted:
@@ -376,6 +384,8 @@ class Engine:
                         scheduler.decode()
             except Exception as exc:  # a bug or out-of-memory: fail this batch, keep serving
                 scheduler.fail_all(EngineError(f"generation failed: {type(exc).__name__}: {exc}"), admitted)
+            finally:
+                self._admitting = []
             scheduler.trim()
 
     def _next_round(self, scheduler: Scheduler) -> tuple[list[ScheduledSequence], _WeightUpdate | None] | None:

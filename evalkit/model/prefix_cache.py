@@ -18,7 +18,13 @@ than the prefill it saves.
 Memory bound: the entries' K/V together never exceed ``budget_bytes`` (the engine's
 ``prefix_cache_gb``); the least recently used entries are evicted first, and an entry covered by a
 newer, longer one is dropped when the newer one is saved. The bound is separate from (and on top
-of) the live batch's KV cache. K/V depend on the weights, so a weight update clears the cache.
+of) the live batch's KV cache.
+
+K/V depend on the weights: every entry is tagged with the weights version it was computed under
+(:attr:`PrefixCache.version`). A weight update (:meth:`PrefixCache.new_weights`) empties the cache
+and moves to the next version; a save tagged with an older version (a sequence that was in flight
+during an update without draining, its first positions computed by the old weights) is dropped, and
+a lookup never returns an entry of another version.
 
 Reused K/V are the ones the engine computed for those tokens earlier (in a prefill or a decode
 step), so results equal a full prefill's up to floating-point rounding (matmuls over different
@@ -117,6 +123,8 @@ class PrefixEntry:
     v: torch.Tensor
     hashes: list[int]
     """:func:`block_hashes` of ``tokens``: where the cache's index lists this entry."""
+    version: int = 0
+    """The weights version the K/V were computed under (:attr:`PrefixCache.version` when saved)."""
 
     @property
     def nbytes(self) -> int:
@@ -149,6 +157,8 @@ class PrefixCache:
         self.nbytes = 0
         self.stats = PrefixStats()
         self._next_id = 0
+        self.version = 0
+        """The weights version of the K/V the cache may hold and hand out (see :meth:`new_weights`)."""
 
     @property
     def enabled(self) -> bool:
@@ -166,6 +176,8 @@ class PrefixCache:
         best, best_key, best_length = None, -1, 0
         for key in self._index.deepest(block_hashes(prompt)):
             entry = self.entries[key]
+            if entry.version != self.version:
+                continue
             length = common_prefix(entry.tokens, ids)
             if length > best_length:
                 best, best_key, best_length = entry, key, length
@@ -189,11 +201,15 @@ class PrefixCache:
             cache.k[layer][rows, :, :length] = entry.k[layer, :, :length]
             cache.v[layer][rows, :, :length] = entry.v[layer, :, :length]
 
-    def save(self, cache: KVCache, slot: int, tokens: Sequence[int]) -> None:
+    def save(self, cache: KVCache, slot: int, tokens: Sequence[int], version: int | None = None) -> None:
         """Keep the K/V of ``tokens`` (positions ``[0, len(tokens))`` of ``slot``), evicting LRU
-        entries to stay within budget; older entries the new one covers are dropped."""
+        entries to stay within budget; older entries the new one covers are dropped. ``version``: the
+        weights version the oldest of those positions was computed under (default: the current one);
+        K/V of an older version are not kept."""
         length = len(tokens)
         per_position = KVCache.bytes_per_position(self.shape, self.dtype)
+        if version is not None and version != self.version:
+            return
         if not self.enabled or length <= MIN_REUSE or length * per_position > self.budget_bytes:
             return
         ids = torch.tensor(list(tokens), dtype=torch.long)
@@ -209,7 +225,7 @@ class PrefixCache:
                 self._drop(key)
         k = torch.stack([cache.k[layer][slot, :, :length] for layer in range(self.shape.num_layers)])
         v = torch.stack([cache.v[layer][slot, :, :length] for layer in range(self.shape.num_layers)])
-        entry = PrefixEntry(ids, k, v, hashes)
+        entry = PrefixEntry(ids, k, v, hashes, self.version)
         self.entries[self._next_id] = entry
         self._index.add(self._next_id, hashes)
         self._covers.add(self._next_id, _covering_hash(entry))
@@ -218,8 +234,13 @@ class PrefixCache:
         while self.nbytes > self.budget_bytes:
             self._drop(next(iter(self.entries)))
 
+    def new_weights(self) -> None:
+        """The weights changed: forget everything and take only K/V of the next version from now on."""
+        self.clear()
+        self.version += 1
+
     def clear(self) -> None:
-        """Forget everything (the weights changed, or the engine failed a batch)."""
+        """Forget everything (the engine failed a batch; :meth:`new_weights` after a weight update)."""
         self.entries.clear()
         self._index.clear()
         self._covers.clear()

@@ -9,6 +9,7 @@ keeps serving everyone else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from evalkit.core.sampling_rules import sampling_problems
 from evalkit.core.types import SamplingArgs
@@ -59,6 +60,12 @@ class SamplingParams:
     def penalized(self) -> bool:
         return self.repetition_penalty != 1.0
 
+    @cached_property
+    def stop_window(self) -> int:
+        """Tokens at the end of the output a stop string can lie in (its characters, plus a few tokens
+        that decode to nothing): what is decoded and searched after each token, whatever the text's length."""
+        return max((len(s) for s in self.stop), default=0) + 4
+
 
 @dataclass
 class GenerationResult:
@@ -79,6 +86,17 @@ class GenerationResult:
     timing: dict[str, float] = field(default_factory=dict)
     cached_tokens: int = 0
     """Prompt tokens whose K/V came from the engine's prefix cache (not prefilled again)."""
+
+
+def check_params(params: SamplingParams, prompt_len: int, context_length: int) -> None:
+    """Raise :class:`InvalidRequest` for engine params built by a caller (not by :func:`sampling_params`)
+    that break the shared ranges or the context window."""
+    sampling_params(SamplingArgs(max_tokens=params.max_tokens), prompt_len, context_length)
+    problems = sampling_problems({"temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
+                                  "stop": list(params.stop), "min_p": params.min_p,
+                                  "repetition_penalty": params.repetition_penalty})
+    if problems:
+        raise InvalidRequest(problems[0])
 
 
 def sampling_params(sampling: SamplingArgs | None, prompt_len: int, context_length: int) -> SamplingParams:

@@ -48,6 +48,9 @@ class Sequence:
     length: int = 0
     """Positions of this sequence already in the KV cache."""
     stop_hit: str | None = None
+    kv_version: int = 0
+    """The prefix cache's weights version when this sequence was prefilled: its K/V are that version's
+    (or, after an update without draining, partly older), and are saved only under that version."""
     started: float = 0.0
     on_tokens: "TokenListener | None" = None
     """Told each increment of sampled tokens (see :meth:`evalkit.model.engine.Engine.submit`)."""
@@ -120,6 +123,7 @@ class Scheduler:
         for wave in self._waves(admitted):
             for sequence in wave:
                 sequence.prefix, sequence.reused = self.prefixes.lookup(sequence.prompt_ids)
+                sequence.kv_version = self.prefixes.version
             for chunk in _prefill_chunks(wave, self.limits.prefill_tokens):
                 self._prefill_chunk(chunk)
 
@@ -162,7 +166,7 @@ class Scheduler:
         self._count(chunk)
         for slot, sequence in zip(slots, chunk):
             sequence.prefix = None
-            self.prefixes.save(self.cache, slot, sequence.prompt_ids)
+            self.prefixes.save(self.cache, slot, sequence.prompt_ids, sequence.kv_version)
         st = self.state
         st.configure(first, [s.params for s in chunk], [s.seed for s in chunk], prompts, logits.shape[-1])
         rows = slice(first, first + len(chunk))
@@ -227,7 +231,7 @@ class Scheduler:
         sampled token but the last (never fed back, so its K/V were not computed)."""
         if self.prefixes.enabled:
             cached = min(sequence.length, len(sequence.prompt_ids) + len(sequence.token_ids) - 1)
-            self.prefixes.save(self.cache, slot, (sequence.prompt_ids + sequence.token_ids)[:cached])
+            self.prefixes.save(self.cache, slot, (sequence.prompt_ids + sequence.token_ids)[:cached], sequence.kv_version)
 
     def _compact(self, done: list[int]) -> None:
         moves = compaction_moves(len(self.active), done)
@@ -286,8 +290,7 @@ class Finisher:
         if not params.ignore_eos and token in self.stop_token_ids:
             return "stop"
         if params.stop:
-            window = max(len(s) for s in params.stop) + 4
-            tail = self.tokenizer.decode(sequence.token_ids[-window:], skip_special_tokens=True)
+            tail = self.tokenizer.decode(sequence.token_ids[-params.stop_window:], skip_special_tokens=True)
             hit = next((s for s in params.stop if s in tail), None)
             if hit is not None:
                 sequence.stop_hit = hit

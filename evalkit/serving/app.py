@@ -21,14 +21,13 @@ goes past the bound is read and dropped, never held), and the JSON parse and
 chat-template rendering run on a worker thread, so ``/health`` and the streams of other clients keep
 being answered while a large prompt is tokenized. :func:`serve_forever` runs the app and
 stops within seconds on the first SIGINT/SIGTERM: the engine is closed at once, so requests in
-flight end (503) instead of holding the shutdown until they finish.
+flight end (503) instead of holding the shutdown until they finish, even during a long prefill.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -44,7 +43,8 @@ from evalkit.model.registry import ALIASES
 from evalkit.serving.stream import EngineStream, token_logprobs, until_disconnected
 from evalkit.core.types import SamplingArgs, Usage
 from evalkit.clients.wire import (SSE_MEDIA_TYPE, ChatRequest, WireError, assistant_message, error_body, parse_request,
-                          response_body)
+                                  response_body)
+from evalkit.serving.request_body import check_text, parse_body
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine
@@ -152,9 +152,9 @@ def _bearer_check(api_key: str) -> Any:
 def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
     """The request, parsed and checked: its shape (:func:`evalkit.clients.wire.parse_request`) and the model it names."""
     try:
-        chat = parse_request(json.loads(body or b"{}"), max_choices=MAX_CHOICES)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        parsed = parse_body(body)
+        check_text(parsed)
+        chat = parse_request(parsed, max_choices=MAX_CHOICES)
     except WireError as exc:
         raise BadRequest(str(exc), exc.param) from None
     if chat.model is not None and chat.model not in accepted:
@@ -231,7 +231,21 @@ def serve_forever(app: FastAPI, engine: "Engine", host: str, port: int) -> None:
     try:
         _Server(config).run()
     finally:
-        engine.close(timeout=SHUTDOWN_GRACE_S)
+        if not engine.close(timeout=SHUTDOWN_GRACE_S):
+            _exit_now()
+
+
+def _exit_now() -> None:
+    """Leave while the engine's worker is still inside one long step (a prefill of thousands of
+    tokens): its requests have already failed (503) and nothing is left to save, but interpreter
+    teardown under a running torch kernel aborts (exit 134, "terminate called without an active
+    exception"). So flush, say so, and skip the teardown."""
+    import os
+    import sys
+
+    print("stopped (the model was inside a long step; not waiting for it)", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:

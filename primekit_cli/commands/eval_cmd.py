@@ -153,9 +153,10 @@ def _system_prompt_flag(text: str | None, path: Path | None) -> str | None:
 def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str | None, console: Any) -> list[str]:
     """One eval per checkpoint step (and the starting model as step 0), then the reward by step."""
     from rich.table import Table
+    from rich.text import Text
 
     from evalkit.core.errors import UserError
-    from evalkit.eval.sweep import plan_sweep, record, step_configs
+    from evalkit.eval.sweep import load_problem, plan_sweep, record, step_configs
     from evalkit.core.runs import read_metadata, step_dir
 
     if env_or_config.endswith(".toml") or resume is not None:
@@ -167,6 +168,11 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     failed = []
     for step, step_config in step_configs(config, sweep):
         console.rule(f"step {step}" + (" (starting model)" if step == 0 else ""))
+        problem = load_problem(step_config)
+        if problem is not None:  # one line, and on to the next step
+            console.print(Text("warning: ", style="yellow") + Text(f"step {step} skipped: its model does not load: {problem}"),
+                          soft_wrap=True)
+            continue
         failure = _run_one(step_config, console)
         if failure is not None:
             failed.append(f"step {step}: {failure}")

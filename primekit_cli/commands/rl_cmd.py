@@ -171,18 +171,21 @@ def export(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
     target: str = typer.Option("prime-rl", "--target", "-t", metavar="prime-rl|tinker|skyrl", help="Which trainer."),
-    output: Path = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+    output: Path = typer.Option(None, "--output", "-o", help="File to write (default: stdout); a symlink is "
+                                "resolved and the file it points to is written."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing -o file (never the config itself)."),
 ) -> None:
     from rl_backend.config import load_rl_config
-    from rl_backend.export import export_config, write_export
+    from rl_backend.export import export_config, output_path, write_export
     from rl_backend.handoff import print_notes
 
+    output = output_path(output, config) if output is not None else None
     result = export_config(load_rl_config(config, list(ctx.args)), target, output)
     print_notes(result.target, result.notes)
     if output is None:
         sys.stdout.write(result.text)
         return
-    for path in write_export(result, output):
+    for path in write_export(result, output, force=force):
         print(f"wrote {path}", file=sys.stderr)
     print(shlex.join(result.command))
 

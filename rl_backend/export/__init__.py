@@ -32,8 +32,23 @@ def export_config(config: RLConfig, target: str, output: Path | None = None) -> 
     return run(config, output=output)
 
 
-def write_export(result: Export, output: Path) -> list[Path]:
-    """Write the export (and the files that must sit beside it) atomically; returns the paths written."""
+def output_path(output: Path, config_path: Path) -> Path:
+    """Where ``-o output`` is written: a symlink is resolved (the file it points to is written, and that path
+    is what the printed command names); UserError when that is the input config itself."""
+    target = output.expanduser().resolve()
+    if target == config_path.expanduser().resolve():
+        raise UserError(f"-o {output} is the config being exported; choose another output file")
+    return target
+
+
+def write_export(result: Export, output: Path, *, force: bool = False) -> list[Path]:
+    """Write the export (and the files that must sit beside it) atomically; returns the paths written.
+
+    A file already there is replaced only with ``force`` (checked for every path before anything is written)."""
+    paths = [output, *(output.with_name(name) for name in result.extra_files)]
+    existing = [str(path) for path in paths if path.exists() or path.is_symlink()]
+    if existing and not force:
+        raise UserError(f"{', '.join(existing)} already exists; pass --force to replace it, or choose another -o")
     written = []
     output.parent.mkdir(parents=True, exist_ok=True)
     for name, text in result.extra_files.items():
@@ -45,4 +60,4 @@ def write_export(result: Export, output: Path) -> list[Path]:
     return [output, *written]
 
 
-__all__ = ["TARGETS", "Export", "export_config", "write_export"]
+__all__ = ["TARGETS", "Export", "export_config", "output_path", "write_export"]

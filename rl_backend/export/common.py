@@ -259,11 +259,45 @@ def covered(path: str, keys: Any) -> bool:
     return any(".".join(parts[:n]) in keys for n in range(1, len(parts) + 1))
 
 
+class Expanded(str):
+    """A word the exporter itself writes in which ``$DATA_DIR`` is meant for the shell to expand (SkyRL's
+    dataset folder). Never built from a config value: every other word is data and quoted as such."""
+
+
+_DOUBLE_QUOTE_SPECIAL = frozenset('$`"\\!\n')
+
+
 def shell_word(word: str) -> str:
-    """``word`` quoted for bash; one holding ``$DATA_DIR`` is double-quoted so the shell expands it."""
+    """``word`` quoted for bash with the shell's own rules (:func:`shlex.quote`): a value is data, never code.
+
+    Only an :class:`Expanded` word keeps ``$DATA_DIR`` live: double-quoted when the rest of it has nothing
+    bash reads inside double quotes, else each literal piece single-quoted around ``"$DATA_DIR"``.
+    """
     import shlex
 
-    return f'"{word}"' if "$DATA_DIR" in word else shlex.quote(word)
+    if not isinstance(word, Expanded) or "$DATA_DIR" not in word:
+        return shlex.quote(str(word))
+    pieces = str(word).split("$DATA_DIR")
+    if not any(char in _DOUBLE_QUOTE_SPECIAL for piece in pieces for char in piece):
+        return f'"{word}"'
+    return '"$DATA_DIR"'.join(shlex.quote(piece) if piece else "" for piece in pieces)
+
+
+def comment_word(word: str) -> str:
+    """``word`` quoted for a ``#`` comment line: as :func:`shell_word`, and on one line (a newline in a
+    comment would end it, and the rest would run), in bash's ``$'...'`` form when it holds a control character."""
+    if not any(ord(char) < 32 or ord(char) == 127 for char in word):
+        return shell_word(word)
+    escaped = "".join(_ansi_c(char) for char in word)
+    return f"$'{escaped}'"
+
+
+def _ansi_c(char: str) -> str:
+    if char in "\\'":
+        return "\\" + char
+    if ord(char) < 32 or ord(char) == 127:
+        return f"\\x{ord(char):02x}"
+    return char
 
 
 def shell_command(head: list[str], args: list[str]) -> str:

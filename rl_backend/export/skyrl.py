@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command,
-                                      shell_word)
+from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked, comment_word,
+                                      one_env_problems, shell_command, shell_word)
 
 TARGET = "skyrl"
 COMMIT = "a9564572eb8e91076be43c1bd5e4615e3de17265"
@@ -99,6 +99,10 @@ SAME_AT_DEFAULT = ("env.args", "env.name", "buffer.env_ratios", "system_prompt",
 """Keys whose primekit default is what SkyRL does anyway (no note)."""
 
 
+DATA_KEYS = ("data.train_data", "data.val_data")
+"""The overrides :func:`build` writes with ``$DATA_DIR`` in them (the only words the shell expands)."""
+
+
 def build(config: RLConfig, env_id: str, model: str) -> list[tuple[str, str]]:
     """The training overrides (``key=value``), with ``$DATA_DIR`` for the dataset step's output."""
     algo = config.trainer.loss
@@ -175,9 +179,9 @@ def export(config: RLConfig, **_: Any) -> Export:
     model, entries, notes = checked(config, sys.modules[__name__], ("legacy",), problems)
     env_id = entries[0].verifiers_id
     dataset_head = ["uv", "run", "--isolated", "--with", "verifiers", "python", f"{INTEGRATION}/prepare_dataset.py"]
-    dataset_args = ["--env_id", env_id, "--output_dir", "$DATA_DIR"]
+    dataset_args = ["--env_id", env_id, "--output_dir", Expanded("$DATA_DIR")]
     train_head = ["uv", "run", "--isolated", "--with", "verifiers", "--extra", "fsdp", "-m", ENTRYPOINT]
-    overrides = [f"{key}={value}" for key, value in build(config, env_id, model)]
+    overrides = [Expanded(f"{key}={value}") if key in DATA_KEYS else f"{key}={value}" for key, value in build(config, env_id, model)]
     if not config.trainer.on_policy:
         notes.append("trainer.on_policy: SkyRL's synchronous trainer samples with the current weights (primekit overlaps one step)")
     notes.append("not carried (this machine's run only): " + ", ".join(LOCAL_ONLY))
@@ -185,9 +189,10 @@ def export(config: RLConfig, **_: Any) -> Export:
         "#!/usr/bin/env bash\n"
         f"# SkyRL ({COMMIT[:12]}) verifiers integration, exported by `prime rl export --target skyrl`.\n"
         "# Run from a SkyRL checkout with the environment installed "
-        f"(uv run {INTEGRATION}/install_environment.py {env_id}).\n"
+        f"(uv run {INTEGRATION}/install_environment.py {comment_word(env_id)}).\n"
         "set -euo pipefail\n"
-        f'DATA_DIR="${{DATA_DIR:-$HOME/data/{env_id}}}"\n'
+        f"ENV_ID={shell_word(env_id)}\n"
+        'DATA_DIR="${DATA_DIR:-$HOME/data/$ENV_ID}"\n'
         "# 1) the environment's rows as Parquet\n"
         + " ".join(shell_word(word) for word in [*dataset_head, *dataset_args]) + "\n"
         "# 2) training\n"

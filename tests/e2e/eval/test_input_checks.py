@@ -37,7 +37,7 @@ def chat_requests(server) -> list[dict]:
     ("flags", "fragment"),
     [
         (["-S", '{"temperature": "hot"}'], "'temperature' must be a number of at least 0, got 'hot'"),
-        (["-t", "-5"], "'max_tokens' must be a whole number of at least 1, got -5"),
+        (["-t", "-5"], "'max_tokens' must be a whole number of at least 1 (at most 16777216), got -5"),
         (["-S", '{"max_tokens": 2.5}'], "'max_tokens' must be a whole number"),
         (["-T", "-1"], "'temperature' must be a number of at least 0"),
         (["-S", '{"top_p": 1.5}'], "'top_p' must be a number in (0, 1]"),

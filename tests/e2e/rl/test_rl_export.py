@@ -67,12 +67,12 @@ def test_every_config_key_has_one_disposition_per_target() -> None:
         assert unclassified == [], f"{name}: classify these keys in rl_backend/export/{module.__name__.rsplit('.', 1)[1]}.py"
 
 
-def test_readme_mapping_table_and_help_name_the_pinned_versions() -> None:
+def test_the_cluster_docs_mapping_table_and_help_name_the_pinned_versions() -> None:
     from primekit_cli.commands.rl_cmd import EXPORT_VERSIONS
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "cluster.md").read_text()
     for key in TARGETS["prime-rl"].MAPPING:
-        assert f"| `{key}` |" in readme, f"README's prime-rl mapping table lacks {key}"
+        assert f"| `{key}` |" in readme, f"docs/cluster.md's prime-rl mapping table lacks {key}"
     assert EXPORT_VERSIONS["prime-rl"] == TARGETS["prime-rl"].VERSION
     assert EXPORT_VERSIONS["tinker"] == TARGETS["tinker"].VERSION
     assert EXPORT_VERSIONS["skyrl"].split()[-1] == TARGETS["skyrl"].COMMIT[:8]

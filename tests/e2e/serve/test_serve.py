@@ -11,7 +11,6 @@ import gc
 import json
 import logging
 import socket
-import threading
 import time
 import urllib.request
 
@@ -19,34 +18,17 @@ import pytest
 from typer.testing import CliRunner
 
 from primekit_cli.app import app as cli
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from support.app_thread import serve_app
 
 
 @pytest.fixture(scope="module")
 def server():
-    import uvicorn
-
     from evalkit.model.shared import get_engine
     from evalkit.serving.app import build_app
 
     engine = get_engine("local/smollm2-135m", dtype="fp32", max_batch=8, device="cpu")
-    port = _free_port()
-    handle = uvicorn.Server(uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning",
-                                          log_config=None))
-    thread = threading.Thread(target=handle.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not handle.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    handle.should_exit = True
-    thread.join(timeout=30)
+    with serve_app(build_app(engine)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 # SkyRL (a9564572eb8e) verifiers integration, exported by `prime rl export --target skyrl`.
 # Run from a SkyRL checkout with the environment installed (uv run examples/train_integrations/verifiers/install_environment.py digit-sums-vf).
 set -euo pipefail
-DATA_DIR="${DATA_DIR:-$HOME/data/digit-sums-vf}"
+ENV_ID=digit-sums-vf
+DATA_DIR="${DATA_DIR:-$HOME/data/$ENV_ID}"
 # 1) the environment's rows as Parquet
 uv run --isolated --with verifiers python examples/train_integrations/verifiers/prepare_dataset.py --env_id digit-sums-vf --output_dir "$DATA_DIR"
 # 2) training
