@@ -99,3 +99,33 @@ def test_shuffled_native_rows_keep_their_own_index():
         examples = select_examples(config, env)
         assert [row["answer"] for row in examples.values()] == [str(i) for i in examples]
         assert (list(examples) != [0, 1, 2, 3]) is shuffle
+
+
+def test_v1_input_tokens_are_counted_as_verifiers_counts_them(verifiers_project):
+    """A two-call v1 rollout: `input_tokens` is verifiers' own `num_input_tokens` (fed-in tokens counted once),
+    read back from the run's traces.jsonl with verifiers' reader; the per-call sum keeps its own name."""
+    import os
+    import subprocess
+    import sys
+
+    from solver_server import SolverServer
+
+    from evalkit.verifiers_compat.v1_api import read_episodes
+
+    solver = SolverServer()
+    try:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(verifiers_project / "home")}
+        done = subprocess.run([sys.executable, "-m", "prime_cli", "eval", "run", "vf-v1-shared", "-m", "solver", "-b",
+                               solver.base_url, "-n", "2", "-r", "1", "-o", "out"], cwd=verifiers_project, env=env,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        solver.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = [p.parent for p in (verifiers_project / "out").glob("evals/*/*/results.jsonl")]
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    episodes = read_episodes(folder)
+    assert len(rows) == len(episodes) == 2
+    assert sorted(r["token_usage"]["input_tokens"] for r in rows) == sorted(e.num_input_tokens for e in episodes)
+    for row in rows:
+        usage = row["token_usage"]
+        assert usage["input_tokens"] < usage["input_tokens_per_call"]  # two calls: the second prompt is not new

@@ -18,6 +18,8 @@ An episode holds one trace per agent run (a plain taskset: one trace of its one 
 - **responses**: the model bridge's completions of the policy's traces, matched by the trace id verifiers sends
   with every upstream request, so RL trains only the seats that train (the other seats' tokens still count in
   the row's usage);
+- **usage**: ``input_tokens`` is verifiers' own count (``Trace.num_input_tokens``: fed-in tokens counted
+  once, summed over the traces); every call's prompt summed is ``input_tokens_per_call``;
 - ``extra``: the trace's ``info`` and ``trace_id`` (one trace), plus ``agents`` (one summary per trace) when
   there are several, and the episode itself under :data:`EPISODE_KEY` for ``traces.jsonl``.
 """
@@ -69,6 +71,7 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         state.extra = {**last.info, "trace_id": last.id}
         if len(traces) > 1:
             state.extra["agents"] = [_summary(trace) for trace in traces]
+    state.fed_input_tokens = sum(int(trace.num_input_tokens) for trace in traces)  # verifiers' own count
     policy_ids = {trace.id for trace in policy}
     state.responses = []
     for session, completion in calls:
