@@ -170,6 +170,11 @@ class RolloutState:
     environments count every call's prompt, as verifiers 0.3.1's legacy rows do)."""
     timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict)
+    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``, ``trainable``)."""
+    seats: list["RolloutState"] = field(default_factory=list)
+    """A multi-seat episode's rows, one state per seat's trace with its own reward (as verifiers writes them);
+    empty: this state is the row. RL reads this state (the episode), never the seats."""
     max_message_chars: int | None = None
     """The run's cap on one message the environment adds (:mod:`evalkit.defaults`); not part of the row."""
 
@@ -193,6 +198,18 @@ class RolloutState:
     def scored(self) -> bool:
         """Whether ``reward`` is a score: no error, or only reward-function errors."""
         return self.kind_of_error not in UNSCORED_KINDS
+
+    def row_states(self) -> list["RolloutState"]:
+        """The states whose rows this rollout writes: its seats (given the episode's timing, and its error when
+        it failed in a way no seat recorded), else itself."""
+        if not self.seats:
+            return [self]
+        for seat in self.seats:
+            seat.timing = dict(self.timing)
+        if self.error and not any(seat.error for seat in self.seats):
+            for seat in self.seats:
+                seat.record_error(self.kind_of_error or UNKNOWN, self.error)
+        return list(self.seats)
 
     def _token_usage(self) -> dict[str, int]:
         usage = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
@@ -219,6 +236,7 @@ class RolloutState:
             "timing": self.timing,
             "token_usage": self._token_usage(),
         }
+        row.update(self.columns)
         for column in state_columns:
             row[column] = self.extra.get(column)
         return row
