@@ -42,6 +42,11 @@ def config(project: Path, name: str, url: str, out: str, extra: str, url_key: st
     return path
 
 
+def usage(rows: list[dict]) -> list[tuple[int, float, float]]:
+    return sorted((r["example_id"], float(r["token_usage"]["input_tokens"]), float(r["token_usage"]["output_tokens"]))
+                  for r in rows)
+
+
 @pytest.mark.skipif(not LEGACY, reason="legacy environments need verifiers 0.3.1")
 def test_legacy_round3_shapes_give_the_rows_vf_eval_gives(verifiers_project, server):
     project = verifiers_project
@@ -61,6 +66,7 @@ def test_legacy_round3_shapes_give_the_rows_vf_eval_gives(verifiers_project, ser
         assert all(r["error"] is None for r in ours), (env, [r["error"] for r in ours])
         assert comparable(ours) == comparable(theirs), env
         assert {r["example_id"] for r in ours} == {r["example_id"] for r in theirs}, env
+        assert usage(ours) == usage(theirs), env  # legacy rows: every call's prompt summed, as verifiers 0.3.1
 
     ids = {r["example_id"] for r in rows_of(project / "pk-out", "vf_tools")}
     assert ids != {0, 1, 2}  # shuffled: the tasks' own indices, not positions 0..2
