@@ -164,7 +164,9 @@ class TrainerConfig(_Strict):
     micro_batch_size: int = Field(8, gt=0)
     """Sequences per forward/backward pass; gradients accumulate over the whole batch (one optimizer step per RL step)."""
     max_seq_len: int = Field(2048, gt=0)
-    """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted)."""
+    """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
+    follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
+    ``sampling.max_tokens`` plus 1024 tokens of prompt, within the model's context length when known."""
     bf16: bool = False
     """Train in bfloat16 (halves memory; on CPU also faster where supported)."""
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
@@ -399,7 +401,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
             data, notes = translate(data)
             data.setdefault("max_concurrent", DEFAULT_RL_MAX_CONCURRENT)
         config = handler(data)
-        config._notes = notes
+        config._notes = [*notes, *config._notes]
         return config
 
     @model_validator(mode="after")
@@ -412,13 +414,14 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         _check_envs(self.env, self.buffer)
         if self.eval.env is not None:
             _check_envs(self.eval.env, BufferConfig(), table="eval.env")
-        if self.sampling.max_tokens >= self.trainer.max_seq_len:
-            raise ValueError(
-                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
-            )
         if self.inference.max_model_len is not None and self.sampling.max_tokens >= self.inference.max_model_len:
             raise ValueError(
                 f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len ({self.inference.max_model_len})"
+            )
+        _derive_max_seq_len(self)
+        if self.sampling.max_tokens >= self.trainer.max_seq_len:
+            raise ValueError(
+                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
             )
         _check_inference(self)
         if self.baseline.min_reward > self.baseline.max_reward:
@@ -449,6 +452,26 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     def external_vllm(self) -> bool:
         """vLLM runs from another environment (``vllm_command``) or is already running (``base_url``)."""
         return self.inference.vllm_command is not None or self.inference.base_url is not None
+
+
+def _derive_max_seq_len(config: "RLConfig") -> None:
+    """``trainer.max_seq_len`` from the rest of the config when the user did not write it (:mod:`rl_backend.seq_len`),
+    with a note for the plan; ``max_tokens`` past the model's known context length is refused here."""
+    if "max_seq_len" in config.trainer.model_fields_set:
+        return
+    from rl_backend.seq_len import DEFAULT_MAX_SEQ_LEN, derived_max_seq_len, model_context_length
+
+    max_tokens = config.sampling.max_tokens
+    context = model_context_length(config.model) if config.inference.max_model_len is None else None
+    if context is not None and max_tokens >= context:
+        raise ValueError(f"sampling.max_tokens ({max_tokens}) must be below the context length of {config.model} "
+                         f"({context}); lower sampling.max_tokens")
+    derived = derived_max_seq_len(max_tokens, config.inference.max_model_len, context)
+    config.trainer.max_seq_len = derived
+    if derived != DEFAULT_MAX_SEQ_LEN:
+        source = ("inference.max_model_len" if config.inference.max_model_len is not None
+                  else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
+        config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
 
 
 def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env") -> None:

@@ -220,10 +220,32 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if rule is None:
                 raise _Refused(f"trainer.args.{key}: verifiers' vf-rl key with no primekit counterpart")
             _use(work, f"trainer.args.{key}", value, rule, notes)
+    _tokenizer(work, notes)
     _server_args(work, notes)
     _check_off_policy(work, notes)
     _leftovers(work)
     return work, notes
+
+
+def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
+    """prime-rl's older ``trainer.tokenizer`` (a name, or a table with ``name``): the model's own tokenizer is
+    what primekit uses, so the same name is accepted with a note and another one is refused, saying so."""
+    value = _get(work, "trainer.tokenizer")
+    if value is _MISSING:
+        return
+    _pop(work, "trainer.tokenizer")
+    name = value.get("name") if isinstance(value, dict) else value
+    others = sorted(set(value) - {"name"}) if isinstance(value, dict) else []
+    if others:
+        raise _Refused(f"trainer.tokenizer.{others[0]}: prime-rl tokenizer setting with no primekit counterpart "
+                       "(primekit samples and trains with the model's own tokenizer)")
+    from evalkit.core.defaults import DEFAULT_MODEL
+
+    model = work.get("model", DEFAULT_MODEL)
+    if not isinstance(name, str) or name != model:
+        raise _Refused(f"trainer.tokenizer = {name!r} differs from the model {model!r}: primekit samples and trains "
+                       "with the model's own tokenizer; remove trainer.tokenizer (or train a model that ships the tokenizer you want)")
+    notes.append(f"trainer.tokenizer: the model's own tokenizer ({name}), which primekit always uses")
 
 
 def _put_list(work: dict[str, Any], dotted: str) -> None:

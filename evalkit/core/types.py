@@ -163,8 +163,18 @@ class RolloutState:
     is_truncated: bool = False
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
+    fed_input_tokens: int | None = None
+    """Input tokens counted once, as verifiers v1 counts them (each call's prompt beyond the previous call's
+    sequence); when set, the row's ``input_tokens`` and ``usage.input_tokens`` (every call's prompt summed)
+    goes to ``input_tokens_per_call``. None: the environment has no such count (legacy verifiers and native
+    environments count every call's prompt, as verifiers 0.3.1's legacy rows do)."""
     timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict)
+    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``, ``trainable``)."""
+    seats: list["RolloutState"] = field(default_factory=list)
+    """A multi-seat episode's rows, one state per seat's trace with its own reward (as verifiers writes them);
+    empty: this state is the row. RL reads this state (the episode), never the seats."""
     max_message_chars: int | None = None
     """The run's cap on one message the environment adds (:mod:`evalkit.core.defaults`); not part of the row."""
 
@@ -189,6 +199,25 @@ class RolloutState:
         """Whether ``reward`` is a score: no error, or only reward-function errors."""
         return self.kind_of_error not in UNSCORED_KINDS
 
+    def row_states(self) -> list["RolloutState"]:
+        """The states whose rows this rollout writes: its seats (given the episode's timing, and its error when
+        it failed in a way no seat recorded), else itself."""
+        if not self.seats:
+            return [self]
+        for seat in self.seats:
+            seat.timing = dict(self.timing)
+        if self.error and not any(seat.error for seat in self.seats):
+            for seat in self.seats:
+                seat.record_error(self.kind_of_error or UNKNOWN, self.error)
+        return list(self.seats)
+
+    def _token_usage(self) -> dict[str, int]:
+        usage = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
+        if self.fed_input_tokens is not None:
+            usage = {"input_tokens": self.fed_input_tokens, "output_tokens": self.usage.output_tokens,
+                     "input_tokens_per_call": self.usage.input_tokens}
+        return usage
+
     def to_row(self, state_columns: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
         """The JSON-serialisable ``results.jsonl`` row (no token ids/logprobs: those stay in memory)."""
         row: dict[str, Any] = {
@@ -205,8 +234,9 @@ class RolloutState:
             "stop_condition": self.stop_condition,
             "is_truncated": self.is_truncated,
             "timing": self.timing,
-            "token_usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "token_usage": self._token_usage(),
         }
+        row.update(self.columns)
         for column in state_columns:
             row[column] = self.extra.get(column)
         return row

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
 from evalkit.core.defaults import RolloutLimits
-from evalkit.envs.rows import column_names, plain_rows, take_rows
+from evalkit.envs.rows import column_names, plain_rows, selection_order, take_rows
 from evalkit.envs.rubric import Rubric
 from evalkit.core.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
 from evalkit.core.types import Message, RolloutState, SamplingArgs
@@ -202,6 +202,21 @@ class Environment:
         """Evaluation rows (falls back to the training split), as plain dicts."""
         data = self._data("eval_dataset")
         return _take(data if data is not None else self._data("dataset"), n, seed, shuffle)
+
+    def example_ids(self, rows: list[dict[str, Any]], seed: int, shuffle: bool, split: str = "eval") -> list[int]:
+        """Each of ``rows`` (what ``get_eval_dataset``, or ``get_dataset`` for ``split="train"``, returned for
+        ``seed``/``shuffle``) by its own index in its split, so an example keeps its id under ``--shuffle``
+        (as verifiers' ``example_id`` column does): the rows' own int ``example_id`` when they all have one
+        (verifiers adds it), else the row's position before the shuffle."""
+        own = [row.get("example_id") for row in rows]
+        if rows and all(type(v) is int for v in own) and len(set(own)) == len(own):
+            return [int(v) for v in own]  # type: ignore[arg-type]
+        if not shuffle:
+            return list(range(len(rows)))
+        first, second = ("dataset", "eval_dataset") if split == "train" else ("eval_dataset", "dataset")
+        data = self._data(first)
+        data = data if data is not None else self._data(second)
+        return selection_order(len(data) if data is not None else 0, len(rows), seed, shuffle)
 
     def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
         """The opening messages of a rollout; ``system_prompt`` (e.g. from GEPA) replaces the env's."""

@@ -83,14 +83,18 @@ def column_names(rows: list[dict[str, Any]]) -> list[str]:
 
 def take_rows(rows: list[dict[str, Any]], n: int, seed: int, shuffle: bool) -> list[dict[str, Any]]:
     """Copies of at most ``n`` rows (-1: all), shuffled first as ``Dataset.shuffle(seed=seed)`` shuffles."""
-    order: Any = range(len(rows))
+    return [_copy(rows[i]) for i in selection_order(len(rows), n, seed, shuffle)]
+
+
+def selection_order(length: int, n: int, seed: int, shuffle: bool) -> list[int]:
+    """The indices, in a split of ``length`` rows, of the rows :func:`take_rows` (and ``Dataset.shuffle(seed)``
+    then ``select(range(n))``) picks, in the order picked: each row's own index, whatever the shuffle."""
+    order: list[int] = list(range(length))
     if shuffle:
         import numpy as np
 
-        order = np.random.default_rng(seed).permutation(len(rows)).tolist()
-    if n is not None and n >= 0:
-        order = order[:n]
-    return [_copy(rows[i]) for i in order]
+        order = np.random.default_rng(seed).permutation(length).tolist()
+    return order[:n] if n is not None and n >= 0 else order
 
 
 def _copy(value: Any) -> Any:

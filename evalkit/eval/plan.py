@@ -43,7 +43,8 @@ class EvalPlan:
 
     config: EvalConfig
     env: Environment
-    examples: list[dict[str, Any]]
+    examples: dict[int, dict[str, Any]]
+    """The selected rows by example id (each row's own index in its split, see ``Environment.example_ids``)."""
     sampling: SamplingArgs
     identity: dict[str, Any]
     run_dir: Path
@@ -74,7 +75,7 @@ class EvalPlan:
         wanted = range(self.config.rollouts_per_example)
         self.missing = {
             eid: [idx for idx in wanted if idx not in done.get(eid, set())]
-            for eid in range(len(self.examples))
+            for eid in self.examples
         }
         self.missing = {eid: idxs for eid, idxs in self.missing.items() if idxs}
         self.previous = runs.read_metadata(self.run_dir) or {}
@@ -118,10 +119,12 @@ def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     return plan
 
 
-def select_examples(config: EvalConfig, env: Environment) -> list[dict[str, Any]]:
-    """The rows this config evaluates, in example-id order."""
+def select_examples(config: EvalConfig, env: Environment) -> dict[int, dict[str, Any]]:
+    """The rows this config evaluates, in the order selected, by example id (the row's own index)."""
     take = env.get_dataset if config.split == "train" else env.get_eval_dataset
-    return take(n=config.num_examples, seed=config.seed, shuffle=config.shuffle)
+    rows = take(n=config.num_examples, seed=config.seed, shuffle=config.shuffle)
+    ids = env.example_ids(rows, config.seed, config.shuffle, config.split)
+    return dict(zip(ids, rows))
 
 
 def identity(config: EvalConfig, sampling: SamplingArgs) -> dict[str, Any]:

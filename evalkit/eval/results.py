@@ -29,16 +29,17 @@ __all__ = ["ResultsWriter", "drop_rows", "read_rows"]
 
 
 def read_rows(run_dir: Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """All complete rows, first of each ``(example_id, rollout_idx)``; ``repair`` truncates a cut tail.
+    """All complete rows, first of each ``(example_id, rollout_idx, agent)`` (``agent``: a multi-seat episode's
+    seat, one row each; None otherwise); ``repair`` truncates a cut tail.
 
     A damaged line (not JSON, not UTF-8, a field of the wrong type) is skipped with one warning
     (:func:`evalkit.core.readback.read_jsonl`): its rollout counts as missing, so ``-R`` runs it again.
     """
     path = run_dir / RESULTS
     rows: list[dict[str, Any]] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int, Any]] = set()
     for row in read_jsonl(path, EVAL_ROW):
-        key = (row["example_id"], row["rollout_idx"])
+        key = (row["example_id"], row["rollout_idx"], row.get("agent"))
         if key not in seen:
             seen.add(key)
             rows.append(row)

@@ -162,7 +162,8 @@ async def execute(
     tool_defs = env_tool_defs(plan.env)
 
     def on_group(group: list[RolloutState]) -> None:
-        rows = [with_anchor_fields(state.to_row(config.state_columns), state, tool_defs) for state in group]
+        rows = [with_anchor_fields(row_state.to_row(config.state_columns), row_state, tool_defs)
+                for state in group for row_state in state.row_states()]
         if env_files is not None:
             env_files.write_group(group)
         rows = writer.write_group(rows)

@@ -17,6 +17,10 @@ counted in both. A row read back with an error but no ``error_kind`` (an older f
 ``unknown`` and not scored. ``num_errors`` counts every rollout with an error, ``errors_by_kind`` splits them,
 and ``avg_error`` is their fraction of all rollouts (verifiers' ``avg_error``: rollouts with an
 error / rollouts). Token usage counts every rollout (errored ones spent tokens too).
+
+A multi-seat episode writes one row per seat (``agent``, ``trainable``, ``episode_id``); the reward numbers
+cover the rows of trained seats (every row when no seat trains), as verifiers' headline reward does, and the
+counts cover every row.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_thresh
         },
         "pass_threshold": pass_threshold,
     }
-    return {**out, **_reward_numbers(scored, rollouts_per_example, pass_threshold)}
+    policy = [r for r in scored if r.get("trainable") is not False] or scored  # seat rows: the trained seats'
+    return {**out, **_reward_numbers(policy, rollouts_per_example, pass_threshold)}
 
 
 def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float) -> dict[str, Any]:

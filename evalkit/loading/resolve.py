@@ -31,6 +31,8 @@ from evalkit.core.errors import UserError
 
 BUILTIN_PACKAGE = "evalkit.builtin"
 BUILTIN_IDS = ("reverse-text", "alphabet-sort", "arithmetic", "wordle", "fact-search")
+SRC = "src"
+"""The folder a ``src/``-layout project keeps its package in."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,10 @@ def _looks_like_path(env_id: str) -> bool:
 
 
 def _local_module_file(folder: Path, module: str) -> Path | None:
-    for candidate in (folder / f"{module}.py", folder / module / "__init__.py", folder / "__init__.py"):
+    """The file ``import <module>`` runs for a local folder: ``<module>.py``, a package ``<module>/``, the
+    folder itself as the package, or a ``src/`` layout (``src/<module>/``, what ``uv init --package`` writes)."""
+    for candidate in (folder / f"{module}.py", folder / module / "__init__.py", folder / "__init__.py",
+                      folder / SRC / module / "__init__.py", folder / SRC / f"{module}.py"):
         if candidate.is_file():
             return candidate
     return None
@@ -81,7 +86,8 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
         folder = Path(env_id).expanduser().resolve()
         module = _folder_module(folder)
         if not folder.is_dir() or _local_module_file(folder, module) is None:
-            raise UserError(f"{env_id} is not an environment folder (expected {folder}/{module}.py)")
+            raise UserError(f"{env_id} is not an environment folder (expected {folder}/{module}.py, a package "
+                            f"{module}/ or a src/ layout with src/{module}/)")
         return EnvSource(folder.name.replace("_", "-"), module, "local", folder)
     module = module_name_for(env_id)
     if not module.isidentifier():
@@ -131,10 +137,12 @@ _LOCAL_FILES: dict[str, Path] = {}
 
 def importable_root(path: Path, module_name: str) -> Path:
     """The folder to put on ``sys.path`` so ``import <module_name>`` finds a local environment folder:
-    the folder itself when it holds ``<module>.py`` or a package ``<module>/``, else its parent (the
-    folder is the package)."""
+    the folder itself when it holds ``<module>.py`` or a package ``<module>/``, its ``src/`` in a ``src/``
+    layout, else its parent (the folder is the package)."""
     if (path / f"{module_name}.py").is_file() or (path / module_name / "__init__.py").is_file():
         return path
+    if (path / SRC / module_name / "__init__.py").is_file() or (path / SRC / f"{module_name}.py").is_file():
+        return path / SRC
     return path.parent
 
 

@@ -15,17 +15,22 @@ from typing import Any
 from evalkit.core.types import Message, SamplingArgs
 
 
-def to_openai_message(message: Any) -> Message:
-    """One verifiers message (pydantic model or dict) as an OpenAI chat dict."""
+def to_openai_message(message: Any, keep_text_role: bool = False) -> Message:
+    """One verifiers message (pydantic model or dict) as an OpenAI chat dict.
+
+    An assistant message that only calls tools keeps ``content: None``, as verifiers' own client sends it
+    (and as its rows record it); one without tool calls gets ``""`` for a missing content.
+    ``keep_text_role``: a completion-mode ``text`` message stays ``text`` (what a row records) rather than
+    becoming the user turn it is sent as."""
     data = message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
     role = data.get("role", "user")
-    if role == "text":  # verifiers' raw-text message is sent as a user turn
+    if role == "text" and not keep_text_role:  # verifiers' raw-text message is sent as a user turn
         role = "user"
     out: Message = {"role": role, "content": data.get("content")}
     if role == "assistant":
-        if out["content"] is None:
-            out["content"] = ""
         calls = [_openai_tool_call(call) for call in data.get("tool_calls") or []]
+        if out["content"] is None and not calls:
+            out["content"] = ""
         if calls:
             out["tool_calls"] = calls
     if role == "tool":
@@ -35,8 +40,8 @@ def to_openai_message(message: Any) -> Message:
     return out
 
 
-def to_openai_messages(messages: Iterable[Any] | None) -> list[Message]:
-    return [to_openai_message(m) for m in messages or []]
+def to_openai_messages(messages: Iterable[Any] | None, keep_text_role: bool = False) -> list[Message]:
+    return [to_openai_message(m, keep_text_role) for m in messages or []]
 
 
 def _openai_tool_call(call: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Contract kept with verifiers:
 - a failed request (:class:`~evalkit.core.errors.ModelCallError`) is raised as ``vf.ModelError``, which verifiers
   records on the rollout's state and stops on, exactly as with its own OpenAI client;
 - a reply with no text and no tool calls is ``vf.EmptyModelResponseError`` (what verifiers' OpenAI client does);
+  a reply that only calls tools has ``content=None``, not ``""`` (what that client gives the environment);
 - when the client reports token ids and logprobs (the embedded engine always does) they ride on
   ``Response.message.tokens``, so verifiers' trajectory carries them like it does for vLLM.
 
@@ -83,7 +84,7 @@ class ModelClientBridge(Client):
             usage=VfUsage(prompt_tokens=usage.input_tokens, reasoning_tokens=0, completion_tokens=usage.output_tokens,
                           total_tokens=usage.input_tokens + usage.output_tokens),
             message=ResponseMessage(
-                content=response.text,
+                content=response.text or None,  # a reply that only calls tools has no content, as in verifiers' client
                 finish_reason=finish,
                 is_truncated=response.finish_reason == "length",
                 tokens=_tokens(response),

@@ -248,7 +248,12 @@ def _vf_state(state: RolloutState) -> Any:
 
 
 def _copy_rollout(vf_state: Any, bridge: Any, state: RolloutState) -> None:
-    """The verifiers state's conversation, turns, stop condition and errors onto primekit's RolloutState."""
+    """The verifiers state's conversation, turns, stop condition and errors onto primekit's RolloutState.
+
+    The prompt is verifiers' ``state["prompt"]`` as the rollout left it (a ``setup_state`` that prepends a
+    system message rewrites what was sent, and verifiers records that), completion-mode ``text`` kept."""
+    if vf_state.get("prompt") is not None:
+        state.prompt = to_openai_messages(vf_state["prompt"], keep_text_role=True)
     state.completion = to_openai_messages(vf_state.get("completion"))
     trajectory = vf_state.get("trajectory") or []
     state.turns = len(trajectory)

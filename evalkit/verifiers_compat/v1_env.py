@@ -125,6 +125,13 @@ class TasksetEnvironment(Environment):
     def get_eval_dataset(self, n: int = -1, seed: int = 0, shuffle: bool = False) -> list[dict[str, Any]]:
         return self.get_dataset(n, seed, shuffle)
 
+    def example_ids(self, rows: list[dict[str, Any]], seed: int, shuffle: bool, split: str = "eval") -> list[int]:
+        """The tasks' own ``idx`` (what verifiers' traces record), when each row has a distinct one; else positions."""
+        own = [((row.get("info") or {}).get("task") or {}).get("idx") for row in rows]
+        if all(type(v) is int for v in own) and len(set(own)) == len(own):
+            return [int(v) for v in own]  # type: ignore[arg-type]
+        return list(range(len(rows)))
+
     def _row(self, task: Any) -> dict[str, Any]:
         data = task.data
         answer = getattr(data, "answer", None)

@@ -18,6 +18,12 @@ An episode holds one trace per agent run (a plain taskset: one trace of its one 
 - **responses**: the model bridge's completions of the policy's traces, matched by the trace id verifiers sends
   with every upstream request, so RL trains only the seats that train (the other seats' tokens still count in
   the row's usage);
+- **usage**: ``input_tokens`` is verifiers' own count (``Trace.num_input_tokens``: fed-in tokens counted
+  once, summed over the traces); every call's prompt summed is ``input_tokens_per_call``;
+- **seat rows** (several seats): besides the episode's state (what RL and ``traces.jsonl`` read), one
+  state per trace in ``RolloutState.seats``, which the eval writes as the rows: each seat's own prompt,
+  conversation, reward, metrics (unprefixed), errors and usage, with ``episode_id``/``agent``/``trainable``
+  columns, as verifiers writes one sample per trace;
 - ``extra``: the trace's ``info`` and ``trace_id`` (one trace), plus ``agents`` (one summary per trace) when
   there are several, and the episode itself under :data:`EPISODE_KEY` for ``traces.jsonl``.
 """
@@ -29,6 +35,7 @@ from typing import Any
 
 from evalkit.core.errors import ENVIRONMENT, MODEL
 from evalkit.core.types import Completion, RolloutState
+from evalkit.core.untrusted import cap_message
 from evalkit.verifiers_compat.convert import to_openai_messages
 
 EPISODE_KEY = "_verifiers_episode"
@@ -69,6 +76,7 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         state.extra = {**last.info, "trace_id": last.id}
         if len(traces) > 1:
             state.extra["agents"] = [_summary(trace) for trace in traces]
+    state.fed_input_tokens = sum(int(trace.num_input_tokens) for trace in traces)  # verifiers' own count
     policy_ids = {trace.id for trace in policy}
     state.responses = []
     for session, completion in calls:
@@ -79,6 +87,33 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
     state.extra[EPISODE_KEY] = episode
     for kind, message in errors:
         state.record_error(kind, message)
+    if multi_seat:
+        state.seats = [_seat_state(state, trace, episode, calls) for trace in traces]
+
+
+def _seat_state(state: RolloutState, trace: Any, episode: Any, calls: list[tuple[str | None, Completion]]) -> RolloutState:
+    """One seat's row of a multi-seat episode, as verifiers writes it (one sample per trace): the trace's own
+    prompt, conversation, reward, metrics, errors (and the episode's) and usage, with ``episode_id``,
+    ``agent`` and ``trainable`` columns so the episode can be grouped."""
+    seat = RolloutState(example_id=state.example_id, rollout_idx=state.rollout_idx, prompt=_opening(trace) or state.prompt,
+                        answer=state.answer, info=state.info, task=state.task)
+    seat.completion = [cap_message(message, state.max_message_chars) for message in _messages(trace, False)]
+    seat.turns, seat.stop_condition = trace.num_turns, trace.stop_condition
+    seat.is_truncated = bool(trace.is_truncated)
+    seat.reward, seat.metrics = float(trace.reward), _metrics([trace], False)
+    for _, completion in (call for call in calls if call[0] == trace.id):
+        seat.usage.add(completion.usage)
+    seat.fed_input_tokens = int(trace.num_input_tokens)
+    seat.extra = {**trace.info, "trace_id": trace.id}
+    if "agents" in state.extra:  # -C agents: the episode's seats, on each of its rows
+        seat.extra["agents"] = state.extra["agents"]
+    seat.columns = {"episode_id": episode.id, "agent": trace.agent.name, "trainable": bool(trace.agent.trainable)}
+    seat.max_message_chars = state.max_message_chars
+    for error in [*trace.errors, *episode.errors]:
+        seat.record_error(_kind(error), f"{error.type}: {error.message}")
+    if not trace.ok and not trace.errors and not episode.errors:
+        seat.record_error(ENVIRONMENT, f"verifiers marked the rollout failed (stop condition {trace.stop_condition})")
+    return seat
 
 
 def _split(trace: Any) -> tuple[list[Any], int]:

@@ -106,19 +106,23 @@ def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solve
     done = prime(project, "eval", "run", "vf-v1-seats", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
                  "-a", '{"offset": 2}', "-C", "agents")
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = rows_of(run_dir(project, "vf-v1-seats"))
-    assert [r["reward"] for r in rows] == [1.0, 1.0]  # the solver's: the checker seat does not train
-    assert rows[1]["metrics"] == {"solver/correct": 1.0, "solver/checked": 1.0, "checker/correct": 1.0}
-    assert rows[1]["completion"] == [{"role": "assistant", "content": "3", "agent": "solver"},
-                                     {"role": "assistant", "content": "5", "agent": "checker"}]
-    assert [(a["agent"], a["trainable"]) for a in rows[1]["agents"]] == [("solver", True), ("checker", False)]
+    rows = rows_of(run_dir(project, "vf-v1-seats"))  # one row per seat per episode, as verifiers writes them
+    assert [(r["example_id"], r["agent"], r["trainable"]) for r in rows] == [
+        (0, "solver", True), (0, "checker", False), (1, "solver", True), (1, "checker", False)]
+    assert [r["reward"] for r in rows] == [1.0] * 4  # each seat's own
+    assert rows[0]["episode_id"] == rows[1]["episode_id"] != rows[2]["episode_id"] == rows[3]["episode_id"]
+    assert rows[2]["metrics"] == {"correct": 1.0, "checked": 1.0} and rows[3]["metrics"] == {"correct": 1.0}
+    assert rows[2]["prompt"][-1]["content"] == "What is 1+2?" and rows[3]["prompt"][-1]["content"] == "What is 3+2?"
+    assert rows[2]["completion"] == [{"role": "assistant", "content": "3"}]
+    assert rows[3]["completion"] == [{"role": "assistant", "content": "5"}]
+    assert [(a["agent"], a["trainable"]) for a in rows[3]["agents"]] == [("solver", True), ("checker", False)]
     sent = solver.requests()[before:]
     asked = sorted(r["messages"][-1]["content"] for r in sent if r.get("max_tokens") != 1)  # not the preflight
     assert asked == ["What is 0+1?", "What is 1+2?", "What is 1+2?", "What is 3+2?"]
     episodes = [json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()]
     assert sorted(t["agent"]["name"] for e in episodes for t in e["traces"]) == ["checker"] * 2 + ["solver"] * 2
     view = prime(project, "eval", "view", str(run_dir(project, "vf-v1-seats")))
-    assert "completion/solver:assistant: 3" in view.stdout and "completion/checker:assistant: 5" in view.stdout
+    assert "assistant: 3" in view.stdout and "assistant: 5" in view.stdout
 
 
 def test_single_agent_env_with_a_scripted_user(project, solver):
