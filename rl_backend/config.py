@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from evalkit.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.defaults import DEFAULT_MODEL
 from evalkit.errors import ConfigError
 from evalkit.eval.config import EnvTable
@@ -284,11 +285,11 @@ class BaselineConfig(_Strict):
     """Training examples evaluated before training."""
     rollouts_per_example: int | None = Field(None, gt=1)
     """Rollouts per example for the checks (default: the top-level rollouts_per_example)."""
-    min_reward: float = 0.01
+    min_reward: float = MIN_REWARD
     """Refuse to train when the mean reward is below this (the task is too hard: no reward to learn from)."""
-    max_reward: float = 0.8
+    max_reward: float = MAX_REWARD
     """Refuse to train when the mean reward is above this (the task is too easy)."""
-    min_diverse_groups: float = Field(0.1, ge=0, le=1)
+    min_diverse_groups: float = Field(MIN_DIVERSE_GROUPS, ge=0, le=1)
     """Refuse when fewer than this fraction of groups have non-identical rewards (no learning signal)."""
 
 
