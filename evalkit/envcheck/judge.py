@@ -9,7 +9,7 @@ The rules (docs/env-check.md has the reasoning):
   the range on average fails: that reward can be farmed without solving anything.
 - ``deterministic``: the same completion scored twice gets the same reward and metrics.
 - ``finite``: no reward function raised or returned NaN/infinity; other rollout errors under a scripted
-  policy warn.
+  policy warn (except kind ``model``: the library refused the reply itself, as verifiers refuses an empty one).
 - ``range``: every reward lies within the declared range.
 - ``no-mutation``: no reward function changed its inputs in place.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.envcheck.probe import Outcome
-from evalkit.errors import REWARD
+from evalkit.errors import MODEL, REWARD
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 TOLERANCE = 1e-6
@@ -69,7 +69,8 @@ def gold_check(best: dict[int, Outcome], low: float, high: float, rows: int) -> 
 def floor_check(name: str, outcomes: Sequence[Outcome], low: float, high: float, describe: str) -> Check:
     scored = [o for o in outcomes if o.reward is not None]
     if not scored:
-        return Check(name, SKIP, f"{describe}: nothing scored")
+        why = next((o.error for o in outcomes if o.error), "no example to play it on")
+        return Check(name, SKIP, f"{describe}: nothing scored ({clip(why, 160)})")
     mean = sum(o.reward or 0.0 for o in scored) / len(scored)
     worst = max(scored, key=lambda o: o.reward or 0.0)
     if (worst.reward or 0.0) <= low + TOLERANCE:
@@ -101,7 +102,8 @@ def finite_check(outcomes: Sequence[Outcome]) -> Check:
     if broken:
         return _about("finite", FAIL, f"{len(broken)} scorings with a reward-function error: {clip(broken[0].error or '', 200)}",
                       broken[0])
-    other = [o for o in outcomes if o.error]
+    # kind "model": the library refused the scripted reply itself (verifiers: an empty one); no reward ran
+    other = [o for o in outcomes if o.error and o.error_kind != MODEL]
     if other:
         return _about("finite", WARN, f"{len(other)} scripted rollouts errored ({other[0].error_kind}): "
                       f"{clip(other[0].error or '', 200)}", other[0])

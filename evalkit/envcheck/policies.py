@@ -52,8 +52,10 @@ def _tagged(parser: Any, answer: str) -> str | None:
     fmt = getattr(parser, "format", None)
     if not field or not callable(fmt):
         return None
+    values = {name: "" for name in _field_names(parser)}  # some parsers' format wants every field
+    values[field] = answer
     try:
-        return str(fmt(**{field: answer}))
+        return str(fmt(**values))
     except Exception:  # a parser's own format refusing a value is no finding; the other renderings remain
         return None
 

@@ -63,7 +63,7 @@ async def play(env: Environment, policy: str, rows: list[tuple[int, dict[str, An
         outcomes.append(Outcome(
             policy=policy, example_id=example_id, reply=recording.sent[0] if recording.sent else "",
             reward=state.reward if state.scored else None, metrics=dict(state.metrics), error=state.error,
-            error_kind=state.kind_of_error, mutated=_mutated(before, state, recording.sent),
+            error_kind=state.kind_of_error, mutated=_mutated(before, state, recording.sent, hasattr(env, "vf_env")),
         ))
     return outcomes
 
@@ -78,9 +78,11 @@ def _inputs(env: Environment, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _mutated(before: dict[str, Any], state: RolloutState, sent: list[str]) -> list[str]:
+def _mutated(before: dict[str, Any], state: RolloutState, sent: list[str], wrapped: bool) -> list[str]:
     """The inputs that differ, after scoring, from what the row and the policy supplied."""
-    changed = [name for name in ("prompt", "answer", "info") if _differs(before[name], getattr(state, name), name)]
+    # a wrapped verifiers environment builds its own prompt (an opener's first message): only the others compare
+    names = ("answer", "info") if wrapped else ("prompt", "answer", "info")
+    changed = [name for name in names if _differs(before[name], getattr(state, name), name)]
     library_state = state.extra if isinstance(state.extra, dict) else {}
     completions = [state.completion]
     if isinstance(library_state.get("completion"), list):  # a wrapped verifiers rollout: its own copy was scored

@@ -70,45 +70,42 @@ async def _check(env: Environment, options: EnvCheckOptions) -> EnvCheckReport:
     rows = list(enumerate(env.get_eval_dataset(options.num_examples)))
     if not rows:
         raise UserError(f"environment '{options.env_id}' has no examples to check")
-    first, second, best = await _scripted(env, rows, options)
+    async with env.serving():  # held once: a v1 taskset's shared servers then start once, not per row
+        first, second, best, describe = await _scripted(env, rows, options)
+        model = await _model_checks(env, rows, options, high) if options.model is not None else []
     checks = [judge.gold_check(best, low, high, len(rows))]
     for policy in _floor_names(first):
-        checks.append(judge.floor_check(policy, [o for o in first if o.policy == policy], low, high, _DESCRIBE[policy]))
+        checks.append(judge.floor_check(policy, [o for o in first if o.policy == policy], low, high, describe[policy]))
     everything = first + second
     checks += [judge.deterministic_check(first, second), judge.finite_check(everything),
                judge.range_check(everything, low, high), judge.mutation_check(everything)]
-    if options.model is not None:
-        checks += await _model_checks(env, rows, options, high)
-    return EnvCheckReport(options.env_id, options.reward_range, checks)
-
-
-_DESCRIBE: dict[str, str] = {"all-answers": "every plausible answer in one reply"}
+    return EnvCheckReport(options.env_id, options.reward_range, checks + model)
 
 
 async def _scripted(env: Environment, rows: list[tuple[int, dict[str, Any]]],
-                    options: EnvCheckOptions) -> tuple[list[Outcome], list[Outcome], dict[int, Outcome]]:
-    """Each policy played twice (the second pass for determinism); the best gold rendering per example."""
+                    options: EnvCheckOptions) -> tuple[list[Outcome], list[Outcome], dict[int, Outcome], dict[str, str]]:
+    """Each policy played twice (the second pass for determinism); the best gold rendering per example;
+    what each floor policy sends, in words."""
     first: list[Outcome] = []
     second: list[Outcome] = []
     gold: dict[str, dict[int, str]] = {}
+    parser, rubric = getattr(env, "parser", None), getattr(env, "rubric", None)  # a v1 taskset has neither
     for example_id, row in rows:
         answer = answer_of(row)
-        for label, text in gold_renderings(answer, env.parser) if answer is not None else []:
+        for label, text in gold_renderings(answer, parser) if answer is not None else []:
             gold.setdefault(f"gold:{label}", {})[example_id] = text
     for name, texts in gold.items():
         replies = {eid: _fixed(text) for eid, text in texts.items()}
         first += await play(env, name, rows, replies, options.limits)
         second += await play(env, name, rows, replies, options.limits)
     best = _best_gold(first)
-    policies = floor_policies(env.parser, env.rubric)
+    policies = [*floor_policies(parser, rubric),
+                Policy("all-answers", FLOOR, "every plausible answer in one reply", lambda row: None)]
     for policy in policies:
-        _DESCRIBE[policy.name] = policy.describe
-    policies.append(Policy("all-answers", FLOOR, _DESCRIBE["all-answers"], lambda row: None))
-    for policy in policies:
-        replies = _replies(policy, rows, best, env.parser)
+        replies = _replies(policy, rows, best, parser)
         first += await play(env, policy.name, rows, replies, options.limits)
         second += await play(env, policy.name, rows, replies, options.limits)
-    return first, second, best
+    return first, second, best, {policy.name: policy.describe for policy in policies}
 
 
 def _replies(policy: Policy, rows: list[tuple[int, dict[str, Any]]], best: dict[int, Outcome],
