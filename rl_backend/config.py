@@ -291,6 +291,9 @@ class BaselineConfig(_Strict):
     """Refuse to train when the mean reward is above this (the task is too easy)."""
     min_diverse_groups: float = Field(MIN_DIVERSE_GROUPS, ge=0, le=1)
     """Refuse when fewer than this fraction of groups have non-identical rewards (no learning signal)."""
+    check: bool = False
+    """Also run ``prime env check``'s scripted policies on each environment first (gold, empty, echo, adversarial
+    replies; determinism, range, mutation) and refuse to train when one fails (``--skip-baseline`` overrides)."""
 
 
 class FilterConfig(_Strict):
