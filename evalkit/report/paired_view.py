@@ -1,0 +1,77 @@
+"""Paired comparisons as a person reads them: a rich table for the terminal and a context for the HTML page.
+
+Every later run is compared with the first (the baseline: run A), example by example, through
+:func:`evalkit.report.paired.compare`. Unpaired runs print the reason instead of numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from evalkit.report.paired import CONFIDENCE, Interval, Paired, compare, summary_line
+
+FLIPS_SHOWN = 20
+
+
+def pass_threshold(meta: dict[str, Any]) -> float:
+    value = meta.get("pass_threshold")
+    return float(value) if isinstance(value, (int, float)) else 1.0
+
+
+def comparisons(runs: Sequence[Any]) -> list[tuple[str, str, Paired]]:
+    """``(label A, label B, result)`` for each run after the first (eval runs: ``rows``, ``meta``, ``label``)."""
+    base = runs[0]
+    return [(base.label, run.label, compare(base.rows, run.rows, pass_threshold(base.meta))) for run in runs[1:]]
+
+
+def _ci(interval: Interval) -> str:
+    return f"{interval.estimate:+.4f}  [{interval.low:+.4f}, {interval.high:+.4f}]"
+
+
+def paired_renderable(label_a: str, label_b: str, result: Paired) -> Group | Text:
+    if not result.paired:
+        return Text(f"paired comparison {label_b} vs {label_a}: {result.reason}", style="yellow")
+    table = Table(title=f"Paired: {escape(label_b)} − {escape(label_a)} ({CONFIDENCE:.0%} bootstrap CI)",
+                  title_justify="left")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    table.add_row("paired examples", str(result.examples))
+    table.add_row("mean reward A / B", f"{result.mean_a:.4f} / {result.mean_b:.4f}")
+    if result.difference is not None:
+        table.add_row("mean difference", _ci(result.difference))
+    for k, interval in result.pass_at_k.items():
+        table.add_row(f"pass@{k} difference", _ci(interval))
+    table.add_row("better / worse / same", f"{result.better} / {result.worse} / {result.same}")
+    table.add_row("sign test p", f"{result.sign_p:.3g}")
+    parts: list[Any] = [table, Text(summary_line(result, "A", "B"))]
+    if result.flips:
+        flips = Table(title=f"Flipped examples ({len(result.flips)}; solved = a rollout at or above the pass threshold)",
+                      title_justify="left")
+        for column in ("example", "solved in", "mean A", "mean B", "question"):
+            flips.add_column(column, overflow="fold")
+        for flip in result.flips[:FLIPS_SHOWN]:
+            flips.add_row(str(flip.example_id), flip.solved_by, f"{flip.mean_a:.3f}", f"{flip.mean_b:.3f}",
+                          escape(" ".join(flip.question.split())[:100]))
+        parts.append(flips)
+    return Group(*parts)
+
+
+def print_paired(runs: Sequence[Any], console: Any) -> None:
+    for label_a, label_b, result in comparisons(runs):
+        console.print(paired_renderable(label_a, label_b, result))
+
+
+def paired_context(runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """What the HTML page's "Paired comparison" section shows, one entry per run after the first."""
+    out = []
+    for label_a, label_b, result in comparisons(runs):
+        entry: dict[str, Any] = {"a": label_a, "b": label_b, "summary": summary_line(result, "A", "B"), **result.to_dict()}
+        entry["flips"] = [{**vars(f), "question": " ".join(f.question.split())[:300]} for f in result.flips]
+        out.append(entry)
+    return out

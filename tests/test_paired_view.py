@@ -1,0 +1,57 @@
+"""`prime eval view A B` and its `--html` page show the paired comparison (interval, sign test, flipped
+examples) of two eval runs written by the eval runner; unpaired runs are said to be unpaired."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import report_runs
+from typer.testing import CliRunner
+
+from prime_cli.app import app
+
+
+@pytest.fixture(scope="module")
+def evals(tmp_path_factory) -> tuple[Path, Path]:
+    return report_runs.make_eval_runs(tmp_path_factory.mktemp("evals") / "outputs")
+
+
+def view(*args: str):
+    return CliRunner().invoke(app, ["eval", "view", *args], terminal_width=200)
+
+
+def test_terminal_shows_interval_sign_test_and_flips(evals):
+    tools, even = evals
+    result = view(str(tools), str(even))
+    assert result.exit_code == 0, result.output
+    assert "Paired:" in result.output and "mean difference" in result.output and "sign test p" in result.output
+    assert "Flipped examples" in result.output and "95% CI" in result.output
+
+
+def test_html_compare_page_has_the_paired_section(evals, tmp_path):
+    tools, even = evals
+    target = tmp_path / "compare.html"
+    result = view(str(tools), str(even), "--html", str(target))
+    assert result.exit_code == 0, result.output
+    page = target.read_text()
+    assert 'id="paired"' in page and "mean reward difference" in page and 'id="flip-table-1"' in page
+
+
+def test_runs_on_different_examples_are_said_to_be_unpaired(evals, tmp_path):
+    tools, even = evals
+    other = tmp_path / "other"
+    shutil.copytree(even, other)
+    lines = (other / "results.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    for row in rows:
+        row["prompt"] = [{**m, "content": "a different question"} if m.get("role") == "user" else m for m in row["prompt"]]
+    (other / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = view(str(tools), str(other))
+    assert result.exit_code == 0, result.output
+    assert "unpaired" in result.output and "mean difference" not in result.output
+    page_path = tmp_path / "unpaired.html"
+    assert view(str(tools), str(other), "--html", str(page_path)).exit_code == 0
+    assert "unpaired" in page_path.read_text()
