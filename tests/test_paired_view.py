@@ -55,3 +55,20 @@ def test_runs_on_different_examples_are_said_to_be_unpaired(evals, tmp_path):
     page_path = tmp_path / "unpaired.html"
     assert view(str(tools), str(other), "--html", str(page_path)).exit_code == 0
     assert "unpaired" in page_path.read_text()
+
+
+def test_checkpoint_sweep_compares_each_step_with_step_0(evals, tmp_path):
+    """A sweep folder as `prime eval run --steps` writes it (sweep.json, step_N/ eval run dirs), made of the two
+    eval runs: step 0 the first, step 2 the second."""
+    tools, even = evals
+    sweep = tmp_path / "sweeps" / "tools"
+    sweep.mkdir(parents=True)
+    shutil.copytree(tools, sweep / "step_0")
+    shutil.copytree(even, sweep / "step_2")
+    (sweep / "sweep.json").write_text(json.dumps({"env_id": "tools", "rl_run": "r", "steps": [0, 2]}))
+    result = view(str(sweep))
+    assert result.exit_code == 0, result.output
+    assert "Paired: step 2 − step 0" in result.output and "Flipped examples" in result.output
+    page = tmp_path / "sweep.html"
+    assert view(str(sweep), "--html", str(page)).exit_code == 0
+    assert 'id="paired"' in page.read_text() and "step 2 − step 0" in page.read_text()

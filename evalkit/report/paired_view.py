@@ -69,8 +69,40 @@ def print_paired(runs: Sequence[Any], console: Any) -> None:
 
 def paired_context(runs: Sequence[Any]) -> list[dict[str, Any]]:
     """What the HTML page's "Paired comparison" section shows, one entry per run after the first."""
+    return contexts(comparisons(runs))
+
+
+class _Side:
+    """A run as :func:`comparisons` reads it, loaded from an eval run dir (a sweep's ``step_N/``)."""
+
+    def __init__(self, label: str, run_dir: Any):
+        from evalkit.eval.results import read_rows
+        from evalkit.readback import EVAL_METADATA, read_object
+        from evalkit.runs import METADATA
+
+        self.label, self.rows, self.meta = label, read_rows(run_dir), read_object(run_dir / METADATA, EVAL_METADATA)
+
+
+def sweep_comparisons(sweep: Any) -> list[tuple[str, str, Paired]]:
+    """Each evaluated checkpoint step of a sweep against step 0, the model the RL run started from."""
+    base = sweep.baseline
+    if base is None or not sweep.trained:
+        return []
+    return comparisons([_Side("step 0", base.run_dir), *[_Side(f"step {p.step}", p.run_dir) for p in sweep.trained]])
+
+
+def print_sweep_paired(sweep: Any, console: Any) -> None:
+    """One line per step against step 0; the last step in full (its interval table and flipped examples)."""
+    found = sweep_comparisons(sweep)
+    for label_a, label_b, result in found[:-1]:
+        console.print(summary_line(result, label_a, label_b))
+    if found:
+        console.print(paired_renderable(*found[-1]))
+
+
+def contexts(found: list[tuple[str, str, Paired]]) -> list[dict[str, Any]]:
     out = []
-    for label_a, label_b, result in comparisons(runs):
+    for label_a, label_b, result in found:
         entry: dict[str, Any] = {"a": label_a, "b": label_b, "summary": summary_line(result, "A", "B"), **result.to_dict()}
         entry["flips"] = [{**vars(f), "question": " ".join(f.question.split())[:300]} for f in result.flips]
         out.append(entry)

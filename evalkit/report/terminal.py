@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.report.paired_view import print_sweep_paired
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
@@ -91,6 +92,7 @@ def render_sweep(run: SweepRun, console: Console) -> None:
         delta = p.reward - base.reward if p.step and p.reward is not None and base is not None else None
         table.add_row(str(p.step), _fmt(p.reward, 4), _fmt(p.std, 3), _fmt(delta, 4), _fmt(p.pass_at_1, 3), str(p.errors), p.status)
     console.print(table)
+    print_sweep_paired(run, console)
     console.print(f"sweep dir: {run.path}", soft_wrap=True)
 
 
