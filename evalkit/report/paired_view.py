@@ -107,3 +107,30 @@ def contexts(found: list[tuple[str, str, Paired]]) -> list[dict[str, Any]]:
         entry["flips"] = [{**vars(f), "question": " ".join(f.question.split())[:300]} for f in result.flips]
         out.append(entry)
     return out
+
+
+class _Scores:
+    """A GEPA candidate's validation subscores as rows :func:`compare` reads (one rollout per example; both
+    candidates of a run score the same validation set, so examples pair by id)."""
+
+    def __init__(self, label: str, subscores: dict[str, float]):
+        self.label, self.meta = label, {}
+        self.rows = [{"example_id": i, "rollout_idx": 0, "reward": float(score), "error": None,
+                      "prompt": [{"role": "user", "content": f"validation example {key}"}]}
+                     for i, (key, score) in enumerate(sorted(subscores.items(), key=lambda kv: _key(kv[0])))]
+
+
+def _key(key: str) -> tuple[int, Any]:
+    return (0, int(key)) if str(key).lstrip("-").isdigit() else (1, str(key))
+
+
+def gepa_comparisons(run: Any) -> list[tuple[str, str, Paired]]:
+    """The best candidate against the seed on the validation set, from their per-example subscores."""
+    seed, best = run.seed, run.best
+    if seed is None or best is None or best.idx == seed.idx:
+        return []
+    if not seed.subscores or set(seed.subscores) != set(best.subscores):
+        return [("seed", f"best (candidate {best.idx})",
+                 Paired(False, "the seed's and the best candidate's validation subscores do not cover the same "
+                               "examples: unpaired, not compared example by example"))]
+    return comparisons([_Scores("seed", seed.subscores), _Scores(f"best (candidate {best.idx})", best.subscores)])

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.report.paired_view import print_sweep_paired
+from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
@@ -53,6 +53,8 @@ def render_gepa(run: GepaRun, console: Console) -> None:
     for line in diff:
         style = "green" if line.startswith("+") and not line.startswith("+++") else "red" if line.startswith("-") and not line.startswith("---") else "dim"
         console.print(Text(line, style=style))
+    for found in gepa_comparisons(run):
+        console.print(paired_renderable(*found))
     console.print(f"run dir: {run.path}", soft_wrap=True)
 
 
