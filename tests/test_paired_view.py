@@ -68,7 +68,7 @@ def test_checkpoint_sweep_compares_each_step_with_step_0(evals, tmp_path):
     (sweep / "sweep.json").write_text(json.dumps({"env_id": "tools", "rl_run": "r", "steps": [0, 2]}))
     result = view(str(sweep))
     assert result.exit_code == 0, result.output
-    assert "Paired: step 2 − step 0" in result.output and "Flipped examples" in result.output
+    assert "Paired: B step 2 − A step 0" in result.output and "Flipped examples" in result.output
     page = tmp_path / "sweep.html"
     assert view(str(sweep), "--html", str(page)).exit_code == 0
     assert 'id="paired"' in page.read_text() and "step 2 − step 0" in page.read_text()
@@ -78,7 +78,7 @@ def test_gepa_best_candidate_is_paired_with_the_seed_on_the_validation_set(tmp_p
     run = report_runs.make_gepa_run(tmp_path_factory.mktemp("gepa") / "outputs")
     result = view(str(run))
     assert result.exit_code == 0, result.output
-    assert "Paired: best (candidate" in result.output and "− seed" in result.output
+    assert "Paired: B best (candidate" in result.output and "− A seed" in result.output
     assert "mean difference" in result.output
     page = tmp_path / "gepa.html"
     assert view(str(run), "--html", str(page)).exit_code == 0

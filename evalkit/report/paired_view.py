@@ -37,7 +37,7 @@ def _ci(interval: Interval) -> str:
 def paired_renderable(label_a: str, label_b: str, result: Paired) -> Group | Text:
     if not result.paired:
         return Text(f"paired comparison {label_b} vs {label_a}: {result.reason}", style="yellow")
-    table = Table(title=f"Paired: {escape(label_b)} − {escape(label_a)} ({CONFIDENCE:.0%} bootstrap CI)",
+    table = Table(title=f"Paired: B {escape(label_b)} − A {escape(label_a)} ({CONFIDENCE:.0%} bootstrap CI)",
                   title_justify="left")
     table.add_column("statistic")
     table.add_column("value", justify="right")
