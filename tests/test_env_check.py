@@ -85,3 +85,10 @@ def test_rules_of_thumb_on_the_embedded_model():
     assert {"baseline-mean", "solved-share", "group-spread"} <= set(by_name)
     assert "local/smollm2-135m, 2 examples x 2 rollouts: mean" in by_name["baseline-mean"].detail
     assert all(by_name[n].status in ("pass", "warn") for n in ("baseline-mean", "solved-share", "group-spread"))
+
+
+def test_cli_user_errors_are_one_line(tmp_path: Path):
+    both = prime("env", "check", "arithmetic", "-m", "x", "--no-model", cwd=tmp_path)
+    assert both.returncode == 2 and both.stderr.strip() == "error: give --model or --no-model, not both"
+    bad_range = prime("env", "check", "arithmetic", "--no-model", "--range", "1", "0", cwd=tmp_path)
+    assert bad_range.returncode == 2 and bad_range.stderr.strip() == "error: --range needs LOW < HIGH, got 1 0"

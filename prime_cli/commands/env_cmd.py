@@ -131,10 +131,11 @@ def check(
     from evalkit.defaults import DEFAULT_MODEL
     from evalkit.envcheck.render import print_report
     from evalkit.envcheck.run import EnvCheckOptions, check_environment
+    from evalkit.errors import UserError
     from evalkit.registry import parse_env_args
 
     if model is not None and no_model:
-        raise typer.BadParameter("give --model or --no-model, not both")
+        raise UserError("give --model or --no-model, not both")
     options = EnvCheckOptions(
         env_id=env_id, env_args=parse_env_args(env_args), num_examples=num_examples, reward_range=reward_range,
         model=None if no_model else (model or DEFAULT_MODEL), rollouts_per_example=rollouts_per_example,
