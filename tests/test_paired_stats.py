@@ -114,3 +114,13 @@ def test_a_real_improvement_is_called_real():
     result = compare(a, b)
     assert result.difference.low > 0 and result.sign_p < 1e-6 and result.pass_at_k[1].low > 0
     assert "a real difference" in summary_line(result)
+
+
+def test_bootstrap_matches_a_plain_numpy_reference_and_handles_big_runs():
+    data = np.random.default_rng(6).random(50)
+    rng = np.random.default_rng(0)  # the module's fixed seed; one resample at a time, the obvious way
+    reference = [data[rng.integers(0, 50, size=50)].mean() for _ in range(2000)]
+    interval = bootstrap_mean(data)
+    assert (interval.low, interval.high) == pytest.approx(tuple(np.percentile(reference, [2.5, 97.5])), abs=0.01)
+    big = bootstrap_mean(np.random.default_rng(7).random(100_000), samples=200)  # chunked: no 200 x 100,000 matrix
+    assert big.low < big.estimate < big.high

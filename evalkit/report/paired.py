@@ -104,7 +104,9 @@ def bootstrap_mean(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, co
     """The mean of ``values`` and its percentile bootstrap interval (values resampled with replacement)."""
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(samples, len(data)))].mean(axis=1)
+    chunk = max(1, min(samples, 2_000_000 // max(1, len(data))))  # at most ~16 MB of indices at a time
+    means = np.concatenate([data[rng.integers(0, len(data), size=(min(chunk, samples - done), len(data)))].mean(axis=1)
+                            for done in range(0, samples, chunk)])
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return Interval(float(data.mean()), float(low), float(high))
