@@ -4,7 +4,6 @@ and refuses to train on a reward that pays for degenerate replies."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from test_rl_training import _project, tiny_model  # noqa: F401  (the fixture, reused)

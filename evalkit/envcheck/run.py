@@ -15,7 +15,7 @@ from typing import Any
 from evalkit.clients.scripted import ReplyFn
 from evalkit.defaults import RolloutLimits
 from evalkit.envcheck import judge
-from evalkit.envcheck.policies import FLOOR, Policy, answer_of, floor_policies, gold_renderings, shotgun
+from evalkit.envcheck.policies import answer_of, floor_policies, gold_renderings, shotgun
 from evalkit.envcheck.probe import Outcome, play
 from evalkit.envs.base import Environment
 from evalkit.errors import UserError
@@ -88,30 +88,32 @@ async def _scripted(env: Environment, rows: list[tuple[int, dict[str, Any]]],
     what each floor policy sends, in words."""
     first: list[Outcome] = []
     second: list[Outcome] = []
-    gold: dict[str, dict[int, str]] = {}
+
+    async def twice(name: str, replies: dict[int, ReplyFn]) -> None:
+        first.extend(await play(env, name, rows, replies, options.limits))
+        second.extend(await play(env, name, rows, replies, options.limits))
+
     parser, rubric = getattr(env, "parser", None), getattr(env, "rubric", None)  # a v1 taskset has neither
+    gold: dict[str, dict[int, ReplyFn]] = {}
     for example_id, row in rows:
         answer = answer_of(row)
         for label, text in gold_renderings(answer, parser) if answer is not None else []:
-            gold.setdefault(f"gold:{label}", {})[example_id] = text
-    for name, texts in gold.items():
-        replies = {eid: _fixed(text) for eid, text in texts.items()}
-        first += await play(env, name, rows, replies, options.limits)
-        second += await play(env, name, rows, replies, options.limits)
+            gold.setdefault(f"gold:{label}", {})[example_id] = _fixed(text)
+    for name, replies in gold.items():
+        await twice(name, replies)
     best = _best_gold(first)
-    policies = [*floor_policies(parser, rubric),
-                Policy("all-answers", FLOOR, "every plausible answer in one reply", lambda row: None)]
+    policies = floor_policies(parser, rubric)
     for policy in policies:
-        replies = _replies(policy, rows, best, parser)
-        first += await play(env, policy.name, rows, replies, options.limits)
-        second += await play(env, policy.name, rows, replies, options.limits)
-    return first, second, best, {policy.name: policy.describe for policy in policies}
+        await twice(policy.name, {eid: fn for eid, row in rows if (fn := policy.reply_for(row)) is not None})
+    await twice(ALL_ANSWERS, _all_answers(rows, best, parser))
+    return first, second, best, {**{p.name: p.describe for p in policies}, ALL_ANSWERS: "every plausible answer in one reply"}
 
 
-def _replies(policy: Policy, rows: list[tuple[int, dict[str, Any]]], best: dict[int, Outcome],
-             parser: Any) -> dict[int, ReplyFn]:
-    if policy.name != "all-answers":
-        return {eid: fn for eid, row in rows if (fn := policy.reply_for(row)) is not None}
+ALL_ANSWERS = "all-answers"
+
+
+def _all_answers(rows: list[tuple[int, dict[str, Any]]], best: dict[int, Outcome], parser: Any) -> dict[int, ReplyFn]:
+    """Every answer of the checked rows in one reply, in the gold rendering that scored best on that row."""
     answers = [a for _, row in rows if (a := answer_of(row)) is not None]
     out = {}
     for eid, row in rows:
@@ -119,7 +121,8 @@ def _replies(policy: Policy, rows: list[tuple[int, dict[str, Any]]], best: dict[
         if own is None or eid not in best or len(set(answers)) < 2:
             continue
         label = best[eid].policy.split(":", 1)[1]
-        out[eid] = _fixed(dict(gold_renderings(shotgun(own, answers), parser)).get(label, shotgun(own, answers)))
+        listed = shotgun(own, answers)
+        out[eid] = _fixed(dict(gold_renderings(listed, parser)).get(label, listed))
     return out
 
 
