@@ -83,3 +83,20 @@ def test_gepa_best_candidate_is_paired_with_the_seed_on_the_validation_set(tmp_p
     page = tmp_path / "gepa.html"
     assert view(str(run), "--html", str(page)).exit_code == 0
     assert 'id="paired"' in page.read_text()
+
+
+def test_rl_run_pairs_its_last_eval_with_step_0(evals, tmp_path):
+    """An RL run dir's held-out evals (``evals/step_N/``, full eval run dirs), made of the two eval runs."""
+    tools, even = evals
+    run = tmp_path / "rl" / "r"
+    (run / "evals").mkdir(parents=True)
+    shutil.copytree(tools, run / "evals" / "step_0")
+    shutil.copytree(even, run / "evals" / "step_2")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in (
+        {"step": 1, "loss": 0.1, "reward_mean": 0.2}, {"step": 2, "loss": 0.1, "reward_mean": 0.3})))
+    result = view(str(run))
+    assert result.exit_code == 0, result.output
+    assert "Paired: B eval step 2 − A eval step 0" in result.output and "Flipped examples" in result.output
+    page = tmp_path / "rl.html"
+    assert view(str(run), "--html", str(page)).exit_code == 0, result.output
+    assert 'id="paired"' in page.read_text()

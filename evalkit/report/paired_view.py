@@ -134,3 +134,11 @@ def gepa_comparisons(run: Any) -> list[tuple[str, str, Paired]]:
                  Paired(False, "the seed's and the best candidate's validation subscores do not cover the same "
                                "examples: unpaired, not compared example by example"))]
     return comparisons([_Scores("seed", seed.subscores), _Scores(f"best (candidate {best.idx})", best.subscores)])
+
+
+def rl_comparisons(run: Any) -> list[tuple[str, str, Paired]]:
+    """An RL run's last held-out eval against its step-0 eval (the starting model), when both kept their rows."""
+    trained = [step for step in run.eval_runs if step > 0]
+    if 0 not in run.eval_runs or not trained:
+        return []
+    return comparisons([run.eval_runs[0], run.eval_runs[max(trained)]])

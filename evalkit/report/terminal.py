@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired
+from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired, rl_comparisons
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
@@ -80,6 +80,8 @@ def render_rl(run: RLRun, console: Console) -> None:
     console.print(table)
     if run.evals:
         console.print("eval reward by step: " + ", ".join(f"{p.step}: {p.reward:.3f}" for p in run.evals))
+    for found in rl_comparisons(run):
+        console.print(paired_renderable(*found))
     console.print(f"run dir: {run.path}", soft_wrap=True)
 
 
