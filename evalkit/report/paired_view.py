@@ -51,8 +51,9 @@ def paired_renderable(label_a: str, label_b: str, result: Paired) -> Group | Tex
     table.add_row("sign test p", f"{result.sign_p:.3g}")
     parts: list[Any] = [table, Text(summary_line(result, "A", "B"))]
     if result.flips:
-        flips = Table(title=f"Flipped examples ({len(result.flips)}; solved = a rollout at or above the pass threshold)",
-                      title_justify="left")
+        shown = "" if len(result.flips) <= FLIPS_SHOWN else f", the first {FLIPS_SHOWN} shown (all in --html)"
+        flips = Table(title=f"Flipped examples ({len(result.flips)}{shown}; solved = a rollout at or above the pass "
+                            "threshold)", title_justify="left")
         for column in ("example", "solved in", "mean A", "mean B", "question"):
             flips.add_column(column, overflow="fold")
         for flip in result.flips[:FLIPS_SHOWN]:
