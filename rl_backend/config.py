@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
+from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
 from evalkit.core.tomlio import dumps, load_toml, validate
@@ -287,12 +288,15 @@ class BaselineConfig(_Strict):
     """Training examples evaluated before training."""
     rollouts_per_example: int | None = Field(None, gt=1)
     """Rollouts per example for the checks (default: the top-level rollouts_per_example)."""
-    min_reward: float = 0.01
+    min_reward: float = MIN_REWARD
     """Refuse to train when the mean reward is below this (the task is too hard: no reward to learn from)."""
-    max_reward: float = 0.8
+    max_reward: float = MAX_REWARD
     """Refuse to train when the mean reward is above this (the task is too easy)."""
-    min_diverse_groups: float = Field(0.1, ge=0, le=1)
+    min_diverse_groups: float = Field(MIN_DIVERSE_GROUPS, ge=0, le=1)
     """Refuse when fewer than this fraction of groups have non-identical rewards (no learning signal)."""
+    check: bool = False
+    """Also run ``prime env check``'s scripted policies on each environment first (gold, empty, echo, adversarial
+    replies; determinism, range, mutation) and refuse to train when one fails (``--skip-baseline`` overrides)."""
 
 
 class FilterConfig(_Strict):

@@ -107,6 +107,10 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
         )
         return run_eval(eval_config)
 
+    if cfg.check:
+        from rl_backend.env_check_gate import run_env_checks
+
+        run_env_checks([(spec.label, spec.id, spec.args, None) for spec in config.env], run_dir, console)
     return run_checks([(spec.label, lambda spec=spec: evaluate(spec)) for spec in config.env], cfg, rpe, run_dir, console)
 
 

@@ -219,6 +219,11 @@ class Trainer:
 
         cfg = self.config.baseline
         rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
+        if cfg.check:
+            from rl_backend.env_check_gate import run_env_checks
+
+            run_env_checks([(m.name, m.spec.id, m.spec.args, m.env) for m in self.mixture.members], self.run_dir,
+                           self.console)
 
         def evaluate(member: Any) -> Any:
             result = self.run_eval(self.eval_dir(runs.BASELINE_DIR, member), self.collector.sampling, member, split="train",

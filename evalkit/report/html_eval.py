@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.core.errors import is_scored
+from evalkit.report.paired_view import paired_context
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
 from evalkit.report.payload import RolloutPayload
@@ -29,6 +30,7 @@ def eval_context(runs: list[EvalRun]) -> dict[str, Any]:
         "runs": [{"label": label, "color": plots.color(i)} for i, label in enumerate(labels)],
         "header": _side_by_side([header(run) for run in runs]),
         "summary": _summary_rows(runs),
+        "paired": paired_context(runs) if len(runs) > 1 else [],
         "plots": _plots(runs, example_rows),
         "examples": example_rows,
         "errors": [{"run": run.label, "run_index": i, **vars(group)} for i, run in enumerate(runs) for group in error_groups(run.rows)],

@@ -7,6 +7,7 @@ from typing import Any
 from evalkit.report import plots
 from evalkit.report.gepa_data import GepaRun, header
 from evalkit.report.lineage import ended_by, lineage_svg
+from evalkit.report.paired_view import contexts, gepa_comparisons
 
 
 def gepa_context(runs: list[GepaRun]) -> dict[str, Any]:
@@ -18,6 +19,7 @@ def gepa_context(runs: list[GepaRun]) -> dict[str, Any]:
         "runs": [{"label": run.label, "color": plots.color(i)} for i, run in enumerate(runs)],
         "gepa_runs": [_run_context(run) for run in runs],
         "plots": _overview_plots(runs),
+        "paired": [entry for run in runs for entry in contexts(gepa_comparisons(run))],
     }
 
 

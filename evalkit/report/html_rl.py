@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.report.paired_view import contexts, rl_comparisons
 from evalkit.report import plots
 from evalkit.report.payload import RolloutPayload
 from evalkit.report.rl_data import RLRun, header, read_rollouts, spread
@@ -36,6 +37,7 @@ def rl_context(runs: list[RLRun]) -> dict[str, Any]:
         "runs": [{"label": label, "color": plots.color(i)} for i, label in enumerate(labels)],
         "rl_runs": [_run_context(run) for run in runs],
         "plots": _plots(runs),
+        "paired": [entry for run in runs for entry in contexts(rl_comparisons(run))],
         "included_steps": included,
         "payload": payload.to_json(),
         "clipped": payload.clipped,

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired, rl_comparisons
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
@@ -56,6 +57,8 @@ def render_gepa(run: GepaRun, console: Console) -> None:
     for line in diff:
         style = "green" if line.startswith("+") and not line.startswith("+++") else "red" if line.startswith("-") and not line.startswith("---") else "dim"
         console.print(Text(line, style=style))
+    for found in gepa_comparisons(run):
+        console.print(paired_renderable(*found))
     console.print(f"run dir: {run.path}", soft_wrap=True)
 
 
@@ -81,6 +84,8 @@ def render_rl(run: RLRun, console: Console) -> None:
     console.print(table)
     if run.evals:
         console.print("eval reward by step: " + ", ".join(f"{p.step}: {p.reward:.3f}" for p in run.evals))
+    for found in rl_comparisons(run):
+        console.print(paired_renderable(*found))
     console.print(f"run dir: {run.path}", soft_wrap=True)
 
 
@@ -95,6 +100,7 @@ def render_sweep(run: SweepRun, console: Console) -> None:
         delta = p.reward - base.reward if p.step and p.reward is not None and base is not None else None
         table.add_row(str(p.step), _fmt(p.reward, 4), _fmt(p.std, 3), _fmt(delta, 4), _fmt(p.pass_at_1, 3), str(p.errors), p.status)
     console.print(table)
+    print_sweep_paired(run, console)
     console.print(f"sweep dir: {run.path}", soft_wrap=True)
 
 

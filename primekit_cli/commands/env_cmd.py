@@ -1,4 +1,4 @@
-"""`prime env list|init|install`."""
+"""`prime env list|init|install|check`."""
 
 from __future__ import annotations
 
@@ -93,3 +93,55 @@ def install(
 
     module = install_environment(target, no_build_isolation=no_build_isolation, environments_dir=environments_dir)
     print(f"installed {target} (module {module}); run it from any folder with `prime eval run {module.replace('_', '-')}`")
+
+
+@app.command("check")
+@user_errors
+def check(
+    env_id: str = typer.Argument(..., help="Environment id or path, as `prime eval run` takes it."),
+    env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON."),
+    num_examples: int = typer.Option(8, "--num-examples", "-n", min=1, help="Examples the scripted policies play."),
+    reward_range: tuple[float, float] = typer.Option((0.0, 1.0), "--range", help="Declared reward range LOW HIGH: "
+                                                     "the gold answer should reach HIGH, degenerate replies LOW."),
+    model: str = typer.Option(None, "--model", "-m", help="Also measure the RL rules of thumb on this model "
+                              "(local/smollm2-135m is the embedded one; any `prime eval run -m` value)."),
+    no_model: bool = typer.Option(False, "--no-model", help="Scripted policies only (no model at all)."),
+    rollouts_per_example: int = typer.Option(4, "--rollouts-per-example", "-r", min=2, help="Model rollouts per example."),
+    environments_dir: Path = typer.Option(Path("environments"), "--dir", help="Folder of local environments."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (for CI)."),
+) -> None:
+    """Is this environment's reward honest? Scripted policies (gold, empty, echo, format-only, adversarial)
+    and the embedded model, offline; exit 1 when a check fails.
+
+    Checks: the gold answer scores the top of the range; degenerate and adversarial replies score the
+    floor; scoring is deterministic, finite, within the range, and leaves its inputs unchanged; on a model
+    (the embedded one unless `--no-model`), the baseline mean, never/always-solved shares and reward spread
+    within groups against the RL baseline gate's thresholds. See docs/env-check.md.
+
+    Examples:
+
+        prime env check reverse-text
+
+        prime env check ./environments/my_env --no-model --json
+
+        prime env check my-env -m gpt-4.1-mini --range 0 1.2
+    """
+    from rich.console import Console
+
+    from evalkit.core.defaults import DEFAULT_MODEL
+    from evalkit.envcheck.render import print_report
+    from evalkit.envcheck.run import EnvCheckOptions, check_environment
+    from evalkit.core.errors import UserError
+    from evalkit.loading.resolve import parse_env_args
+
+    if model is not None and no_model:
+        raise UserError("give --model or --no-model, not both")
+    options = EnvCheckOptions(
+        env_id=env_id, env_args=parse_env_args(env_args), num_examples=num_examples, reward_range=reward_range,
+        model=None if no_model else (model or DEFAULT_MODEL), rollouts_per_example=rollouts_per_example,
+        environments_dir=environments_dir,
+    )
+    report = check_environment(options)
+    print_report(report, Console(soft_wrap=as_json), as_json=as_json)
+    if report.failed:
+        raise typer.Exit(code=1)

@@ -375,7 +375,11 @@ def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, sampl
     if len(evals) > 1:
         from evalkit.report.eval_data import load_eval_run
 
-        console.print(terminal.comparison_table([load_eval_run(path, str(path.name)) for path in evals]))
+        from evalkit.report.paired_view import print_paired
+
+        loaded = [load_eval_run(path, str(path.name)) for path in evals]
+        console.print(terminal.comparison_table(loaded))
+        print_paired(loaded, console)
 
 
 TUI_EPILOG = """

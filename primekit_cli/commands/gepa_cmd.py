@@ -267,5 +267,11 @@ def _print_summary(outcome: Any, config: Any) -> None:
     table.add_row("time", f"{outcome.duration_s:.1f} s")
     table.add_row("run dir", str(outcome.run_dir))
     console.print(table)
+    from evalkit.report.gepa_data import load_gepa_run
+    from evalkit.report.paired import summary_line
+    from evalkit.report.paired_view import gepa_comparisons
+
+    for seed, best, paired in gepa_comparisons(load_gepa_run(Path(outcome.run_dir))):
+        console.print(summary_line(paired, seed, best), soft_wrap=True)
     console.print("Verify the prompt:")
     console.print(verify_command(config, outcome.run_dir), markup=False, highlight=False, soft_wrap=True)
