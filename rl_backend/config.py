@@ -263,6 +263,28 @@ class InferenceConfig(_Strict):
     """torch: dtype of the sampling snapshot; bf16 decodes ~2x faster on CPU and the importance ratio corrects the small mismatch."""
 
 
+class HealthConfig(_Strict):
+    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its fix."""
+
+    halt_on: list[str] = Field(default_factory=list)
+    """Alarms that stop the run, after the step's checkpoint and metrics are saved (resume with ``--resume``):
+    any of ``reward_spread``, ``entropy_collapse``, ``kl_growth``, ``truncation_rising``, ``errors_rising``,
+    ``reward_drop``, or ``all``. `prime rl run --halt-on A,B` sets it."""
+
+    @field_validator("halt_on", mode="before")
+    @classmethod
+    def _known_alarms(cls, value: Any) -> Any:
+        from evalkit.report.rl_health import ALARM_NAMES
+
+        names = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+        if isinstance(names, list) and "all" in names:
+            return list(ALARM_NAMES)
+        unknown = [name for name in names or [] if name not in ALARM_NAMES]
+        if unknown:
+            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; choose from {', '.join(ALARM_NAMES)} or all")
+        return names
+
+
 class CkptConfig(_Strict):
     interval: int = Field(10, ge=0)
     """Save a checkpoint (and merged weights) every this many steps; 0 saves only at the end."""
@@ -391,6 +413,8 @@ class RLConfig(_Strict):
     """Checks before training."""
     filter: FilterConfig = Field(default_factory=FilterConfig)
     """Online difficulty filtering."""
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    """Run health checks after each step, and which alarms stop the run."""
     wandb: WandbConfig | None = None
     """Optional Weights & Biases logging."""
     trajectory_strategy: Literal["branching", "interleaved"] = "branching"

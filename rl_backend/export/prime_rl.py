@@ -86,7 +86,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
     "baseline", "ckpt.save_weights", "rollout_timeout", "score_timeout", "max_message_chars",
-    "trainer.gradient_checkpointing",
+    "trainer.gradient_checkpointing", "health",
 )
 """Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
 places trainer and vLLM by ``[deployment]``, writes its own weights, has no baseline checks

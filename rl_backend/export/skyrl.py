@@ -65,7 +65,7 @@ MAPPING: dict[str, str] = {
 }
 
 LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
-              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing")
+              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing", "health")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the integration uses the environment's own prompt",

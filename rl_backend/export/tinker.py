@@ -48,7 +48,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
     "trainer.max_seq_len", "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "ckpt.keep_last",
-    "ckpt.save_weights", "trainer.gradient_checkpointing")
+    "ckpt.save_weights", "trainer.gradient_checkpointing", "health")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the recipe uses the environment's own prompt",
