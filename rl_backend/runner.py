@@ -271,7 +271,7 @@ class Trainer:
         periodic = bool(cfg.eval.interval) and (step > start_step or final) and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             line = self.evaluate(step)
-            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if "/" in k)
+            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if k.startswith("eval_reward/"))
             self.console.print(
                 f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} on {self.eval_examples} held-out examples"
             )

@@ -120,10 +120,20 @@ def load_environment(**kwargs):
 
 def make_rl_run(tmp: Path, env_code: str = RL_ENV) -> Path:
     """Two LoRA steps on a tiny random Llama, eval at every step (and at the start); returns the run dir."""
-    from tiny_model import write_tiny_model
     from typer.testing import CliRunner
 
     from prime_cli.app import app
+
+    config = write_rl_project(tmp, env_code)
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp / "out")])
+    assert result.exit_code == 0, result.output
+    return tmp / "out" / "rl" / "viewtest"
+
+
+def write_rl_project(tmp: Path, env_code: str = RL_ENV) -> Path:
+    """A tiny random Llama, the environment folder ``digits`` and :func:`make_rl_run`'s config over them (run
+    ``viewtest``); returns the config (dotted overrides on `prime rl run` change the rest)."""
+    from tiny_model import write_tiny_model
 
     model = write_tiny_model(tmp / "tiny")
     env_dir = tmp / "environments" / "digits"
@@ -155,6 +165,4 @@ min_reward = 0.0
 max_reward = 1.0
 min_diverse_groups = 0.0
 ''')
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp / "out")])
-    assert result.exit_code == 0, result.output
-    return tmp / "out" / "rl" / "viewtest"
+    return config

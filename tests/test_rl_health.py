@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.report.rl_health import CHECKS, Monitor, diagnose
-from test_rl_metric_names import write_project
+from test_rl_metric_names import SHORT, write_project
 
 
 def _rows(**series: list[float]) -> list[dict]:
@@ -77,21 +77,22 @@ def test_halt_on_stops_a_collapsed_run_with_its_checkpoint_and_metrics_saved(tmp
     """Every rollout scores 0.5 (spread 0, the filter off so the steps still train): the alarm rises at step 3."""
     from prime_cli.app import app
 
-    config = write_project(tmp_path, CONSTANT_ENV, "[filter]\nenabled = false\n", max_steps=6)
+    config = write_project(tmp_path, CONSTANT_ENV)
     out = tmp_path / "out"
-    watched = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(out), "--run-name", "watched"])
+    args = ["rl", "run", str(config), "-o", str(out), *SHORT, "--max-steps", "6", "--eval.interval", "6", "--filter.enabled", "false"]
+    watched = CliRunner().invoke(app, [*args, "--run-name", "watched"])
     assert watched.exit_code == 0, watched.output
     assert watched.output.count("health: reward_spread at step 3") == 1  # printed once, the run goes on
     assert len(_train_lines(out / "rl" / "watched")) == 6
 
-    halted = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(out), "--halt-on", "reward_spread,kl_growth"])
+    halted = CliRunner().invoke(app, [*args, "--halt-on", "reward_spread,kl_growth"])
     assert halted.exit_code == 2, halted.output
     assert "error: run halted at step 3 on health alarm reward_spread (--halt-on)" in halted.output
-    run_dir = out / "rl" / "t"
+    run_dir = out / "rl" / "viewtest"
     assert [line["step"] for line in _train_lines(run_dir)] == [1, 2, 3]
     assert (run_dir / "checkpoints" / "step_3").is_dir()
     view = CliRunner().invoke(app, ["eval", "view", str(run_dir)])
     assert "health: reward_spread at step 3" in view.output and "more rollouts per example" in view.output
 
-    bad = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(out), "--halt-on", "reward_sprad"])
+    bad = CliRunner().invoke(app, [*args, "--halt-on", "reward_sprad"])
     assert bad.exit_code == 2 and "unknown alarm 'reward_sprad'" in bad.output and "Traceback" not in bad.output

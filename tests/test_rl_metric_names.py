@@ -80,39 +80,16 @@ def load_environment(**kwargs):
 '''
 
 
-def write_project(tmp_path: Path, env_code: str, extra: str = "", max_steps: int = 2) -> Path:
-    """A tiny random-weight model, an environment folder ``digits`` and an RL config over them."""
-    from tiny_model import write_tiny_model
+def write_project(tmp_path: Path, env_code: str) -> Path:
+    """report_runs' tiny RL project (run ``viewtest``) with this module's environment."""
+    from report_runs import write_rl_project
 
-    model = write_tiny_model(tmp_path / "tiny")
-    env_dir = tmp_path / "environments" / "digits"
-    env_dir.mkdir(parents=True)
-    (env_dir / "digits.py").write_text(env_code)
-    config = tmp_path / "rl.toml"
-    config.write_text(f'''model = "{model}"
-run_name = "t"
-max_steps = {max_steps}
-batch_size = 4
-rollouts_per_example = 2
-[sampling]
-max_tokens = 8
-[[env]]
-id = "{env_dir}"
-[trainer]
-lr = 1e-3
-micro_batch_size = 2
-on_policy = true
-[ckpt]
-interval = 0
-save_weights = false
-[eval]
-interval = {max_steps}
-num_examples = 2
-rollouts_per_example = 2
-[baseline]
-enabled = false
-{extra}''')
-    return config
+    return write_rl_project(tmp_path, env_code)
+
+
+SHORT = ["--trainer.on_policy", "true", "--baseline.enabled", "false", "--eval.interval", "2", "--eval.at_start", "false",
+         "--eval.rollouts_per_example", "2"]
+"""Overrides for a quick run: on-policy, no baseline, one eval at the end (step 2) with groups of 2."""
 
 
 def _wandb_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any]]:
@@ -144,9 +121,10 @@ def test_a_runs_wandb_keys_and_metrics_lines_carry_prime_rls_names(tmp_path: Pat
     from prime_cli.app import app
 
     logged = _wandb_keys(monkeypatch, tmp_path)
-    config = write_project(tmp_path, BINARY_ENV, '[wandb]\nproject = "p"\n')
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
+    config = write_project(tmp_path, BINARY_ENV)
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *SHORT, "--wandb.project", "p"])
     assert result.exit_code == 0, result.output
+    assert "eval step 2: mean reward" in result.output and "num_total_tokens" not in result.output  # the console line stays short
     train = [row for row in logged if "loss" in row]
     assert len(train) == 2
     for row in train:
@@ -158,7 +136,7 @@ def test_a_runs_wandb_keys_and_metrics_lines_carry_prime_rls_names(tmp_path: Pat
         assert "completion" in columns and "advantage" in columns
     evals = [row for row in logged if "eval_reward" in row]
     assert any("eval/digits/all/agent/avg@2" in row and "eval/digits/effective/agent/pass@1" in row for row in evals)
-    run_dir = tmp_path / "out" / "rl" / "t"
+    run_dir = tmp_path / "out" / "rl" / "viewtest"
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(key in lines[-2] for key in PRIME_RL_TRAIN)  # the last training line (the final eval line follows)
 
@@ -171,8 +149,8 @@ def test_the_report_reads_a_run_written_with_prime_rls_names_only(tmp_path: Path
     from prime_cli.app import app
 
     config = write_project(tmp_path, BINARY_ENV)
-    assert CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")]).exit_code == 0
-    run_dir = tmp_path / "out" / "rl" / "t"
+    assert CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *SHORT]).exit_code == 0
+    run_dir = tmp_path / "out" / "rl" / "viewtest"
     both = load_rl_run(run_dir)
     metrics = run_dir / "metrics.jsonl"
     old = set(OLD_NAMES.values()) | {"eval_reward"}
