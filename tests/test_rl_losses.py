@@ -3,6 +3,7 @@ against the trainer's own loss, and num_iterations / the entropy bonus on a tiny
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -171,3 +172,35 @@ def test_prime_rl_export_carries_token_level_losses_and_refuses_the_others(monke
     masked = _export(monkeypatch, "--trainer.loss.clip_eps", "0.1")
     assert "trainer.loss.clip_eps = 0.1 has no prime-rl equivalent with loss.type 'mask'" in masked
     assert "trainer.num_iterations = 2 has no prime-rl equivalent" in _export(monkeypatch, "--trainer.num_iterations", "2")
+
+
+LOSS_OF = """
+import json, sys
+from pydantic_config import cli
+from prime_rl.configs.rl import RLConfig
+print(json.dumps(cli(RLConfig, args=["@", sys.argv[1]]).trainer.loss.model_dump(mode="json")))
+"""
+
+
+@needs_verifiers
+@pytest.mark.parametrize("name", ["dapo", "cispo"])
+def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str):
+    """With PRIME_RL_PYTHON (see README; tests/test_rl_export.py), prime-rl's config classes load the custom loss."""
+    import os
+    import subprocess
+
+    from test_rl_export import _prime_rl_python
+
+    python = _prime_rl_python()
+    if python is None:
+        pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; see README)")
+    file = tmp_path / "c.toml"
+    file.write_text(_export(monkeypatch, "--trainer.loss.type", name, "--trainer.loss.clip_eps", "0.1").text)
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run([python, "-c", LOSS_OF, str(file)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(repo / "environments" / "digit_sums"), os.environ.get("PYTHONPATH", "")])})
+    assert result.returncode == 0, result.stderr[-3000:]
+    loss = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loss == {"type": "custom", "import_path": "rl_backend.prime_rl_loss.primekit_loss",
+                    "kwargs": {"type": name, "mask_low": 0.125, "mask_high": 8.0, "clip_eps": 0.1}}
