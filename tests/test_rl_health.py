@@ -91,8 +91,10 @@ def test_halt_on_stops_a_collapsed_run_with_its_checkpoint_and_metrics_saved(tmp
     run_dir = out / "rl" / "viewtest"
     assert [line["step"] for line in _train_lines(run_dir)] == [1, 2, 3]
     assert (run_dir / "checkpoints" / "step_3").is_dir()
-    view = CliRunner().invoke(app, ["eval", "view", str(run_dir)])
+    page = tmp_path / "report.html"
+    view = CliRunner().invoke(app, ["eval", "view", "--html", str(page), str(run_dir)])
     assert "health: reward_spread at step 3" in view.output and "more rollouts per example" in view.output
+    assert "reward_spread at step 3" in page.read_text()  # the HTML report's header says it too
 
     bad = CliRunner().invoke(app, [*args, "--halt-on", "reward_sprad"])
     assert bad.exit_code == 2 and "unknown alarm 'reward_sprad'" in bad.output and "Traceback" not in bad.output
