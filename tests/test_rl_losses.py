@@ -204,3 +204,15 @@ def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch:
     loss = json.loads(result.stdout.strip().splitlines()[-1])
     assert loss == {"type": "custom", "import_path": "rl_backend.prime_rl_loss.primekit_loss",
                     "kwargs": {"type": name, "mask_low": 0.125, "mask_high": 8.0, "clip_eps": 0.1}}
+
+
+def test_the_plan_names_the_losss_clipping_normalisation_and_updates():
+    from rl_backend.plan import _loss_lines
+
+    def lines(**trainer: Any) -> list[str]:
+        return _loss_lines(RLConfig.model_validate({"env": [{"id": "x"}], "trainer": trainer}))
+
+    assert lines() == []
+    assert lines(loss={"type": "dapo"}, num_iterations=2) == [
+        "loss         dapo: clip [0.8, 1.28], mean over the batch's tokens, 2 update(s) per batch"]
+    assert lines(loss={"type": "cispo", "entropy_coef": 0.01})[0].startswith("loss         cispo: weight cap 5, ")
