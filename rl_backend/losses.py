@@ -72,9 +72,19 @@ class PolicyLoss:
                  clip_eps_high: float | None = None, max_tokens: int | None = None):
         self.mask_low = mask_low
         self.mask_high = mask_high
-        self.eps_low = self.default_eps[0] if clip_eps is None else clip_eps
-        self.eps_high = self.default_eps[1] if clip_eps_high is None else clip_eps_high
+        self.eps_low, self.eps_high = self.clip_range(clip_eps, clip_eps_high)
         self.max_tokens = max_tokens
+
+    @classmethod
+    def clip_range(cls, clip_eps: float | None, clip_eps_high: float | None) -> tuple[float, float]:
+        """``(eps_low, eps_high)`` from the config's (possibly unset) values: an unset upper clip follows a set
+        lower one for a loss whose defaults are symmetric, and keeps the loss's own default otherwise (DAPO)."""
+        low, high = cls.default_eps
+        symmetric = low == high
+        low = low if clip_eps is None else clip_eps
+        if clip_eps_high is not None:
+            return low, clip_eps_high
+        return low, (low if symmetric else high)
 
     @property
     def clip_eps(self) -> float:
@@ -269,11 +279,7 @@ LOSS_NAMES = frozenset(LOSSES)
 
 def clip_range(name: str, clip_eps: float | None, clip_eps_high: float | None) -> tuple[float, float]:
     """``(eps_low, eps_high)`` the loss ``name`` clips with, given the config's (possibly unset) values."""
-    low, high = LOSSES[name].default_eps
-    low = low if clip_eps is None else clip_eps
-    if clip_eps_high is not None:
-        return low, clip_eps_high
-    return low, (low if clip_eps is not None and name not in ("dapo", "cispo") else high)
+    return LOSSES[name].clip_range(clip_eps, clip_eps_high)
 
 
 def make_loss(name: str, mask_low: float = 0.125, mask_high: float = 8.0, clip_eps: float | None = None,

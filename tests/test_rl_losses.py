@@ -216,3 +216,10 @@ def test_the_plan_names_the_losss_clipping_normalisation_and_updates():
     assert lines(loss={"type": "dapo"}, num_iterations=2) == [
         "loss         dapo: clip [0.8, 1.28], mean over the batch's tokens, 2 update(s) per batch"]
     assert lines(loss={"type": "cispo", "entropy_coef": 0.01})[0].startswith("loss         cispo: weight cap 5, ")
+
+
+def test_an_unset_upper_clip_follows_the_lower_one_unless_the_loss_decouples_them():
+    assert (make_loss("grpo", clip_eps=0.1).eps_low, make_loss("grpo", clip_eps=0.1).eps_high) == (0.1, 0.1)
+    assert make_loss("dapo", clip_eps=0.1).eps_high == 0.28 and make_loss("gspo").eps_high == 4e-4
+    assert make_loss("clip", clip_eps=0.1, clip_eps_high=0.3).eps_high == 0.3
+    assert clip_range("cispo", None, None) == (0.2, 4.0)
