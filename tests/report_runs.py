@@ -130,6 +130,12 @@ def make_rl_run(tmp: Path, env_code: str = RL_ENV) -> Path:
     return tmp / "out" / "rl" / "viewtest"
 
 
+QUICK_RL = ["--trainer.on_policy", "true", "--baseline.enabled", "false", "--eval.interval", "2", "--eval.at_start", "false",
+            "--eval.rollouts_per_example", "2"]
+"""`prime rl run` overrides of :func:`write_rl_project`'s config for a quick run: on-policy, no baseline, one eval at
+the end (step 2) with groups of 2."""
+
+
 def write_rl_project(tmp: Path, env_code: str = RL_ENV) -> Path:
     """A tiny random Llama, the environment folder ``digits`` and :func:`make_rl_run`'s config over them (run
     ``viewtest``); returns the config (dotted overrides on `prime rl run` change the rest)."""

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.report.rl_names import with_old_names
+from report_runs import QUICK_RL, write_rl_project
 from evalkit.types import RolloutState, Usage
 from rl_backend.prime_metrics import eval_metrics, rollout_metrics, stat
 
@@ -80,18 +81,6 @@ def load_environment(**kwargs):
 '''
 
 
-def write_project(tmp_path: Path, env_code: str) -> Path:
-    """report_runs' tiny RL project (run ``viewtest``) with this module's environment."""
-    from report_runs import write_rl_project
-
-    return write_rl_project(tmp_path, env_code)
-
-
-SHORT = ["--trainer.on_policy", "true", "--baseline.enabled", "false", "--eval.interval", "2", "--eval.at_start", "false",
-         "--eval.rollouts_per_example", "2"]
-"""Overrides for a quick run: on-policy, no baseline, one eval at the end (step 2) with groups of 2."""
-
-
 def _wandb_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any]]:
     """Record what each ``wandb.log`` call of the run gets: the real wandb in offline mode when installed,
     else a module with wandb's ``init``/``log``/``Table``/``finish`` surface that only records."""
@@ -121,8 +110,8 @@ def test_a_runs_wandb_keys_and_metrics_lines_carry_prime_rls_names(tmp_path: Pat
     from prime_cli.app import app
 
     logged = _wandb_keys(monkeypatch, tmp_path)
-    config = write_project(tmp_path, BINARY_ENV)
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *SHORT, "--wandb.project", "p"])
+    config = write_rl_project(tmp_path, BINARY_ENV)
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *QUICK_RL, "--wandb.project", "p"])
     assert result.exit_code == 0, result.output
     assert "eval step 2: mean reward" in result.output and "num_total_tokens" not in result.output  # the console line stays short
     train = [row for row in logged if "loss" in row]
@@ -148,8 +137,8 @@ def test_the_report_reads_a_run_written_with_prime_rls_names_only(tmp_path: Path
     from evalkit.report.rl_names import OLD_NAMES
     from prime_cli.app import app
 
-    config = write_project(tmp_path, BINARY_ENV)
-    assert CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *SHORT]).exit_code == 0
+    config = write_rl_project(tmp_path, BINARY_ENV)
+    assert CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *QUICK_RL]).exit_code == 0
     run_dir = tmp_path / "out" / "rl" / "viewtest"
     both = load_rl_run(run_dir)
     metrics = run_dir / "metrics.jsonl"
