@@ -35,7 +35,8 @@ from rl_backend.config import RLConfig
 from rl_backend.runner import run
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The bench's flags (bench/rl_losses.py adds its own to the same ones)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -48,24 +49,32 @@ def main() -> None:
     parser.add_argument("--on-policy", action="store_true")
     parser.add_argument("--device", default="auto", help="trainer + in-process sampler: auto, cpu, cuda, cuda:N")
     parser.add_argument("--output-dir", default="outputs/bench")
-    args = parser.parse_args()
+    return parser
 
-    config = RLConfig.model_validate(
+
+def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = None) -> RLConfig:
+    """LoRA RL on easy arithmetic, evaluated at step 0 and at the end on the same held-out examples."""
+    return RLConfig.model_validate(
         {
             "model": "local/smollm2-135m",
-            "run_name": f"rl-learns-{time.strftime('%Y%m%d-%H%M%S')}",
+            "run_name": run_name,
             "max_steps": args.steps,
             "batch_size": args.batch_size,
             "rollouts_per_example": args.group,
             "sampling": {"max_tokens": args.max_tokens, "temperature": 1.0},
             "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
             "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": args.on_policy, "micro_batch_size": 16,
-                        "device": args.device},
+                        "device": args.device, **({"loss": loss} if loss else {})},
             "ckpt": {"interval": 0, "keep_last": 1},
             "eval": {"interval": args.steps, "num_examples": args.eval_examples, "temperature": args.eval_temperature, "at_start": True},
             "baseline": {"num_examples": 8},
         }
     )
+
+
+def main() -> None:
+    args = arguments().parse_args()
+    config = learns_config(args, f"rl-learns-{time.strftime('%Y%m%d-%H%M%S')}")
     started = time.perf_counter()
     summary = run(config, output_dir=Path(args.output_dir))
     elapsed = time.perf_counter() - started

@@ -108,13 +108,22 @@ class LoraConfig(_Strict):
 
 class LossConfig(_Strict):
     type: str = "mask"
-    """Loss rule from ``rl_backend.losses.LOSSES``: ``mask`` (drop tokens whose importance ratio is out of range) or ``clip`` (PPO-style clipping plus the same masking)."""
+    """Loss rule from ``rl_backend.losses.LOSSES`` (docs/rl-losses.md): ``mask`` (importance-weighted, tokens whose
+    ratio is out of range dropped; the default), ``clip`` (PPO clipping plus the same masking), ``grpo``, ``dr_grpo``,
+    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it)."""
     mask_low: float = Field(0.125, gt=0)
-    """Tokens with ratio trainer/sampler below this are masked out of the loss."""
+    """``mask`` and ``clip``: tokens with ratio trainer/sampler below this are masked out of the loss."""
     mask_high: float = Field(8.0, gt=0)
-    """Tokens with ratio trainer/sampler above this are masked out of the loss."""
-    clip_eps: float = Field(0.2, gt=0, lt=1)
-    """For ``clip``: the ratio is clipped to [1 - clip_eps, 1 + clip_eps]."""
+    """``mask`` and ``clip``: tokens with ratio trainer/sampler above this are masked out of the loss."""
+    clip_eps: float | None = Field(None, gt=0, lt=1)
+    """Clipped losses: the ratio is clipped below at 1 - clip_eps (and above at 1 + clip_eps unless
+    ``clip_eps_high`` is set). Unset: the loss's own default (0.2; ``gspo`` 3e-4, its paper's)."""
+    clip_eps_high: float | None = Field(None, gt=0)
+    """The upper clip 1 + clip_eps_high (DAPO's decoupled "clip-higher"; ``cispo``: the cap of its detached
+    importance weight). Unset: the loss's own default (``clip_eps``; ``dapo`` 0.28, ``gspo`` 4e-4, ``cispo`` 4.0)."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Entropy bonus: ``entropy_coef`` times the mean per-token entropy of the policy is subtracted from the
+    loss (0: off). A counter to entropy collapse, at the price of slower sharpening."""
 
     @model_validator(mode="after")
     def _order(self) -> "LossConfig":
@@ -163,7 +172,10 @@ class TrainerConfig(_Strict):
     zero_truncated_completions: bool = False
     """Score rollouts cut by ``max_tokens`` 0 before advantages are computed."""
     micro_batch_size: int = Field(8, gt=0)
-    """Sequences per forward/backward pass; gradients accumulate over the whole batch (one optimizer step per RL step)."""
+    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer steps per RL step)."""
+    num_iterations: int = Field(1, ge=1)
+    """Optimizer steps on each step's batch (GRPO's mu, TRL's ``num_iterations``); the importance ratio against the
+    sampler's logprobs (pi_old) and the loss's clipping keep the later ones near the sampling policy."""
     max_seq_len: int = Field(2048, gt=0)
     """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
     follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
@@ -253,6 +265,28 @@ class InferenceConfig(_Strict):
     """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can, else hf). Both batch continuously and return the sampled tokens' logprobs."""
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
     """torch: dtype of the sampling snapshot; bf16 decodes ~2x faster on CPU and the importance ratio corrects the small mismatch."""
+
+
+class HealthConfig(_Strict):
+    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its fix."""
+
+    halt_on: list[str] = Field(default_factory=list)
+    """Alarms that stop the run, after the step's checkpoint and metrics are saved (resume with ``--resume``):
+    any of ``reward_spread``, ``entropy_collapse``, ``kl_growth``, ``truncation_rising``, ``errors_rising``,
+    ``reward_drop``, or ``all``. `prime rl run --halt-on A,B` sets it."""
+
+    @field_validator("halt_on", mode="before")
+    @classmethod
+    def _known_alarms(cls, value: Any) -> Any:
+        from evalkit.report.rl_health import ALARM_NAMES
+
+        names = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+        if isinstance(names, list) and "all" in names:
+            return list(ALARM_NAMES)
+        unknown = [name for name in names or [] if name not in ALARM_NAMES]
+        if unknown:
+            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; choose from {', '.join(ALARM_NAMES)} or all")
+        return names
 
 
 class CkptConfig(_Strict):
@@ -380,6 +414,8 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """Checks before training."""
     filter: FilterConfig = Field(default_factory=FilterConfig)
     """Online difficulty filtering."""
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    """Run health checks after each step, and which alarms stop the run."""
     wandb: WandbConfig | None = None
     """Optional Weights & Biases logging."""
     trajectory_strategy: Literal["branching", "interleaved"] = "branching"

@@ -98,11 +98,30 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         f"sampling     {_sampling_text(config)}",
         f"trainer      {_trainer_text(config)}",
         f"optimizer    {_optimizer_text(config)}",
+        *_loss_lines(config),
         baseline_line(config),
         f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
         *([f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"] if config.env_file else []),
         *(f"note         {line}" for line in config.notes),
     ]
+
+
+def _loss_lines(config: RLConfig) -> list[str]:
+    """The loss's clipping, normalisation and extras, and the alarms that halt the run; nothing at the defaults."""
+    from rl_backend.losses import LOSSES, clip_range
+
+    loss, trainer, lines = config.trainer.loss, config.trainer, []
+    if loss.type != "mask" or trainer.num_iterations > 1 or loss.entropy_coef:
+        rule = LOSSES[loss.type]
+        low, high = clip_range(loss.type, loss.clip_eps, loss.clip_eps_high)
+        clip = "" if loss.type == "mask" else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        norm = {"token": "mean over the batch's tokens", "sequence": "mean per sequence, then over sequences",
+                "constant": "sum / (sequences x max_tokens)"}[rule.normalizer]
+        lines.append(f"loss         {loss.type}: {clip}{norm}, {trainer.num_iterations} update(s) per batch"
+                     + (f", entropy bonus {loss.entropy_coef:g}" if loss.entropy_coef else ""))
+    if config.health.halt_on:
+        lines.append(f"health       halt on {', '.join(config.health.halt_on)} (checkpoint and metrics saved first)")
+    return lines
 
 
 def baseline_line(config: RLConfig, skip: bool = False) -> str:

@@ -1,6 +1,6 @@
 """The trainable policy: the model (LoRA via peft by default), its optimizer and one training step.
 
-``train_step`` does exactly one optimizer step per RL step: micro-batches of samples are laid out
+``train_step`` does ``trainer.num_iterations`` optimizer steps per RL step (one by default): micro-batches of samples are laid out
 as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
 ``C + 1`` positions (``logits_to_keep``) and the full-vocabulary logits of prompts are never
 materialised. Logits are divided by the sampling temperature before the log-softmax, so the
@@ -121,7 +121,8 @@ class Policy:
             params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(trainer.adam_beta1, trainer.adam_beta2)
         )
         loss = trainer.loss
-        self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps)
+        self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps, loss.clip_eps_high,
+                                 max_tokens=config.sampling.max_tokens)
 
     # ----- weights for the sampler / export ------------------------------------------------------
     def merged_copy(self) -> Any:
@@ -155,12 +156,19 @@ class Policy:
         return lr_at(self.config.trainer, step, self.config.max_steps)
 
     def train_step(self, samples: list[Sample], step: int) -> dict[str, float]:
+        """``trainer.num_iterations`` optimizer steps on the samples; statistics of the first (the policy that
+        sampled them), with ``grad_norm`` the mean over the iterations."""
+        limit = self.config.trainer.max_seq_len
+        usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
+        iterations = [self._update(usable, step) for _ in range(self.config.trainer.num_iterations)]
+        stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable)), **iterations[0]}
+        stats["grad_norm"] = sum(it["grad_norm"] for it in iterations) / len(iterations)
+        return stats
+
+    def _update(self, usable: list[Sample], step: int) -> dict[str, float]:
         """Accumulate gradients over all samples, clip, take one optimizer step; return statistics."""
         import torch
 
-        limit = self.config.trainer.max_seq_len
-        usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
-        stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable))}
         total_tokens = sum(s.trained_tokens for s in usable)
         sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0}
         self.model.train()
@@ -168,7 +176,7 @@ class Policy:
         size = self.config.trainer.micro_batch_size
         ordered = sorted(usable, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
         for start in range(0, len(ordered), size):
-            out = self._micro_step(ordered[start : start + size], total_tokens)
+            out = self._micro_step(ordered[start : start + size], total_tokens, len(ordered))
             for key in sums:
                 sums[key] += out[key]
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -181,7 +189,7 @@ class Policy:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         denom = max(1, total_tokens)
-        stats.update(
+        return dict(
             loss=sums["loss"],
             entropy=sums["entropy"] / denom,
             mismatch_kl=sums["mismatch_kl"] / denom,
@@ -192,9 +200,8 @@ class Policy:
             lr=lr,
             train_tokens=float(total_tokens),
         )
-        return stats
 
-    def _micro_step(self, batch: list[Sample], total_tokens: int) -> dict[str, float]:
+    def _micro_step(self, batch: list[Sample], total_tokens: int, total_sequences: int) -> dict[str, float]:
         import torch
 
         pad = self.tokenizer.pad_token_id or 0
@@ -220,16 +227,19 @@ class Policy:
         logp_all = self._log_softmax(self.model, inputs, comp_width)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         mask = comp_mask.to(dev)
-        result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens)
+        result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens, total_sequences)
         loss, kl_sum = result.loss, 0.0
         if self.config.trainer.kl_coef > 0:
             kl = self._reference_kl(inputs, comp_width, targets, logprobs)
             loss = loss + self.config.trainer.kl_coef * (kl * mask).sum() / max(1, total_tokens)
             kl_sum = float((kl.detach() * mask).sum())
-        loss.backward()
-        with torch.no_grad():
+        bonus = self.config.trainer.loss.entropy_coef
+        with torch.set_grad_enabled(bonus > 0):
             entropy = -(logp_all.exp() * logp_all).sum(-1)
-            entropy_sum = float((entropy * mask).sum())
+        if bonus > 0:  # the entropy bonus: higher entropy lowers the loss
+            loss = loss - bonus * (entropy * mask).sum() / max(1, total_tokens)
+        loss.backward()
+        entropy_sum = float((entropy.detach() * mask).sum())
         return {
             "loss": float(loss.detach()),
             "entropy": entropy_sum,

@@ -240,14 +240,17 @@ class Trainer:
         environments' eval splits) into ``<run>/evals/step_N/[<env>/]``.
 
         Returns the metrics line: ``eval_reward`` (the mean of the environments' mean rewards) and,
-        with several environments, ``eval_reward/<env>`` for each.
+        with several environments, ``eval_reward/<env>`` for each; and prime-rl's ``eval/<env>/...`` names.
         """
         cfg = self.config.eval
         sampling = self.collector.sampling
         if cfg.temperature is not None:
             sampling = sampling.merged({"temperature": cfg.temperature})
         self.source.reseed(self.config.seed * 31 + 17)
+        from rl_backend.prime_metrics import eval_metrics
+
         means: dict[str, float] = {}
+        named: dict[str, float] = {}
         self.eval_examples = 0
         for member in self.eval_members:
             result = self.run_eval(self.eval_dir(f"{runs.EVALS_DIR}/step_{step}", member, self.eval_members), sampling,
@@ -255,9 +258,10 @@ class Trainer:
                                    rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
             means[member.name] = float(result.summary["avg_reward"] or 0.0)
             self.eval_examples += int(result.metadata["num_examples"])
+            named |= eval_metrics(member.name, result.states, cfg.rollouts_per_example)
         mean = statistics.fmean(means.values())
         self.eval_rewards[step] = mean
-        return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {})}
+        return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {}), **named}
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
         """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due.
@@ -271,11 +275,13 @@ class Trainer:
         periodic = bool(cfg.eval.interval) and (step > start_step or final) and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             line = self.evaluate(step)
-            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if "/" in k)
+            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if k.startswith("eval_reward/"))
             self.console.print(
                 f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} on {self.eval_examples} held-out examples"
             )
             self._append_metrics({"step": step, **line})
+            if self._wandb is not None:
+                self._wandb.log(line, step=step)
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
         exported = runs.step_dir(self.run_dir / runs.WEIGHTS_DIR, step).is_dir()
         if (step > start_step or not exported) and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
@@ -302,6 +308,7 @@ class Trainer:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts", initializer=_worker_threads if level else None)
         pipeline = Pipeline(executor, self.collector)
         step = start_step
+        self.health = _health_monitor(self.run_dir / runs.METRICS)
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=False)
         _split_threads(level > 0)
@@ -336,12 +343,30 @@ class Trainer:
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
                         f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
                     )
+                    self.check_health(last, step, batch.cursor_after, progress.console)
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
             restore_priority()
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=True)
         return last
+
+    def check_health(self, metrics: dict[str, Any], step: int, cursor: int, console: Console) -> None:
+        """Print each new health alarm once with its fix; on one named in ``health.halt_on``, save the step's
+        checkpoint (its metrics line is written already) and stop the run with :class:`RunHalted`."""
+        from rl_backend.checkpoints import save_checkpoint, steps_in
+
+        alarms = self.health.step(metrics)
+        for alarm in alarms:
+            console.print(alarm.line(), markup=False, highlight=False, soft_wrap=True)
+        halting = [alarm.name for alarm in alarms if alarm.name in self.config.health.halt_on]
+        if not halting:
+            return
+        if step not in steps_in(self.run_dir / runs.CHECKPOINTS_DIR):
+            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards})
+        raise RunHalted(f"run halted at step {step} on health alarm {', '.join(halting)} (--halt-on); checkpoint and "
+                        f"metrics saved in {self.run_dir}: fix what the alarm says, then continue with --resume or "
+                        "start over")
 
     def due_at(self, step: int) -> bool:
         """Whether a periodic eval or weight export falls on ``step``."""
@@ -405,14 +430,21 @@ class Trainer:
             "wait_s": wait_s,
             "step_s": time.perf_counter() - step_started + wait_s,
         }
+        metrics |= self.prime_rl_names(batch, metrics)
         if not math.isfinite(metrics["loss"]):
             raise UserError(f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false")
         self._append_metrics(metrics)
         (self.run_dir / runs.ROLLOUTS_DIR).mkdir(exist_ok=True)
         write_bytes_atomic(self.run_dir / runs.ROLLOUTS_DIR / f"{runs.step_name(step)}.jsonl", _rows_jsonl(batch.generated, batch))
         if self._wandb is not None:
-            self._wandb.log(metrics, step=step)
+            self._wandb.log({**metrics, "samples": _samples_table(step, batch, self.mixture.members[0].name)}, step=step)
         return metrics
+
+    def prime_rl_names(self, batch: Any, metrics: dict[str, Any]) -> dict[str, float]:
+        """The step's metrics under prime-rl's names (:mod:`rl_backend.prime_metrics`), beside the old ones."""
+        from rl_backend.prime_metrics import rollout_metrics, trainer_metrics
+
+        return rollout_metrics(batch.generated, batch.kept, batch.env_of, self.mixture.members[0].name) | trainer_metrics(metrics)
 
     def maybe_checkpoint(self, step: int, cursor: int) -> None:
         from rl_backend.checkpoints import prune, save_checkpoint
@@ -483,6 +515,28 @@ class Pipeline:
         """Wait until the worker has generated everything queued (the batches stay queued)."""
         for future in list(self.pending):
             future.result()
+
+
+class RunHalted(UserError):
+    """``--halt-on``: a chosen health alarm stopped the run, everything up to its step saved."""
+
+
+def _health_monitor(metrics_file: Path) -> Any:
+    """A health monitor that has seen the run's training steps so far (a resumed run's, up to its checkpoint)."""
+    from evalkit.report.rl_health import Monitor
+
+    rows = read_jsonl(metrics_file, RL_METRICS_ROW) if metrics_file.is_file() else []
+    return Monitor([row for row in rows if "loss" in row])
+
+
+def _samples_table(step: int, batch: Any, default_env: str) -> Any:
+    """The step's W&B ``samples`` table: a few rollouts with prompt, completion, reward and advantage."""
+    import wandb  # type: ignore[import-not-found]
+
+    from rl_backend.prime_metrics import SAMPLE_COLUMNS, sample_rows
+
+    rows = sample_rows(step, batch.kept or batch.generated, batch.env_of, default_env, batch.advantages)
+    return wandb.Table(columns=SAMPLE_COLUMNS, data=rows)
 
 
 def _rounds_note(metrics: dict[str, Any]) -> str:

@@ -13,12 +13,15 @@ from evalkit.report.paired_view import contexts, rl_comparisons
 from evalkit.report import plots
 from evalkit.report.payload import RolloutPayload
 from evalkit.report.rl_data import RLRun, header, read_rollouts, spread
+from evalkit.report.rl_health import diagnose
+from evalkit.report.rl_names import TRAIN
 
 MAX_ROLLOUT_STEPS = 8
 STEP_COLUMNS = [
     ("reward_mean", "reward", 4), ("reward_std", "± std", 3), ("groups_kept", "kept", 0), ("groups_generated", "groups", 0),
     ("loss", "loss", 5), ("entropy", "entropy", 3), ("mismatch_kl", "KL", 6), ("grad_norm", "grad norm", 4),
-    ("errors", "errors", 0), ("gen_s", "gen s", 2), ("train_s", "train s", 2), ("wait_s", "wait s", 2), ("step_s", "step s", 2),
+    ("errors", "errors", 0), (f"{TRAIN}/is_truncated/mean", "truncated", 2), ("train/agg/all/num_turns/mean", "turns", 1),
+    ("train/agg/all/num_output_tokens/mean", "tokens", 0), ("gen_s", "gen s", 2), ("train_s", "train s", 2), ("wait_s", "wait s", 2), ("step_s", "step s", 2),
 ]
 
 
@@ -45,6 +48,12 @@ def rl_context(runs: list[RLRun]) -> dict[str, Any]:
     }
 
 
+def _health(run: RLRun) -> str:
+    """The run's health alarms (:mod:`evalkit.report.rl_health`), each with its fix, or that there are none."""
+    alarms = diagnose(run.steps)
+    return "; ".join(alarm.line().removeprefix("health: ") for alarm in alarms) if alarms else "no alarms"
+
+
 def _run_context(run: RLRun) -> dict[str, Any]:
     eval_at = {point.step: point for point in run.evals}
     rows = []
@@ -55,7 +64,7 @@ def _run_context(run: RLRun) -> dict[str, Any]:
     baseline = run.baseline
     return {
         "label": run.label,
-        "header": header(run),
+        "header": [*header(run), ("health", _health(run))],
         "columns": [title for _, title, _ in STEP_COLUMNS],
         "steps": rows,
         "evals": [vars(point) for point in run.evals],

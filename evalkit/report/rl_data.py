@@ -20,6 +20,7 @@ from typing import Any
 from evalkit.report.eval_data import EvalRun, load_eval_run
 from evalkit.core.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
 from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR, STEP_GLOB
+from evalkit.report.rl_names import with_old_names
 
 _STEP = re.compile(r"^step_(\d+)(?:\.jsonl)?$")
 
@@ -52,7 +53,7 @@ class RLRun:
 def load_rl_run(path: Path, label: str | None = None) -> RLRun:
     """Read an RL run dir; eval run dirs inside it take precedence over ``metrics.jsonl``'s eval lines."""
     config = _read_toml(path / RESOLVED_CONFIG)
-    lines = read_jsonl(path / METRICS, RL_METRICS_ROW)
+    lines = [with_old_names(line) for line in read_jsonl(path / METRICS, RL_METRICS_ROW)]  # prime-rl's names or ours
     steps_by_number: dict[int, dict[str, Any]] = {}
     evals_by_step: dict[int, EvalPoint] = {}
     for line in lines:

@@ -86,7 +86,21 @@ def render_rl(run: RLRun, console: Console) -> None:
         console.print("eval reward by step: " + ", ".join(f"{p.step}: {p.reward:.3f}" for p in run.evals))
     for found in rl_comparisons(run):
         console.print(paired_renderable(*found))
+    _render_health(run, console)
     console.print(f"run dir: {run.path}", soft_wrap=True)
+
+
+def _render_health(run: RLRun, console: Console) -> None:
+    """The health checks over the run's steps (:mod:`evalkit.report.rl_health`): each alarm with its fix."""
+    from evalkit.report.rl_health import diagnose
+
+    if not run.steps:
+        return
+    alarms = diagnose(run.steps)
+    for alarm in alarms:
+        console.print(alarm.line(), markup=False, highlight=False, soft_wrap=True)
+    if not alarms:
+        console.print(f"health: no alarms over {len(run.steps)} steps")
 
 
 def render_sweep(run: SweepRun, console: Console) -> None:

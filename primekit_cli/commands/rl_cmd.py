@@ -82,6 +82,11 @@ def run(
         "primekit", "--backend", metavar="primekit|prime-rl",
         help="Who trains: primekit in this process, or prime-rl (after the baseline checks here).",
     ),
+    halt_on: str = typer.Option(
+        None, "--halt-on", metavar="ALARM[,ALARM]",
+        help="Stop the run, checkpoint and metrics saved, on these health alarms: reward_spread, entropy_collapse, "
+        "kl_growth, truncation_rising, errors_rising, reward_drop, or all (the config's health.halt_on).",
+    ),
     prime_rl_cmd: str = typer.Option(
         None, "--prime-rl-cmd", metavar="COMMAND",
         help="--backend prime-rl: the command that runs prime-rl's `rl`, e.g. 'uv run --project ~/prime-rl rl' "
@@ -93,6 +98,7 @@ def run(
     from rl_backend.runner import run as run_rl
 
     overrides = list(ctx.args) + (["--trainer.device", device] if device is not None else [])
+    overrides += ["--health.halt_on", _toml_names(halt_on)] if halt_on is not None else []
     cfg = load_rl_config(config, overrides)
     cfg.env_file = [*cfg.env_file, *(str(p.expanduser().resolve()) for p in env_file or [])]
     load_env_files(cfg.env_file, apply=not dry_run)  # prime-rl, run from here, inherits them too
@@ -118,6 +124,13 @@ def run(
     if exported:
         last_weights = step_dir(summary.run_dir / WEIGHTS_DIR, exported[-1])
         console.print(f"  weights: {last_weights}  (prime eval run ENV -m {last_weights})")
+
+
+def _toml_names(names: str) -> str:
+    """``a,b`` -> the TOML array ``["a", "b"]`` (names are checked by the config)."""
+    import json
+
+    return json.dumps([part.strip() for part in names.split(",") if part.strip()])
 
 
 def _run_prime_rl(cfg: RLConfig, backend: str, resume: str | None, output_dir: Path, prime_rl_cmd: str | None,

@@ -20,7 +20,8 @@ from typing import Any
 
 from evalkit.core.tomlio import dumps
 from rl_backend.config import RLConfig
-from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, checked
+from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
+from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
 TARGET = "prime-rl"
 VERSION = "v0.8.1.dev67"
@@ -52,7 +53,12 @@ MAPPING: dict[str, str] = {
     "trainer.lora.alpha": "trainer.model.lora.alpha",
     "trainer.lora.dropout": "trainer.model.lora.dropout",
     "trainer.lora.target_modules": "trainer.model.lora.target_modules",
-    "trainer.loss.type": "trainer.loss (type 'default', kl_tau = 0)",
+    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; clip, dapo, cispo: type 'custom', "
+                         "import_path rl_backend.prime_rl_loss.primekit_loss; grpo, dr_grpo, gspo refused)",
+    "trainer.loss.mask_low": "trainer.loss.kwargs.mask_low (custom losses; refused when changed with 'mask')",
+    "trainer.loss.mask_high": "trainer.loss.kwargs.mask_high (custom losses; refused when changed with 'mask')",
+    "trainer.loss.clip_eps": "trainer.loss.kwargs.clip_eps (custom losses; refused when changed with 'mask')",
+    "trainer.loss.clip_eps_high": "trainer.loss.kwargs.clip_eps_high (custom losses; refused when changed with 'mask')",
     "trainer.advantage.type": "orchestrator.algo.type",
     "trainer.on_policy": "orchestrator.max_off_policy_steps (0, else 1)",
     "trainer.async_level": "orchestrator.max_off_policy_steps",
@@ -80,7 +86,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
     "baseline", "ckpt.save_weights", "rollout_timeout", "score_timeout", "max_message_chars",
-    "trainer.gradient_checkpointing",
+    "trainer.gradient_checkpointing", "health",
 )
 """Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
 places trainer and vLLM by ``[deployment]``, writes its own weights, has no baseline checks
@@ -89,9 +95,8 @@ rollout guards (rollout and score timeouts, message cap) bound only primekit's o
 
 NO_MEANING: dict[str, str] = {
     "sampling.top_p": "prime-rl samples training rollouts with top_p = 1.0",
-    "trainer.loss.mask_low": "prime-rl masks by probability difference (DPPO), not by ratio bounds",
-    "trainer.loss.mask_high": "prime-rl masks by probability difference (DPPO), not by ratio bounds",
-    "trainer.loss.clip_eps": "prime-rl's loss has no PPO clipping",
+    "trainer.loss.entropy_coef": "prime-rl's losses have no entropy term",
+    "trainer.num_iterations": "prime-rl takes one optimizer step per batch",
     "trainer.advantage.std_normalize": "prime-rl's grpo subtracts the group mean only",
     "filter.max_rounds": "prime-rl keeps sampling until the batch is full",
     "filter.oversampling_factor": "prime-rl keeps sampling until the batch is full",
@@ -104,7 +109,8 @@ NO_MEANING: dict[str, str] = {
 }
 NOTED: dict[str, str] = dict(NEWER_NOTED)
 """Keys noted when set, never refused."""
-SAME_AT_DEFAULT = ("sampling.top_p", "trainer.loss.clip_eps", "trainer.advantage.std_normalize", *NEWER_SAME_AT_DEFAULT)
+SAME_AT_DEFAULT = ("sampling.top_p", "trainer.advantage.std_normalize", "trainer.loss.entropy_coef",
+                   "trainer.num_iterations", *NEWER_SAME_AT_DEFAULT)
 """Keys whose primekit default is what prime-rl does anyway (no note)."""
 
 
@@ -140,13 +146,28 @@ def _trainer(config: RLConfig) -> dict[str, Any]:
         "optim": {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay,
                   "max_norm": trainer.max_grad_norm, "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2},
         "scheduler": _scheduler(config),
-        "loss": {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0},
+        "loss": _loss(config),
     }
     if trainer.lora is not None:
         lora = trainer.lora
         out["model"] = {"lora": {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
                                  "target_modules": list(lora.target_modules)}}
     return out
+
+
+LOSS_KNOBS = ("mask_low", "mask_high", "clip_eps", "clip_eps_high")
+"""``[trainer.loss]`` keys a custom loss carries as its kwargs."""
+
+
+def _loss(config: RLConfig) -> dict[str, Any]:
+    """``mask``: prime-rl's default loss without its KL term; ``clip``/``dapo``/``cispo``: primekit's own loss,
+    imported by prime-rl (:mod:`rl_backend.prime_rl_loss`), with the knobs the user set."""
+    loss = config.trainer.loss
+    if loss.type == "mask":
+        return {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0}
+    kwargs: dict[str, Any] = {"type": loss.type}
+    kwargs.update({key: getattr(loss, key) for key in LOSS_KNOBS if getattr(loss, key) is not None})
+    return {"type": "custom", "import_path": IMPORT_PATH, "kwargs": kwargs}
 
 
 def _scheduler(config: RLConfig) -> dict[str, Any]:
@@ -224,6 +245,9 @@ def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | N
     model, entries, notes = checked(config, sys.modules[__name__], ("v1",), _value_problems(config, output))
     prompt_file = output.with_suffix(".system_prompt.txt").resolve() if output and config.system_prompt else None
     data = build(config, entries, model, output_dir=output_dir, run_name=run_name, system_prompt_file=prompt_file)
+    if config.trainer.loss.type in CARRIED:
+        notes.append(f"trainer.loss.type = '{config.trainer.loss.type}': prime-rl imports primekit's loss "
+                     f"({IMPORT_PATH}); install primekit where prime-rl runs (`uv pip install --no-deps primekit`)")
     notes.append("not carried (this machine's run only; prime-rl places vLLM and the trainer by [deployment]): "
                  + ", ".join(LOCAL_ONLY))
     local = {str(e.local_path): e.spec.id for e in entries if e.local_path is not None}
@@ -242,9 +266,7 @@ def _value_problems(config: RLConfig, output: Path | None) -> list[str]:
     problems = []
     if config.sampling.temperature > MAX_TEMPERATURE:
         problems.append(f"sampling.temperature = {config.sampling.temperature:g} is above prime-rl's limit {MAX_TEMPERATURE:g}")
-    if config.trainer.loss.type != "mask":
-        problems.append(f"trainer.loss.type = '{config.trainer.loss.type}' has no prime-rl equivalent "
-                        "(prime-rl's default loss is importance-weighted with DPPO masking, closest to 'mask')")
+    problems += _loss_problems(config)
     if len(config.env) > 1 and config.buffer.env_ratios is None:
         problems.append("several [[env]] tables without buffer.env_ratios: primekit pools their rows, prime-rl draws "
                         "each source by its ratio (equal by default); set buffer.env_ratios")
@@ -253,6 +275,20 @@ def _value_problems(config: RLConfig, output: Path | None) -> list[str]:
     if config.system_prompt and output is None:
         problems.append("system_prompt: prime-rl reads a system prompt from a file; pass -o FILE so it is written beside it")
     return problems
+
+
+def _loss_problems(config: RLConfig) -> list[str]:
+    loss = config.trainer.loss
+    if loss.type == "mask":
+        return [f"trainer.loss.{key} = {value_at(config, f'trainer.loss.{key}')!r} has no prime-rl equivalent with "
+                "loss.type 'mask' (prime-rl's default loss masks by probability difference, DPPO, not by ratio bounds "
+                "or clipping; 'clip', 'dapo' or 'cispo' carry it)" for key in LOSS_KNOBS if changed(config, f"trainer.loss.{key}")]
+    if loss.type not in CARRIED:
+        how = {"grpo": "averages each sequence's tokens first", "gspo": "averages sequence-level losses",
+               "dr_grpo": "divides by batch_size * max_tokens"}.get(loss.type, "normalises otherwise")
+        return [f"trainer.loss.type = '{loss.type}' cannot carry: prime-rl divides every loss by the step's token count, "
+                f"and {loss.type} {how}; 'dapo' (or 'clip', 'cispo') carries exactly"]
+    return []
 
 
 HEADER = (

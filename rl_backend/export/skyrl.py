@@ -17,6 +17,7 @@ from typing import Any
 from rl_backend.config import RLConfig
 from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked, comment_word,
                                       one_env_problems, shell_command, shell_word)
+from rl_backend.losses import clip_range
 
 TARGET = "skyrl"
 COMMIT = "a9564572eb8e91076be43c1bd5e4615e3de17265"
@@ -46,6 +47,7 @@ MAPPING: dict[str, str] = {
     "trainer.loss.mask_low": "trainer.algorithm.off_policy_correction.token_mask_is_threshold_low",
     "trainer.loss.mask_high": "trainer.algorithm.off_policy_correction.token_mask_is_threshold_high",
     "trainer.loss.clip_eps": "trainer.algorithm.eps_clip_low / eps_clip_high",
+    "trainer.loss.clip_eps_high": "trainer.algorithm.eps_clip_high",
     "trainer.advantage.type": "trainer.algorithm.advantage_estimator",
     "trainer.advantage.std_normalize": "trainer.algorithm.grpo_norm_by_std",
     "trainer.on_policy": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
@@ -63,7 +65,7 @@ MAPPING: dict[str, str] = {
 }
 
 LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
-              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing")
+              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing", "health")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the integration uses the environment's own prompt",
@@ -82,6 +84,8 @@ NO_MEANING: dict[str, str] = {
     "trainer.min_lr": "the export writes SkyRL's constant_with_warmup schedule",
     "trainer.kl_coef": "the export turns SkyRL's KL term off; primekit's is to the starting model",
     "trainer.mask_truncated_completions": "SkyRL trains truncated rollouts as they are",
+    "trainer.num_iterations": "the export writes one policy update per batch",
+    "trainer.loss.entropy_coef": "the export writes SkyRL's algorithm without an entropy term",
     "trainer.zero_truncated_completions": "SkyRL scores truncated rollouts as they are",
     "eval.env": "the export evaluates the training environment",
     "filter.oversampling_factor": "SkyRL rolls out each batch once",
@@ -132,7 +136,8 @@ def build(config: RLConfig, env_id: str, model: str) -> list[tuple[str, str]]:
         ("trainer.algorithm.off_policy_correction.token_mask_is_threshold_high", algo.mask_high),
     ]
     if algo.type == "clip":
-        args += [("trainer.algorithm.eps_clip_low", algo.clip_eps), ("trainer.algorithm.eps_clip_high", algo.clip_eps)]
+        low, high = clip_range(algo.type, algo.clip_eps, algo.clip_eps_high)
+        args += [("trainer.algorithm.eps_clip_low", low), ("trainer.algorithm.eps_clip_high", high)]
     if config.filter.enabled:
         args += [("trainer.algorithm.dynamic_sampling.type", "filter"),
                  ("trainer.algorithm.dynamic_sampling.max_sample_batches", config.filter.max_rounds)]
@@ -173,6 +178,9 @@ def _text(value: Any) -> str:
 def export(config: RLConfig, **_: Any) -> Export:
     """The dataset step and training command for ``config``, or one UserError naming what cannot carry."""
     problems = one_env_problems(config, "SkyRL's verifiers integration")
+    if config.trainer.loss.type not in ("mask", "clip"):
+        problems.append(f"trainer.loss.type = '{config.trainer.loss.type}': the export writes SkyRL's importance_sampling "
+                        "('mask') or regular PPO ('clip') loss only")
     lora = config.trainer.lora
     if lora is not None and lora.alpha != int(lora.alpha):
         problems.append(f"trainer.lora.alpha = {lora.alpha:g}: SkyRL takes a whole number")

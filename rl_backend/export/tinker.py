@@ -35,7 +35,7 @@ MAPPING: dict[str, str] = {
     "trainer.lr": "learning_rate",
     "trainer.lora.rank": "lora_rank",
     "trainer.advantage.type": "(group-centred advantages, the recipe's rule)",
-    "trainer.loss.type": "(importance-sampling loss, the recipe's; 'clip' is refused)",
+    "trainer.loss.type": "(importance-sampling loss, the recipe's; other losses are refused)",
     "trainer.on_policy": "(the recipe is on-policy; primekit's one-step overlap is noted, not carried)",
     "trainer.async_level": "(the recipe is on-policy; primekit's one-step overlap is noted, not carried)",
     "filter.enabled": "(the recipe trains on every group; primekit's filter is noted, not carried)",
@@ -48,7 +48,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
     "trainer.max_seq_len", "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "ckpt.keep_last",
-    "ckpt.save_weights", "trainer.gradient_checkpointing")
+    "ckpt.save_weights", "trainer.gradient_checkpointing", "health")
 
 NO_MEANING: dict[str, str] = {
     "system_prompt": "the recipe uses the environment's own prompt",
@@ -64,6 +64,9 @@ NO_MEANING: dict[str, str] = {
     "trainer.loss.mask_low": "Tinker's importance-sampling loss has no ratio mask",
     "trainer.loss.mask_high": "Tinker's importance-sampling loss has no ratio mask",
     "trainer.loss.clip_eps": "Tinker's importance-sampling loss has no clipping",
+    "trainer.loss.clip_eps_high": "Tinker's importance-sampling loss has no clipping",
+    "trainer.loss.entropy_coef": "Tinker's importance-sampling loss has no entropy term",
+    "trainer.num_iterations": "the recipe takes one optimizer step per batch",
     "trainer.advantage.std_normalize": "the recipe centres rewards within a group only",
     "filter.max_rounds": "the recipe trains on every group",
     "sampling.top_k": "the recipe samples without a top-k filter",

@@ -120,10 +120,26 @@ def load_environment(**kwargs):
 
 def make_rl_run(tmp: Path, env_code: str = RL_ENV) -> Path:
     """Two LoRA steps on a tiny random Llama, eval at every step (and at the start); returns the run dir."""
-    from support.tiny_model import write_tiny_model
     from typer.testing import CliRunner
 
     from primekit_cli.app import app
+
+    config = write_rl_project(tmp, env_code)
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp / "out")])
+    assert result.exit_code == 0, result.output
+    return tmp / "out" / "rl" / "viewtest"
+
+
+QUICK_RL = ["--trainer.on_policy", "true", "--baseline.enabled", "false", "--eval.interval", "2", "--eval.at_start", "false",
+            "--eval.rollouts_per_example", "2"]
+"""`prime rl run` overrides of :func:`write_rl_project`'s config for a quick run: on-policy, no baseline, one eval at
+the end (step 2) with groups of 2."""
+
+
+def write_rl_project(tmp: Path, env_code: str = RL_ENV) -> Path:
+    """A tiny random Llama, the environment folder ``digits`` and :func:`make_rl_run`'s config over them (run
+    ``viewtest``); returns the config (dotted overrides on `prime rl run` change the rest)."""
+    from support.tiny_model import write_tiny_model
 
     model = write_tiny_model(tmp / "tiny")
     env_dir = tmp / "environments" / "digits"
@@ -155,9 +171,7 @@ min_reward = 0.0
 max_reward = 1.0
 min_diverse_groups = 0.0
 ''')
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp / "out")])
-    assert result.exit_code == 0, result.output
-    return tmp / "out" / "rl" / "viewtest"
+    return config
 
 
 def write_big_run(source: Path, big: Path, n: int) -> Path:

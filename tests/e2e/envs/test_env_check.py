@@ -3,7 +3,7 @@ environments pass, the CLI prints one table or JSON and exits 1 on a fail; the t
 
 from __future__ import annotations
 
-from support import REPO
+from support import REPO, TESTS
 
 import json
 import os

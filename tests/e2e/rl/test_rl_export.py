@@ -93,11 +93,11 @@ def test_builtin_environment_and_embedded_model_are_refused_in_one_line(tmp_path
 @needs_verifiers
 def test_knobs_without_meaning_are_refused_each_named(in_repo: Path) -> None:
     args = ["rl", "export", "configs/rl/digit-sums.toml", "--target", "prime-rl", "--sampling.top_p", "0.9",
-            "--trainer.loss.type", "clip", "--trainer.advantage.std_normalize", "true", "--sampling.temperature", "2.5",
+            "--trainer.loss.type", "grpo", "--trainer.advantage.std_normalize", "true", "--sampling.temperature", "2.5",
             "--model", "local/smollm2-135m"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
-    for named in ("sampling.top_p = 0.9", "trainer.loss.type = 'clip'", "trainer.advantage.std_normalize = True",
+    for named in ("sampling.top_p = 0.9", "trainer.loss.type = 'grpo' cannot carry", "trainer.advantage.std_normalize = True",
                   "sampling.temperature = 2.5", "local/smollm2-135m"):
         assert named in result.output
 

@@ -213,7 +213,8 @@ def test_baseline_and_evals_are_eval_run_dirs(tmp_path, tiny_model, monkeypatch)
     eval_meta = json.loads((run_dir / "evals" / "step_1" / "metadata.json").read_text())
     assert eval_meta["status"] == "complete" and eval_meta["split"] == "eval" and eval_meta["num_rollouts"] == 2
     eval_lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "eval_reward" in line]
-    assert eval_lines == [{"step": 1, "eval_reward": eval_meta["avg_reward"]}]
+    assert [{k: line[k] for k in ("step", "eval_reward")} for line in eval_lines] == [{"step": 1, "eval_reward": eval_meta["avg_reward"]}]
+    assert eval_lines[0]["eval/fact-search/all/agent/avg@1"] == eval_meta["avg_reward"]  # prime-rl's name beside ours
 
 
 class _FakeEngine:

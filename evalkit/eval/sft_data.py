@@ -1,0 +1,98 @@
+"""`prime data from-eval`: the rollouts of finished eval runs that scored well, as a chat dataset for SFT.
+
+One JSONL row per kept rollout: ``prompt`` and ``completion`` (chat messages, as the rollout had them:
+tool calls and tool results included), ``tools`` (the OpenAI tool schemas the environment offered, when it
+had tools) and ``provenance`` (run dir, environment, model, example, rollout, reward). prime-rl's SFT
+trainer reads ``prompt``/``completion``/``tools`` as they are; the split keeps the loss on the completion.
+
+Kept: rollouts scored without an error (an errored rollout is no example of good behaviour) whose reward
+is at least ``min_reward``; with ``best_of_group`` only the best of each example's rollouts (ties: the
+lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
+warning) and written through the same UTF-8 and number checks as every primekit output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.core.errors import UserError
+from evalkit.core.fileio import write_bytes_atomic
+from evalkit.core.readback import EVAL_METADATA, EVAL_ROW, read_jsonl, read_object
+from evalkit.core.runs import METADATA, RESULTS
+from evalkit.core.untrusted import row_line
+
+
+@dataclass
+class FromEval:
+    """What :func:`write_sft_dataset` wrote and left out, per reason."""
+
+    path: Path
+    written: int
+    rollouts: int
+    errored: int
+    below: int
+    not_best: int
+
+
+def _messages(value: Any, role: str) -> list[dict[str, Any]]:
+    """A row's prompt/completion as chat messages (a plain-text rollout becomes one message of ``role``)."""
+    return [{"role": role, "content": value}] if isinstance(value, str) else list(value or [])
+
+
+def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if not (run_dir / RESULTS).is_file():
+        raise UserError(f"{run_dir} is not an eval run dir (no {RESULTS}); pass the folders `prime eval run` wrote")
+    return read_object(run_dir / METADATA, EVAL_METADATA), read_jsonl(run_dir / RESULTS, EVAL_ROW)
+
+
+def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, counts: FromEval) -> Iterable[dict[str, Any]]:
+    """The dataset rows of ``run_dirs``, run by run, in example and rollout order; ``counts`` collects the tallies."""
+    for run_dir in run_dirs:
+        meta, rows = _run_rows(run_dir)
+        counts.rollouts += len(rows)
+        good = []
+        for row in rows:
+            if row.get("error") or row.get("reward") is None:
+                counts.errored += 1
+            elif float(row["reward"]) < min_reward:
+                counts.below += 1
+            else:
+                good.append(row)
+        if best_of_group:
+            best: dict[int, dict[str, Any]] = {}
+            for row in good:
+                held = best.get(row["example_id"])
+                if held is None or (row["reward"], -row["rollout_idx"]) > (held["reward"], -held["rollout_idx"]):
+                    best[row["example_id"]] = row
+            counts.not_best += len(good) - len(best)
+            good = list(best.values())
+        for row in sorted(good, key=lambda r: (r["example_id"], r["rollout_idx"])):
+            yield _dataset_row(run_dir, meta, row)
+
+
+def _dataset_row(run_dir: Path, meta: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"prompt": _messages(row.get("prompt"), "user"),
+                           "completion": _messages(row.get("completion"), "assistant")}
+    tools = row.get("tools") or meta.get("tools")
+    if tools:
+        out["tools"] = tools
+    out["provenance"] = {"run": str(run_dir), "env_id": meta.get("env_id"), "model": meta.get("model"),
+                         "example_id": row["example_id"], "rollout_idx": row["rollout_idx"], "reward": row["reward"]}
+    return out
+
+
+def write_sft_dataset(run_dirs: Sequence[Path], output: Path, min_reward: float = 1.0,
+                      best_of_group: bool = False) -> FromEval:
+    """Write the dataset to ``output`` (JSONL, atomically); refuses when no rollout qualifies."""
+    counts = FromEval(path=output, written=0, rollouts=0, errored=0, below=0, not_best=0)
+    lines = [row_line(row)[0] for row in sft_rows(run_dirs, min_reward, best_of_group, counts)]
+    counts.written = len(lines)
+    if not lines:
+        raise UserError(f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
+                        f"({counts.rollouts} rollouts, {counts.errored} errored, {counts.below} below); lower --min-reward")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(output, b"".join(lines))
+    return counts
