@@ -60,6 +60,7 @@ class SystemPromptAdapter:
         state_columns: Sequence[str] = (),
         on_rollouts: Callable[[int, float, list[RolloutState]], None] | None = None,
         replay_seed: tuple[dict[str, str], dict[int, float]] | None = None,
+        reveal: Callable[[str], str] = str,
     ):
         self.envs = envs
         self.client = client
@@ -71,6 +72,8 @@ class SystemPromptAdapter:
         self.state_columns = list(state_columns)
         self.on_rollouts = on_rollouts
         self._replay_seed = replay_seed
+        self.reveal = reveal
+        """The candidate text as rollouts run it (:meth:`gepa_cli.secret_mask.SecretMask.reveal`)."""
         self.errors = 0
         """Rollouts of this invocation that ended with an error (any kind)."""
         self.errors_by_kind: dict[str, int] = {}
@@ -92,7 +95,7 @@ class SystemPromptAdapter:
         if replayed is not None:
             return replayed
         self.budget.reserve(len(batch))
-        states = self.loop.run(self._rollouts(batch, candidate[COMPONENT]))
+        states = self.loop.run(self._rollouts(batch, self.reveal(candidate[COMPONENT])))
         scores = [float(state.reward) if state.scored else 0.0 for state in states]
         errored = [state for state in states if state.error]
         self.errors += len(errored)

@@ -127,8 +127,10 @@ class Proposer:
     failed, later calls (the library retries a proposal) re-raise at once without asking again.
     """
 
-    def __init__(self, reflection: ReflectionLM):
+    def __init__(self, reflection: ReflectionLM, hide: Callable[[str], str] = str):
         self.reflection = reflection
+        self.hide = hide
+        """What a proposal becomes before the library keeps it (:meth:`gepa_cli.secret_mask.SecretMask.hide`)."""
         self.fatal: BaseException | None = None
 
     def __call__(
@@ -147,7 +149,8 @@ class Proposer:
             if not isinstance(prompt, str):  # only image records render to a message list; ours are text
                 raise TypeError("reflection prompt rendered to a message list; records must be text")
             try:
-                new_texts[name], _raw = self.reflection.propose(prompt)
+                text, _raw = self.reflection.propose(prompt)
+                new_texts[name] = self.hide(text)
             except Exception as exc:
                 self.fatal = exc
                 raise

@@ -26,6 +26,7 @@ from evalkit.envs.base import Environment
 from evalkit.errors import UserError
 from evalkit.fileio import write_json_atomic
 from evalkit.readback import GEPA_METADATA, read_object
+from evalkit.redact import redact
 from evalkit.report.kinds import detect_kind
 from evalkit.types import SamplingArgs
 from gepa_cli import outputs
@@ -36,6 +37,7 @@ from gepa_cli.data import build_examples
 from evalkit.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
+from gepa_cli.secret_mask import SecretMask
 
 
 @dataclass
@@ -184,7 +186,7 @@ def run_gepa(
     plan = budget_plan(config, val, run_dir, resuming)
     if dry_run:
         for line in dry_run_lines(config, envs, train, val, run_dir, plan):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            console.print(redact(line), highlight=False, markup=False, soft_wrap=True)  # env args may hold secrets
         if plan.max_proposals == 0 or plan.warning():
             console.print(f"  {plan.warning() or 'error: this budget buys no proposal'}", highlight=False, markup=False)
         return None
@@ -244,8 +246,9 @@ class _Job:
 
         config = self.config
         task, teacher = self._open(clients)
+        self.mask = SecretMask(_seed_prompt(self.envs))
         saved_state = self._saved_state()
-        proposer = Proposer(self._reflection(teacher))
+        proposer = Proposer(self._reflection(teacher), hide=self.mask.hide)
         target = StopAtScoreStopper(config.stop_at_score) if config.stop_at_score is not None else None
         budget_stop = BudgetStopper(self.budget, config.minibatch_size, len(val))
         stoppers = [FatalStopper(proposer), *([target] if target else []), budget_stop]
@@ -261,7 +264,7 @@ class _Job:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate={COMPONENT: _seed_prompt(self.envs)},
+                    seed_candidate={COMPONENT: self.mask.hide(_seed_prompt(self.envs))},
                     trainset=train,
                     valset=val,
                     adapter=adapter,
@@ -297,7 +300,7 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs)}:
+        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: self.mask.hide(_seed_prompt(self.envs))}:
             raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
         return saved_state
 
@@ -329,6 +332,7 @@ class _Job:
             state_columns=config.state_columns,
             on_rollouts=on_rollouts,
             replay_seed=replay,
+            reveal=self.mask.reveal,
         )
 
     def finish(self, status: str, error: BaseException | None) -> None:
@@ -479,7 +483,8 @@ def _anchor_run_config(config: GepaJobConfig) -> dict[str, Any]:
 
 
 def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
-    """The exact ``prime eval run`` that checks the optimized prompt on the first environment."""
+    """The exact ``prime eval run`` that checks the optimized prompt on the first environment (with the run's
+    ``--env-file`` files; a secret value in its env args shown redacted)."""
     parts = ["prime", "eval", "run", config.envs[0].id, "-m", config.model]
     if config.envs[0].args:
         parts += ["-a", json.dumps(config.envs[0].args)]
@@ -495,5 +500,7 @@ def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
         parts += ["-e", config.endpoints_path]
     if config.sampling:
         parts += ["-S", json.dumps(config.sampling)]
+    for path in config.env_file:
+        parts += ["--env-file", path]
     parts += ["--system-prompt-file", str(run_dir / runs.SYSTEM_PROMPT)]
-    return shlex.join(parts)
+    return redact(shlex.join(parts))  # terminal output: env args may hold a secret of the env files
