@@ -60,14 +60,16 @@ def test_every_way_a_harness_program_starts_gets_the_allowlist_and_what_the_harn
         inner.env = {"RUNTIME_WIDE": "1"}  # the task's runtime-wide values: declared too
         runtime = LocalInterpreterRuntime(inner)
         try:
-            await inner.write("probe.py", PROBE.encode())
-            seen = [await runtime.run_program(program_command("probe.py"), {"DECLARED_VAR": "yes"})]  # in-process
-            process = await runtime.open_process(program_command("probe.py"), {"DECLARED_VAR": "yes"})  # launcher
+            await inner.write("allowlist_probe.py", PROBE.encode())
+            seen = [await runtime.run_program(program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"})]  # in-process
+            process = await runtime.open_process(program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"})  # launcher
             out = b"".join([chunk async for chunk in process.stdout])
-            await process.wait()
-            seen.append(out.decode())
-            seen.append(await runtime.run(fallback_command("probe.py"), {"DECLARED_VAR": "yes"}))  # no server
-            return [json.loads(item if isinstance(item, str) else item.stdout) for item in seen]
+            err = b"".join([chunk async for chunk in process.stderr])
+            seen.append((await process.wait(), out.decode(), err.decode()))
+            seen.append(await runtime.run(fallback_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"}))  # no server
+            results = [item if isinstance(item, tuple) else (item.exit_code, item.stdout, item.stderr) for item in seen]
+            assert [code for code, _, _ in results] == [0, 0, 0], results
+            return [json.loads(out) for _, out, _ in results]
         finally:
             await inner.teardown()
 

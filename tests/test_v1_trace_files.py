@@ -3,11 +3,12 @@ values and auth headers a tool printed are redacted, every message keeps at most
 (cut with the results' marker), and a resumed run reads the file one line at a time.
 
 Before: verifiers' own writer appended each episode as it was, so a tool's output kept the key in plain text and a
-300,000-character tool result was written whole (twice: the tool message and the reply quoting it), and a resume
+40,000-character tool result was written whole (twice: the tool message and the reply quoting it), and a resume
 read the whole file into memory.
 
 Real parts: `prime eval run` in a subprocess against tests/solver_server.py on 127.0.0.1, verifiers' shared tool
-server as a subprocess, the file read back with verifiers' own reader.
+server (tests/verifiers_envs/vf_v1_shared, told to print the secrets) as a subprocess, the file read back with
+verifiers' own reader.
 """
 
 from __future__ import annotations
@@ -29,68 +30,15 @@ BEARER = "bearer-value-99aa88bb77"
 """A credential the tool prints in an auth header (redacted by pattern: nobody registered it)."""
 BIG = 40_000
 
-TASKSET = '''
-"""A v1 taskset whose shared tool prints secrets and a huge result."""
-import os
-
-import verifiers.v1 as vf
-
-
-class LeakToolsConfig(vf.SharedToolsetConfig):
-    echo: str = ""
-    big: int = 0
-
-
-class LeakToolset(vf.Toolset[LeakToolsConfig]):
-    TOOL_PREFIX = "calc"
-
-    @vf.tool
-    def add(self, a: int, b: int) -> str:
-        """Add two integers."""
-        header = "Authorization: Bearer {bearer}"
-        return f"{{a + b}} {{os.environ.get('LEAK_TOOL_TOKEN')}} {{self.config.echo}} {{header}} " + "x" * self.config.big
-
-
-class SumData(vf.TaskData):
-    answer: str
-
-
-class SumTask(vf.Task[SumData]):
-    @vf.reward(weight=1.0)
-    async def correct(self, trace: vf.Trace) -> float:
-        return float(self.data.answer in (trace.last_reply or ""))
-
-
-class LeakConfig(vf.TasksetConfig):
-    tools: LeakToolsConfig = LeakToolsConfig()
-
-
-class LeakTaskset(vf.Taskset[SumTask, LeakConfig]):
-    @classmethod
-    def toolsets(cls, config: LeakConfig) -> list[vf.Toolset]:
-        return [LeakToolset(config.tools)]
-
-    def load(self):
-        return [SumTask(SumData(idx=i, prompt=f"What is {{i}}+{{i + 2}}? Use the calculator.", answer=str(2 * i + 2)),
-                        self.config.task)
-                for i in range(2)]
-
-
-__all__ = ["LeakTaskset"]
-
-if __name__ == "__main__":
-    LeakToolset.run()
-'''.format(bearer=BEARER)
-
 
 @pytest.mark.verifiers
 def test_traces_are_redacted_and_capped_like_results(tmp_path):
+    import shutil
+
     pytest.importorskip("verifiers.v1")
     from solver_server import SolverServer
 
-    folder = tmp_path / "environments" / "vf_leak"
-    folder.mkdir(parents=True)
-    (folder / "vf_leak.py").write_text(TASKSET)
+    shutil.copytree(Path(__file__).parent / "verifiers_envs" / "vf_v1_shared", tmp_path / "environments" / "vf_v1_shared")
     (tmp_path / "home").mkdir()
     secrets = tmp_path / "secrets.env"
     secrets.write_text(f"LEAK_TOOL_TOKEN={TOKEN}\n")
@@ -99,9 +47,10 @@ def test_traces_are_redacted_and_capped_like_results(tmp_path):
     try:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path / "home"), "LEAK_MODEL_KEY": KEY}
         done = subprocess.run(
-            [sys.executable, "-m", "prime_cli", "eval", "run", "vf-leak", "-m", "solver", "-b", server.base_url,
+            [sys.executable, "-m", "prime_cli", "eval", "run", "vf-v1-shared", "-m", "solver", "-b", server.base_url,
              "-k", "LEAK_MODEL_KEY", "--env-file", str(secrets), "-n", "2", "-r", "1", "--max-message-chars", "1000",
-             "-a", json.dumps({"tools": {"echo": KEY, "big": BIG}}), "-o", str(tmp_path / "out")],
+             "-a", json.dumps({"tools": {"echo": f"{KEY} Authorization: Bearer {BEARER}", "echo_env": "LEAK_TOOL_TOKEN",
+                                         "big": BIG}}), "-o", str(tmp_path / "out")],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     finally:
         server.stop()
@@ -109,7 +58,7 @@ def test_traces_are_redacted_and_capped_like_results(tmp_path):
     (results,) = (tmp_path / "out").rglob("results.jsonl")
     traces = results.with_name("traces.jsonl")
     rows = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [row["reward"] for row in rows] == [1.0, 1.0], [(r["error"], str(r["completion"])[:300]) for r in rows]  # the tool's output reached the model: there was a leak
+    assert [row["reward"] for row in rows] == [1.0, 1.0]  # the tool's output reached the model and the reply
     text = traces.read_text()
     for secret in (KEY, TOKEN, BEARER):
         assert secret not in text
@@ -117,7 +66,7 @@ def test_traces_are_redacted_and_capped_like_results(tmp_path):
             assert not file.is_file() or secret.encode() not in file.read_bytes(), file
     assert text.count("[redacted]") >= 2 * 3 * 2  # three secrets, in the tool message and the reply, per rollout
     assert "more characters cut: max_message_chars is 1,000]" in text
-    assert traces.stat().st_size < 60_000  # before: over 1.2 MB (the tool result and the reply, per rollout)
+    assert traces.stat().st_size < 60_000  # before: over 160 kB (the tool result and the reply quoting it, per rollout)
 
     from evalkit.verifiers_compat.v1_api import read_episodes
 
