@@ -95,11 +95,13 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
              "-k", "NO_KEY", "-n", "1", "-r", "1"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "TMPDIR": str(temp), "NO_KEY": "x", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path / "home")})
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 280
         while not list(temp.glob("primekit-harness-*/fork.sock")) and time.monotonic() < deadline:
             assert prime.poll() is None
             time.sleep(0.1)
-        (folder,) = temp.glob("primekit-harness-*")  # this test's own TMPDIR: the run's server's folder
+        folders = list(temp.glob("primekit-harness-*"))  # this test's own TMPDIR: the run's server's folder
+        assert len(folders) == 1, "the run started no fork server within the deadline"
+        folder = folders[0]
         time.sleep(1.0)  # the rollout's harness program is running now, waiting on the model
         prime.send_signal(signal.SIGKILL)
         assert prime.wait(timeout=30) == -signal.SIGKILL
