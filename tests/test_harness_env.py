@@ -93,14 +93,14 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
         prime = subprocess.Popen(
             [sys.executable, "-m", "prime_cli", "eval", "run", "vf-v1-math", "-m", "m", "-b", server.base_url,
              "-k", "NO_KEY", "-n", "1", "-r", "1"],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=tmp_path, stdout=(tmp_path / "prime.log").open("wb"), stderr=subprocess.STDOUT,
             env={**os.environ, "TMPDIR": str(temp), "NO_KEY": "x", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path / "home")})
-        deadline = time.monotonic() + 280
+        deadline = time.monotonic() + 120
         while not list(temp.glob("primekit-harness-*/fork.sock")) and time.monotonic() < deadline:
             assert prime.poll() is None
             time.sleep(0.1)
         folders = list(temp.glob("primekit-harness-*"))  # this test's own TMPDIR: the run's server's folder
-        assert len(folders) == 1, "the run started no fork server within the deadline"
+        assert len(folders) == 1, (tmp_path / "prime.log").read_text()[-3000:]  # the run's server started
         folder = folders[0]
         time.sleep(1.0)  # the rollout's harness program is running now, waiting on the model
         prime.send_signal(signal.SIGKILL)
