@@ -65,6 +65,7 @@ class SystemPromptAdapter:
         state_columns: Sequence[str] = (),
         on_rollouts: Callable[[int, float, list[RolloutState]], None] | None = None,
         replay_seed: tuple[dict[str, str], dict[int, float]] | None = None,
+        reveal: Callable[[str], str] = str,
     ):
         self.envs = envs
         self.client = client
@@ -76,6 +77,8 @@ class SystemPromptAdapter:
         self.state_columns = list(state_columns)
         self.on_rollouts = on_rollouts
         self._replay_seed = replay_seed
+        self.reveal = reveal
+        """The candidate text as rollouts run it (:meth:`gepa_cli.secret_mask.SecretMask.reveal`)."""
         self.errors = 0
         """Rollouts of this invocation that ended with an error (any kind)."""
         self.errors_by_kind: dict[str, int] = {}
@@ -140,7 +143,7 @@ class SystemPromptAdapter:
         """One ``run_groups`` per environment in the batch, all concurrent under the shared ``bound``,
         results in batch order. The candidate's tool descriptions (if it has them) hold for the rollouts
         started here: this runs as its own task, so setting them touches no other candidate's rollouts."""
-        system_prompt = candidate[COMPONENT]
+        system_prompt = self.reveal(candidate[COMPONENT])
         if TOOLS in candidate:
             TOOL_DESCRIPTIONS.set(json.loads(candidate[TOOLS]))
         by_env: dict[int, list[int]] = {}

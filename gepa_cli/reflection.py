@@ -137,8 +137,10 @@ class Proposer:
     """
 
     def __init__(self, reflection: ReflectionLM, template: str | None = None,
-                 checks: Mapping[str, Callable[[str], str | None]] | None = None):
+                 checks: Mapping[str, Callable[[str], str | None]] | None = None, hide: Callable[[str], str] = str):
         self.reflection = reflection
+        self.hide = hide
+        """What a proposal becomes before the library keeps it (:meth:`gepa_cli.secret_mask.SecretMask.hide`)."""
         self.checks = dict(checks or {})
         """Per component, what a proposed text must satisfy (:func:`gepa_cli.components.check_text`)."""
         self.template = template
@@ -162,7 +164,8 @@ class Proposer:
             if not isinstance(prompt, str):  # only image records render to a message list; ours are text
                 raise TypeError("reflection prompt rendered to a message list; records must be text")
             try:
-                new_texts[name], _raw = self.reflection.propose(prompt, self.checks.get(name))
+                text, _raw = self.reflection.propose(prompt, self.checks.get(name))
+                new_texts[name] = self.hide(text)
             except Exception as exc:
                 self.fatal = exc
                 raise

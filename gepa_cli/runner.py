@@ -28,8 +28,9 @@ from evalkit.core.fileio import write_json_atomic
 from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.core.runs import detect_kind
 from evalkit.core.types import SamplingArgs
+from evalkit.core.redact import redact
 from gepa_cli import outputs
-from gepa_cli.adapter import SystemPromptAdapter
+from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.components import FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
@@ -40,6 +41,7 @@ from gepa_cli.data import build_examples
 from evalkit.core.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
+from gepa_cli.secret_mask import SecretMask
 
 
 @dataclass
@@ -198,7 +200,7 @@ def run_gepa(
         price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
         for line in dry_run_lines(config, envs, train, val, run_dir, plan):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            console.print(redact(line), highlight=False, markup=False, soft_wrap=True)  # env args may hold secrets
         if plan.max_proposals == 0 or plan.warning():
             console.print(f"  {plan.warning() or 'error: this budget buys no proposal'}", highlight=False, markup=False)
         return None
@@ -270,9 +272,11 @@ class _Job:
 
         config = self.config
         task, teacher = self._open(clients)
+        self.mask = SecretMask(self.seed[COMPONENT])
         saved_state = self._saved_state()
         checks = {name: check for name in self.seed if (check := check_text(name, self.seed)) is not None}
-        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks)
+        proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks,
+                            hide=self.mask.hide)
         record = StopRecord()
         stoppers = [FatalStopper(proposer), *self._stoppers(record, len(val))]
         self.logger.log(
@@ -287,7 +291,7 @@ class _Job:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate=self.seed,
+                    seed_candidate=self._hidden_seed(),
                     trainset=TrainLoader(train),
                     valset=val,
                     adapter=adapter,
@@ -343,10 +347,15 @@ class _Job:
             self.loop.run(_preflight(client))
         return clients
 
+    def _hidden_seed(self) -> dict[str, str]:
+        """The seed candidate as gepa and the teacher see it: secret values of the system prompt masked
+        (:class:`gepa_cli.secret_mask.SecretMask`); rollouts reveal them again."""
+        return {**self.seed, COMPONENT: self.mask.hide(self.seed[COMPONENT])}
+
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None and saved_state.program_candidates[0] != self.seed:
+        if saved_state is not None and saved_state.program_candidates[0] != self._hidden_seed():
             raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
                             "started; start a new run")
         return saved_state
@@ -380,6 +389,7 @@ class _Job:
             state_columns=config.state_columns,
             on_rollouts=on_rollouts,
             replay_seed=replay,
+            reveal=self.mask.reveal,
         )
 
     def finish(self, status: str, error: BaseException | None) -> None:
@@ -533,7 +543,8 @@ def tracked_config(config: GepaJobConfig) -> dict[str, Any]:
 
 
 def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
-    """The exact ``prime eval run`` that checks the optimized prompt on the first environment."""
+    """The exact ``prime eval run`` that checks the optimized prompt on the first environment (with the run's
+    ``--env-file`` files; a secret value in its env args shown redacted)."""
     parts = ["prime", "eval", "run", config.envs[0].id, "-m", config.model]
     if config.envs[0].args:
         parts += ["-a", json.dumps(config.envs[0].args)]
@@ -549,7 +560,9 @@ def verify_command(config: GepaJobConfig, run_dir: Path) -> str:
         parts += ["-e", config.endpoints_path]
     if config.sampling:
         parts += ["-S", json.dumps(config.sampling)]
+    for path in config.env_file:
+        parts += ["--env-file", path]
     parts += ["--system-prompt-file", str(run_dir / runs.SYSTEM_PROMPT)]
     if TOOLS in config.components:
         parts += ["--tools-file", str(run_dir / FILES[TOOLS])]
-    return shlex.join(parts)
+    return redact(shlex.join(parts))  # terminal output: env args may hold a secret of the env files

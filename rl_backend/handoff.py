@@ -27,6 +27,7 @@ from rich.console import Console
 from evalkit.core import runs
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_text_atomic
+from evalkit.core.redact import redact
 from rl_backend.config import RLConfig, to_toml
 from rl_backend.export import prime_rl
 
@@ -141,8 +142,8 @@ def _print_plan(config: RLConfig, run_dir: Path, exported: Any, command: list[st
         f"command      {shlex.join(command)}" + ("" if installed else f"  (prime-rl not found here: {INSTALL_HINT})"),
         f"outputs      {run_dir / OUTPUTS_NAME}",
     ]
-    out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
-    out.print(f"\n# {run_dir / CONFIG_NAME}\n" + exported.text, markup=False, highlight=False, soft_wrap=True)
+    out.print(redact("\n".join(lines)), markup=False, highlight=False, soft_wrap=True)  # env args may hold secrets
+    out.print(redact(f"\n# {run_dir / CONFIG_NAME}\n" + exported.text), markup=False, highlight=False, soft_wrap=True)
     for name in exported.extra_files:
         out.print(f"# {run_dir / name} (the system prompt)", markup=False, highlight=False, soft_wrap=True)
 

@@ -27,9 +27,10 @@ from evalkit.core import runs
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.fileio import remove_inside, write_bytes_atomic, write_text_atomic
-from evalkit.core.readback import RL_METRICS_ROW, read_jsonl
+from evalkit.core.readback import read_jsonl, RL_METRICS_ROW
 from evalkit.core.types import SamplingArgs
 from evalkit.core.untrusted import json_bytes, row_line
+from evalkit.core.redact import redact
 from rl_backend.config import RLConfig, to_toml
 from rl_backend.plan import plan_lines, resolve_backend, trainer_device
 
@@ -657,8 +658,8 @@ def run(
         backend = resolve_backend(config)
         lines = plan_lines(config, run_dir, backend)  # refuses what the run would refuse, before printing anything
         out = Console()
-        out.print(to_toml(config), markup=False, highlight=False, soft_wrap=True)
-        out.print("\n".join(["# plan", *lines]), markup=False, highlight=False, soft_wrap=True)
+        out.print(redact(to_toml(config)), markup=False, highlight=False, soft_wrap=True)  # env args may hold secrets
+        out.print(redact("\n".join(["# plan", *lines])), markup=False, highlight=False, soft_wrap=True)
         return None
     backend = resolve_backend(config)
     with runs.RunLock(run_dir):
@@ -670,7 +671,7 @@ def run(
             _truncate_metrics(run_dir / runs.METRICS, -1)
         write_text_atomic(run_dir / runs.RESOLVED_CONFIG, to_toml(config))
         for line in plan_lines(config, run_dir, backend):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(redact(line), markup=False, highlight=False, soft_wrap=True)
         trainer = Trainer(config, run_dir, console)
         try:
             trainer.setup(backend)

@@ -13,7 +13,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,24 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by others
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keep_lines_atomic(path: Path, keep: Callable[[bytes], bool]) -> None:
+    """Replace ``path`` with the lines ``keep`` accepts, byte for byte, in one rename. Streamed: one line in
+    memory at a time, however large the file (a JSONL file a killed run left behind)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle, path.open("rb") as source:
+            for line in source:
+                if keep(line):
+                    handle.write(line if line.endswith(b"\n") else line + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -66,6 +66,11 @@ def register_secret(value: str | None) -> None:
             _json_spellings = (*_json_spellings, spelled)
 
 
+def registered_secrets() -> tuple[str, ...]:
+    """Every value registered so far, longest first."""
+    return _secrets
+
+
 def register_secret_headers(headers: dict[str, str] | None) -> None:
     """Register the values of headers whose names say they carry credentials."""
     for name, value in (headers or {}).items():

@@ -2,9 +2,11 @@
 
 Hosted training reads judge and tool keys from such a file; eval, GEPA and RL configs here take the
 same key (a path relative to the config, or a list of them) and the commands take ``--env-file``
-(relative to the working folder). The file's lines are ``KEY=VALUE`` (``export KEY=VALUE`` too;
-blank lines and ``#`` comments skipped; a value may be quoted with ``'`` or ``"``; no ``$VAR``
-expansion). Its values are set in this process's environment for the run (over what was there:
+(relative to the working folder). The file's lines are ``KEY=VALUE``, read by dotenv's rules:
+``export KEY=VALUE`` too (any whitespace after ``export``); blank lines and ``#`` comments skipped; a UTF-8
+BOM ignored; a value may be quoted with ``'`` (taken as written) or ``"`` (``\\"``, ``\\\\`` and ``\\n``
+escapes), and a ``#`` comment may follow the closing quote; an unquoted value ends at `` #``; no ``$VAR``
+expansion. Its values are set in this process's environment for the run (over what was there:
 the file was named for this run) and registered with :mod:`evalkit.core.redact`, so they are
 scrubbed from errors, logs, rows and reports. Only the file's name is ever written (the resolved
 config records the path). A file other users may read gets a warning with the ``chmod`` that fixes
@@ -24,12 +26,16 @@ from evalkit.core.redact import register_secret
 from evalkit.core.errors import UserError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EXPORT = re.compile(r"export\s+")
+_AFTER_QUOTE = re.compile(r"\s*(#.*)?")
+"""What may follow a quoted value's closing quote: spaces, then a comment."""
+_ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 
 
 def parse_env_file(path: Path) -> dict[str, str]:
     """The ``KEY=VALUE`` pairs of ``path``, in order (a later line wins)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is not part of the first name
     except FileNotFoundError:
         raise UserError(f"env file {path} does not exist; create it with KEY=VALUE lines or fix the path") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -39,18 +45,34 @@ def parse_env_file(path: Path) -> dict[str, str]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        name, eq, value = line.removeprefix("export ").partition("=")
+        exported = _EXPORT.match(line)
+        name, eq, value = line[exported.end() if exported else 0:].partition("=")
         name = name.strip()
         if not eq or not _NAME.fullmatch(name):
             raise UserError(f"env file {path}, line {number}: expected KEY=VALUE (a KEY of letters, digits and _)")
-        pairs[name] = _unquote(value.strip())
+        parsed = _value(value.strip())
+        if parsed is None:
+            raise UserError(f"env file {path}, line {number}: a quoted value must end with its quote "
+                            "(then only a # comment may follow)")
+        pairs[name] = parsed
     return pairs
 
 
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value.split(" #", 1)[0].rstrip()  # an unquoted value ends at a comment
+def _value(text: str) -> str | None:
+    """A line's value by dotenv's rules (see the module docstring); None when its quoting is broken."""
+    if not text or text[0] not in "'\"":
+        return text.split(" #", 1)[0].rstrip()  # an unquoted value ends at a comment
+    quote, out, index = text[0], [], 1
+    while index < len(text):
+        char = text[index]
+        if char == quote:
+            return "".join(out) if _AFTER_QUOTE.fullmatch(text, index + 1) else None
+        if char == "\\" and quote == '"' and index + 1 < len(text) and text[index + 1] in _ESCAPES:
+            char = _ESCAPES[text[index + 1]]
+            index += 1
+        out.append(char)
+        index += 1
+    return None
 
 
 def check_permissions(path: Path) -> str | None:

@@ -180,6 +180,20 @@ def cap_message(message: Any, limit: int | None) -> Any:
     return message
 
 
+def cap_strings(value: Any, limit: int | None) -> Any:
+    """A copy of a JSON-like value whose every string is at most ``limit`` characters (:func:`cap_text`), for
+    files a library writes on our behalf (verifiers' traces), where messages sit in its own structures."""
+    if limit is None:
+        return value
+    if isinstance(value, str):
+        return cap_text(value, limit)
+    if isinstance(value, dict):
+        return {key: cap_strings(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [cap_strings(item, limit) for item in value]
+    return value
+
+
 def _long_part(part: Any, limit: int) -> bool:
     return isinstance(part, dict) and isinstance(part.get("text"), str) and len(part["text"]) > limit
 

@@ -66,7 +66,7 @@ def _package_plan(target: str) -> InstallPlan:
     owner, _, rest = target.rpartition("/")
     name, _, version = rest.partition("@")
     requirement = name.split("==")[0].split(">")[0].split("<")[0].split("~")[0].strip()
-    if not _NAME.match(requirement) or (owner and not _NAME.match(owner)):
+    if not _NAME.fullmatch(requirement) or (owner and not _NAME.fullmatch(owner)):
         raise UserError(f"'{target}' is neither a folder nor a package name like my-env or owner/my-env@0.1.0")
     spec = f"{name}=={version}" if version else name
     args = [spec]

@@ -24,7 +24,7 @@ TEMPLATE_FILES = {"module.py.tmpl": "{module}.py", "pyproject.toml.tmpl": "pypro
 
 def validate_name(name: str) -> str:
     """The module name for ``name``; UserError with a suggestion when the name cannot be one."""
-    if not _NAME.match(name or "") or len(name) > 64:
+    if not _NAME.fullmatch(name or "") or len(name) > 64:
         suggestion = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-") or "my-env"
         raise UserError(
             f"invalid environment name {name!r}: use lowercase letters, digits and single '-' or '_' "

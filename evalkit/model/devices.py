@@ -18,7 +18,7 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 def check_device(device: str | None) -> str:
     """``device`` lower-cased (``auto`` for ``None``/empty); UserError for anything else."""
     name = (device or "auto").strip().lower()
-    if not _DEVICE.match(name):
+    if not _DEVICE.fullmatch(name):
         raise UserError(f"unknown device '{device}' (use {DEVICE_CHOICES})")
     return name
 

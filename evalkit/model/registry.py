@@ -122,7 +122,7 @@ def looks_like_path(name: str) -> bool:
 def hub_model_id(name: str) -> str | None:
     """``org/name`` if ``name`` is spelled as a Hub model id (``hf/org/name`` or a bare ``org/name``)."""
     bare = name[len(HUB_PREFIX) :] if name.startswith(HUB_PREFIX) else name
-    return bare if _HUB_ID.match(bare) and ".." not in bare else None
+    return bare if _HUB_ID.fullmatch(bare) and ".." not in bare else None
 
 
 def hub_cache_dir() -> Path:

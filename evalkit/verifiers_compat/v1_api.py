@@ -6,7 +6,7 @@ The v1 stack (``Taskset``, ``Env``, ``Trace``, ``Episode``) is the same in both;
   the class, but whether a *view* ends is ``view.bounded`` in 0.4 (0.3.1 flipped ``INFINITE`` on the view);
 - which tasks ``-n``/``-s`` pick: 0.4's eval selects through ``Taskset.select(SelectConfig)`` (shuffle under a
   seed, then the limit); 0.3.1's shuffles under verifiers' fixed seed, then ``head(n)``;
-- verifiers' own ``traces.jsonl`` reader and writer moved from ``verifiers.v1.cli.output`` (0.3.1) to
+- verifiers' own ``traces.jsonl`` reader and serializer moved from ``verifiers.v1.cli.output`` (0.3.1) to
   ``verifiers.v1.utils.trace_store`` (0.4); both write one ``Episode`` per line.
 
 Everything else primekit touches (``resolve_env_config``, ``load_environment``, ``Env.serving``,
@@ -51,13 +51,14 @@ def select(taskset: Any, n: int | None, seed: int, shuffle: bool) -> Any:
     return view.head(n) if n is not None else view
 
 
-def write_episode(run_dir: Path, episode: Any) -> None:
-    """Append ``episode`` to ``run_dir/traces.jsonl`` with verifiers' own writer (its schema, its options)."""
+def episode_json(episode: Any) -> bytes:
+    """``episode`` as verifiers' own writer serializes it for ``traces.jsonl`` (its schema, its options), without
+    the newline: primekit writes the line itself (:mod:`.v1_traces` caps and redacts it first)."""
     try:
-        from verifiers.v1.utils.trace_store import write_episode as write
+        from verifiers.v1.utils.trace_store import type_adapter
     except ImportError:  # verifiers 0.3.1
-        from verifiers.v1.cli.output import write_episode as write
-    write(run_dir, episode)
+        from verifiers.v1.cli.output import type_adapter
+    return type_adapter(type(episode)).dump_json(episode, exclude_none=True)
 
 
 def read_episodes(run_dir: Path) -> list[Any]:

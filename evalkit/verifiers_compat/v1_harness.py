@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from typing import Any
 
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from evalkit.verifiers_compat.harness_workers import forked_request, program_command
+from evalkit.verifiers_compat.harness_workers import fallback_command, forked_request, is_harness_command, program_command
 from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
+from evalkit.verifiers_compat.harness_workers.harness_env import allowed, declare
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
@@ -38,10 +38,13 @@ class LocalInterpreterRuntime:
     """A rollout's subprocess runtime, except that a PEP 723 script runs with this interpreter, not uv: forked
     from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`), and handed to
     it from this process (:func:`~evalkit.verifiers_compat.harness_workers.client.run_forked`) when verifiers
-    runs it with ``run`` or ``run_program`` (no launcher process). The run gets what the wrapped
-    ``SubprocessRuntime.run`` gives a process: this process's environment without ``*API_KEY*`` names, then
-    ``process_env(env)``; the runtime's working directory; a new session, killed with its group when the call
-    is cancelled.
+    runs it with ``run`` or ``run_program`` (no launcher process). The run gets an allowlisted environment
+    (:mod:`~evalkit.verifiers_compat.harness_workers.harness_env`): the base a Python child needs and what the
+    harness declares (``process_env(env)``), never the rest of this process's environment (verifiers' own
+    runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; a new session, killed
+    with its group when the call is cancelled. ``open_process`` and ``run_background`` of such a program (the
+    launcher, or a fresh interpreter where no server runs) declare the same variables, and the launcher and the
+    server apply the same allowlist.
 
     Every other attribute and method is the wrapped runtime's own.
     """
@@ -58,21 +61,32 @@ class LocalInterpreterRuntime:
     async def run_program(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
         return await self._run(argv, env, self._runtime.run_program)
 
+    async def open_process(self, argv: list[str], env: dict[str, str]) -> Any:
+        return await self._runtime.open_process(argv, self._declared(argv, env))
+
+    async def run_background(self, argv: list[str], env: dict[str, str], log: str) -> None:
+        return await self._runtime.run_background(argv, self._declared(argv, env), log)
+
+    def _declared(self, argv: list[str], env: dict[str, str]) -> dict[str, str]:
+        """``env`` with the names of what the harness declares when ``argv`` is a program started here (the
+        launcher and the server keep only those and the base); any other command's ``env`` as given."""
+        return declare(self._runtime.process_env(env)) if is_harness_command(argv) else env
+
     async def _run(self, argv: list[str], env: dict[str, str], wrapped: Any) -> ProgramResult:
         """A forked program run in-process; any other command (or a server gone away: then a fresh
         interpreter) by the wrapped runtime's ``wrapped`` method."""
         request = forked_request(argv)
         if request is None:
-            return await wrapped(argv, env)
+            return await wrapped(argv, self._declared(argv, env))
         socket_path, program = request
-        full_env = {k: v for k, v in os.environ.items() if "API_KEY" not in k.upper()}  # as SubprocessRuntime.run
-        full_env.update(self._runtime.process_env(env))
+        full_env = allowed({**os.environ, **declare(self._runtime.process_env(env))})
         workdir = self._runtime.workdir
         cwd = os.path.abspath(workdir) if workdir is not None else os.getcwd()
         try:
             code, out, err = await run_forked(socket_path, program, cwd, full_env)
         except ServerUnreachable:
-            return await wrapped([sys.executable, *program], env)
+            fresh = fallback_command(program[0]) + program[1:]
+            return await wrapped(fresh, self._declared(fresh, env))
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
     async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:

@@ -14,9 +14,14 @@ names under ``$PRIMEKIT_HOME/harness-preload`` for the next process's server.
 
 The server is started on first use and lives as long as this process (it exits when its stdin closes). It
 is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key of primekit's environment is
-in its memory or its children's ``/proc/<pid>/environ``; each run's environment is the one verifiers builds
-for it. Where the server cannot run (no ``os.pidfd_open``: not Linux 5.3+; or it fails to start), every run
-falls back to a fresh interpreter, as before, and one warning says so.
+in its memory; each run's environment is an allowlist too (:mod:`.harness_env`): that base and the variables
+the harness declares, never the rest of primekit's environment. Where the server cannot run (no
+``os.pidfd_open``: not Linux 5.3+; or it fails to start), every run falls back to a fresh interpreter, started
+through the launcher (``launcher.py --exec``) so its environment is the same allowlist, and one warning says so.
+
+The server's socket lives in a folder of its own, ``$TMPDIR/primekit-harness-<pid>-*`` (``<pid>``: the primekit
+process). The server removes it when it ends, also when primekit was killed with ``kill -9`` (its stdin closes);
+should the server die too, the next primekit process to start one removes the folders of dead processes.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ import threading
 from pathlib import Path
 
 from evalkit.model.registry import primekit_home
+from evalkit.verifiers_compat.harness_workers.harness_env import BASE_ENV
 
 log = logging.getLogger(__name__)
 
 FORKSERVER = Path(__file__).with_name("forkserver.py")
 LAUNCHER = Path(__file__).with_name("launcher.py")
-SERVER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE")
+SERVER_ENV = BASE_ENV
 """The variables the fork server starts with: enough to find Python's packages, nothing secret."""
+FOLDER_PREFIX = "primekit-harness-"
 START_TIMEOUT_S = 60.0
 LEARNED_FOLDER = "harness-preload"
 """Under primekit's home: the modules the server learned each program imports, for the next process's server."""
@@ -49,7 +56,8 @@ class ForkServer:
     """One running ``forkserver.py`` and the socket it listens on."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="primekit-harness-")
+        remove_stale_folders()
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         self.socket = os.path.join(self.folder, "fork.sock")
         env = {name: os.environ[name] for name in SERVER_ENV if name in os.environ}
         learned = str(primekit_home() / LEARNED_FOLDER)
@@ -72,6 +80,30 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def remove_stale_folders() -> None:
+    """Remove the socket folders (``primekit-harness-<pid>-*``, this user's) of primekit processes that are gone
+    and whose server could not remove them itself (it was killed too)."""
+    root = Path(tempfile.gettempdir())
+    for folder in root.glob(f"{FOLDER_PREFIX}*-*"):
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
@@ -99,6 +131,17 @@ def forked_request(argv: list[str]) -> tuple[str, list[str]] | None:
     return server.socket, list(argv[len(prefix):])
 
 
+def fallback_command(program: str) -> list[str]:
+    """A fresh interpreter for ``program``, started through the launcher so its environment is the allowlist."""
+    return [sys.executable, "-S", str(LAUNCHER), "--exec", program]
+
+
+def is_harness_command(argv: list[str]) -> bool:
+    """Whether ``argv`` runs a program through this module (forked or fresh): its environment is then the
+    allowlist plus what the caller declares (:func:`~.harness_env.declare`)."""
+    return forked_request(argv) is not None or argv[:4] == fallback_command("")[:4]
+
+
 def program_command(program: str) -> list[str]:
     """How verifiers' runtime should start ``program``: through the fork server, or (where it cannot run) a
     fresh interpreter."""
@@ -116,4 +159,4 @@ def program_command(program: str) -> list[str]:
                     _unavailable = True
                     log.warning("harness runs start a fresh interpreter each: %s", exc)
         server = _server
-    return server.command(program) if server is not None else [sys.executable, program]
+    return server.command(program) if server is not None else fallback_command(program)

@@ -12,7 +12,8 @@ JSON header ``{"argv": [program, *args], "cwd": ..., "env": {...}}``, with the l
 stderr passed as descriptors alongside the first bytes. The server answers one line ``<exit code>\\n`` when the
 child ends. A byte ``T`` from the launcher forwards SIGTERM to the child's group; the connection closing
 before the child ends (the launcher was killed) SIGKILLs the group. The server ends, killing what still runs,
-when its own stdin closes (primekit exited, however it exited).
+when its own stdin closes (primekit exited, however it exited), and removes its socket and the socket's folder.
+A child's environment is the allowlist of ``harness_env.py`` applied to the one sent.
 
 Learned preload: a program imports much more than its source names (``openai`` builds its HTTP client, the
 first request pulls in ``httpcore``, ``h11``, ``anyio``...), and a child that imports it pays for it on every
@@ -50,6 +51,8 @@ import sys
 import time
 import traceback
 import types
+
+from harness_env import allowed  # a sibling module: this file runs by path
 
 _compiled: dict[str, object] = {}
 """Program file name -> its code object (primekit names the file by a hash of its text)."""
@@ -279,7 +282,7 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(allowed(request["env"]))
         random.seed()
         argv = list(request["argv"])
         sys.argv = argv
@@ -422,6 +425,7 @@ class Server:
             pass
 
     def stop(self) -> None:
+        """Kill what still runs; remove the socket and its folder (primekit may be gone: ``kill -9``)."""
         for pid in list(self.children):
             self.signal(pid, signal.SIGKILL)
         for pid in list(self.children):
@@ -429,6 +433,13 @@ class Server:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+        path = self.listener.getsockname()
+        self.listener.close()
+        try:
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

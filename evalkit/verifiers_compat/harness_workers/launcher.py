@@ -7,6 +7,10 @@ its own argv (from PROGRAM on), working directory, environment and standard stre
 (``forkserver.py``, which documents the protocol), then waits and exits with the program's exit code, so to
 verifiers it is the program: same streams, same code. SIGTERM is forwarded; if the launcher is killed, the
 server kills the program.
+
+The environment sent is the allowlist of :mod:`harness_env` (the base and the names the run declares; the
+server applies it again). ``launcher.py --exec PROGRAM [ARGS...]`` (where no server runs) starts the program in
+a fresh interpreter with that same environment instead.
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import socket
 import struct
 import sys
 
+from harness_env import allowed  # a sibling module: this file runs by path
+
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "--exec":
+        os.execve(sys.executable, [sys.executable, *argv[1:]], allowed(dict(os.environ)))
     path, program = argv[0], argv[1:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(path)
-    header = json.dumps({"argv": program, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    header = json.dumps({"argv": program, "cwd": os.getcwd(), "env": allowed(dict(os.environ))}).encode()
     socket.send_fds(conn, [struct.pack(">I", len(header))], [0, 1, 2])
     conn.sendall(header)
     signal.signal(signal.SIGTERM, lambda *_: conn.send(b"T"))

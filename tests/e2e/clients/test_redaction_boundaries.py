@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import TESTS
 from support.fault_server import FaultServer
 
 from evalkit.core.redact import REDACTED
@@ -28,7 +29,6 @@ import urllib.error
 import urllib.request
 
 from evalkit.envs import Rubric, ToolEnv
-from support import TESTS
 
 
 def ask_judge(text):

@@ -22,6 +22,7 @@ import pytest
 
 from evalkit.verifiers_compat.harness_workers import ForkServer
 from evalkit.verifiers_compat.harness_workers.client import run_forked
+from evalkit.verifiers_compat.harness_workers.harness_env import declare
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
@@ -62,7 +63,8 @@ def server(monkeypatch):
 
 def run(server: ForkServer, folder: Path, name: str, source: str, *args: str, **kwargs) -> subprocess.Popen:
     (folder / name).write_text(source)
-    env = {"PATH": os.environ["PATH"], "WHO": "the run's own"}  # what verifiers' runtime gives the program
+    # what verifiers' runtime gives the program: its own variables, the ones the harness declares named
+    env = {"PATH": os.environ["PATH"], **declare({"WHO": "the run's own"})}
     return subprocess.Popen(server.command(name) + list(args), cwd=folder, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, **kwargs)
 
@@ -210,7 +212,7 @@ KILLED = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
 def test_a_run_handed_over_in_process_gives_what_the_launcher_gives(server, tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
     (tmp_path / "killed.py").write_text(KILLED)
-    env = {"PATH": os.environ["PATH"], "WHO": "the run's own"}
+    env = {"PATH": os.environ["PATH"], **declare({"WHO": "the run's own"})}
     for argv in (["prog.py", "0", "x y"], ["prog.py", "3"], ["killed.py"]):
         launched = subprocess.run(server.command(argv[0]) + argv[1:], cwd=tmp_path, env=env, capture_output=True,
                                   start_new_session=True, timeout=60)

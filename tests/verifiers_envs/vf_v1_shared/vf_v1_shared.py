@@ -10,6 +10,12 @@ import verifiers.v1 as vf
 class CalcToolsConfig(vf.SharedToolsetConfig):
     log: str = ""
     """A file the server appends one line to when it starts and one per tool call (empty: no log)."""
+    echo: str = ""
+    """Text appended to every result (tests of what reaches the run's files)."""
+    echo_env: str = ""
+    """The name of a variable whose value is appended to every result (empty: none)."""
+    big: int = 0
+    """How many filler characters are appended to every result."""
 
 
 class CalcToolset(vf.Toolset[CalcToolsConfig]):
@@ -27,7 +33,8 @@ class CalcToolset(vf.Toolset[CalcToolsConfig]):
     def add(self, a: int, b: int) -> str:
         """Add two integers."""
         self._note(f"add {os.getpid()}")
-        return str(a + b)
+        extra = [self.config.echo, os.environ.get(self.config.echo_env, "") if self.config.echo_env else "", "x" * self.config.big]
+        return " ".join([str(a + b), *filter(None, extra)])
 
 
 class SumData(vf.TaskData):
