@@ -14,6 +14,7 @@ from prime_cli.anchor_flags import EVAL_NOOPS, EVAL_REFUSED, anchor_command, hel
 from prime_cli.commands.model_help import MODEL_HELP, MODELS_EPILOG
 from prime_cli.errors import user_errors
 from prime_cli.resume_option import LATEST, resume_command
+from prime_cli.v1_dialect import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -32,6 +33,10 @@ Examples:
 
   prime eval run configs/eval/reverse-text.toml       # one or more [[eval]] entries
 
+  prime eval run @ alphabet_sort.toml --dry-run        # a verifiers 0.4 run config: the resolved plan, no model call
+
+  prime eval run my-taskset --sampling.temperature 0.5 --env.taskset.split train   # verifiers' dotted overrides
+
   prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
@@ -47,6 +52,8 @@ again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
+ENV_OR_CONFIG_HELP = ("Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
+                      "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5).")
 ENV_FILE_HELP = ("A KEY=VALUE secrets file (judge or tool API keys) loaded into the environment for this run; repeatable, "
                  "added to the config's env_file. Values are scrubbed from outputs and never written.")
 STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
@@ -57,10 +64,11 @@ TIMEOUT_HELP = (f"Seconds per model request attempt, whole reply included; must 
 
 
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
-             cls=anchor_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS))
+             cls=dialect_command(anchor_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS)))
 @user_errors
 def run(
-    env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
+    ctx: typer.Context,
+    env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     api_base_url: str = typer.Option(None, "--api-base-url", "-b", help="OpenAI-compatible base URL (default $OPENAI_BASE_URL)."),
     api_key_var: str = typer.Option(None, "--api-key-var", "-k", help="NAME of the env var holding the API key (default OPENAI_API_KEY)."),
@@ -102,6 +110,7 @@ def run(
     env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
     steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log retries and request details (never keys)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved run(s) as JSON and exit 0; no model is called."),
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
 
@@ -124,7 +133,11 @@ def run(
         state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
     )
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
-    configs = _configs(env_or_config, overrides)
+    configs, plan = _configs(env_or_config, overrides, ctx)
+    if dry_run:
+        from prime_cli.v1_dialect import print_eval_plan
+
+        return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
@@ -194,17 +207,25 @@ def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
     load_env_files(path for config in configs for path in config.env_file)
 
 
-def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
-    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id; flags win."""
+def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> tuple[list[Any], Any]:
+    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id, or one for a verifiers 0.4 run
+    config (``@ file``, dotted flags: :mod:`prime_cli.v1_dialect`, which also returns its plan); flags win."""
     from evalkit.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.tomlio import validate
+    from prime_cli.v1_dialect import dialect_args, eval_configs, wants_dialect
 
+    dialect = dialect_args(ctx)
+    if wants_dialect(env_or_config, dialect):
+        return eval_configs(env_or_config, dialect, overrides)
+    if env_or_config is None:
+        raise UserError("give an environment id or a config: prime eval run ENV, prime eval run config.toml, "
+                        "or prime eval run @ config.toml")
     if env_or_config.endswith(".toml"):
         if "resume" in overrides and overrides["resume"] != LATEST:
             raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
-        return load_eval_file(env_or_config, overrides)
-    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
+        return load_eval_file(env_or_config, overrides), None
+    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")], None
 
 
 def _overrides(**values: Any) -> dict[str, Any]:
