@@ -164,6 +164,8 @@ class GepaJobConfig(BaseModel):
     """Seconds the scoring of one rollout may take."""
     max_message_chars: int = Field(default=DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     """Characters kept of one tool result or environment message; the rest is cut with a marker."""
+    initial_prompt: str | None = None
+    """The seed candidate's system prompt (verifiers' ``initial_prompt``); default: the first environment's own."""
 
     def limits(self) -> RolloutLimits:
         """The bounds every task-model rollout runs under."""

@@ -261,7 +261,7 @@ class _Job:
                 progress.restore(saved_state)
             try:
                 gepa.optimize(
-                    seed_candidate={COMPONENT: _seed_prompt(self.envs)},
+                    seed_candidate={COMPONENT: _seed_prompt(self.envs, self.config.initial_prompt)},
                     trainset=train,
                     valset=val,
                     adapter=adapter,
@@ -297,7 +297,7 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
-        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs)}:
+        if saved_state is not None and saved_state.program_candidates[0] != {COMPONENT: _seed_prompt(self.envs, self.config.initial_prompt)}:
             raise UserError(f"--resume: the environment's system prompt changed since {self.run_dir} started; start a new run")
         return saved_state
 
@@ -394,8 +394,11 @@ class _Job:
         return _metadata(self.config, self.run_dir, self.budget, status=status, previous=self.previous)
 
 
-def _seed_prompt(envs: list[Environment]) -> str:
-    """The first environment's own system prompt (several envs share one prompt; the first names it)."""
+def _seed_prompt(envs: list[Environment], initial: str | None = None) -> str:
+    """The configured initial prompt, else the first environment's own system prompt (several envs share one
+    prompt; the first names it)."""
+    if initial is not None:
+        return initial
     for env in envs:
         if env.system_prompt:
             return env.system_prompt

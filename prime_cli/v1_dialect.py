@@ -52,6 +52,16 @@ def wants_dialect(target: str | None, dialect: DialectArgs) -> bool:
     return target is not None and target.endswith(".toml") and Path(target).is_file() and is_v1_file(load_file(target))
 
 
+def plain_file(target: str | None, dialect: DialectArgs) -> tuple[str | None, DialectArgs]:
+    """``@ file.toml`` of primekit's own shape (``[[eval]]`` / ``[[env]]``; verifiers' ``configs/eval|gepa``
+    files), alone, is that file as the positional argument."""
+    if target is None and len(dialect.files) == 1 and not dialect.overrides:
+        (path,) = dialect.files
+        if path.endswith(".toml") and not is_v1_file(load_file(path)):
+            return path, DialectArgs()
+    return target, dialect
+
+
 def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, Any]) -> tuple[list[Any], Any]:
     """One primekit EvalConfig for the v1 run config (flags laid over it), and the plan it came from."""
     from evalkit.eval.config import EvalConfig

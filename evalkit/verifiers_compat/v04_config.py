@@ -14,14 +14,14 @@ with a note, or refused in one line):
   ``[env.taskset]`` knobs, env-level knobs of a taskset's own env, a seat's limits (``max_turns``, token caps,
   ``timeout``, ``retries``) and its ``null`` harness settings, ``[env.timeout] episode`` (``rollout_timeout``);
   GEPA's ``max_total_rollouts``, ``reflection_minibatch_size``, ``reflection_columns``, ``reflection_model``,
-  ``num_train``, ``num_val``, ``seed``.
+  ``initial_prompt``, ``num_train``, ``num_val``, ``seed``.
 - a note, no effect: ``push`` (runs stay local), ``[serve]`` (the env runs in-process), ``[rich]``, ``run.name``
   / ``run.dir`` (primekit names its run dirs), a seat's ``model``/``client``/``sampling`` pins (the run's model
   plays every seat), an unset harness or runtime (verifiers' defaults are the ``bash`` harness on the hosted
   ``prime`` sandbox; primekit runs verifiers' ``null`` chat program as a local subprocess).
 - refused: a harness other than ``null``, a runtime other than ``subprocess``, a recipe env (``[env] id``),
   ``run.attach``, ``select`` ``include``/``exclude``/``skip``, ``client.headers_from_env``, a ``train`` client,
-  ``max_concurrent = None``, a ``reflection_client`` other than the task client, ``initial_prompt``.
+  ``max_concurrent = None``, a ``reflection_client`` other than the task client.
 """
 
 from __future__ import annotations
@@ -98,8 +98,7 @@ def gepa_plan(target: str | None, dialect: DialectArgs, env_dir: str = "environm
         raise UserError("select: primekit's GEPA draws num_train/num_val tasks from the taskset's train and eval "
                         "splits; drop [select] (or its --select.* flags)")
     if config.initial_prompt is not None:
-        raise UserError("initial_prompt: primekit's GEPA starts from the taskset's own system prompt; drop it, or "
-                        "run `prime eval run` with --system-prompt to score a prompt of your own")
+        fields["initial_prompt"] = config.initial_prompt
     _check_reflection_client(config)
     fields.update(max_calls=config.max_total_rollouts, minibatch_size=config.reflection_minibatch_size,
                   num_train=config.num_train, num_val=config.num_val, seed=config.seed)
@@ -128,6 +127,7 @@ def _validated(config_cls: type, target: str | None, dialect: DialectArgs, env_d
     raw = raw_config(files, dialect.overrides, taskset)
     notes = _map_dialect(raw, config_cls)
     taskset_id = _taskset_id(raw)
+    _refuse_programs(raw)
     module = _make_importable(taskset_id, env_dir)
     source = " + ".join(files) or "command line"
     try:
@@ -149,6 +149,20 @@ def _taskset_id(raw: dict[str, Any]) -> str:
         raise UserError("no taskset: give one (prime eval run TASKSET ...), set [env.taskset] id in the config "
                         "file, or pass --env.taskset.id ID")
     return found
+
+
+def _refuse_programs(raw: dict[str, Any]) -> None:
+    """Refuse a seat's harness program before verifiers imports it (a program primekit would not run anyway)."""
+    env = raw.get("env")
+    for name, seat in (env.items() if isinstance(env, dict) else ()):
+        harness = seat.get("harness") if isinstance(seat, dict) else None
+        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) != NULL_HARNESS:
+            _refuse_harness(name, harness["id"])
+
+
+def _refuse_harness(seat: str, harness_id: Any) -> None:
+    raise UserError(f"env.{seat}.harness.id = '{harness_id}': primekit runs only verifiers' '{NULL_HARNESS}' chat "
+                    f"program (no agent harness programs yet); set [env.{seat}.harness] id = \"{NULL_HARNESS}\"")
 
 
 def _map_dialect(raw: dict[str, Any], config_cls: type) -> list[str]:
@@ -203,9 +217,10 @@ def _run_fields(config: Any, plan: Plan) -> dict[str, Any]:
         raise UserError("run.attach streams into a run on the Prime Intellect platform; primekit runs locally, drop it")
     if "model" in set_keys:
         fields["model"] = config.model
-        fields.update(_client_fields(config.client, "client"))
     else:
-        plan.notes.append(f"model: not set; primekit's default model (verifiers' default is {config.model})")
+        plan.notes.append(f"model: not set here; -m, else primekit's default model (verifiers' default is {config.model})")
+    if "model" in set_keys or "client" in set_keys:
+        fields.update(_client_fields(config.client, "client"))
     sampling = _sampling(config.sampling)
     if sampling:
         fields["sampling"] = sampling
@@ -320,8 +335,7 @@ def _seat_knobs(name: str, agent: Any, taskset_id: str, notes: list[str]) -> dic
         notes.append(f"env.{name}.harness: unset; verifiers would run '{default_harness_id(taskset_id)}', primekit "
                      f"runs verifiers' '{NULL_HARNESS}' chat program")
     elif agent.harness.id != NULL_HARNESS:
-        raise UserError(f"env.{name}.harness.id = '{agent.harness.id}': primekit runs only verifiers' '{NULL_HARNESS}' "
-                        f"chat program (no agent harness programs yet); set [env.{name}.harness] id = \"{NULL_HARNESS}\"")
+        _refuse_harness(name, agent.harness.id)
     else:
         program = agent.harness.model_dump(mode="json", exclude_unset=True)
         knobs.update(program, id=NULL_HARNESS)

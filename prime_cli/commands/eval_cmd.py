@@ -213,9 +213,9 @@ def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> 
     from evalkit.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.tomlio import validate
-    from prime_cli.v1_dialect import dialect_args, eval_configs, wants_dialect
+    from prime_cli.v1_dialect import dialect_args, eval_configs, plain_file, wants_dialect
 
-    dialect = dialect_args(ctx)
+    env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
     if wants_dialect(env_or_config, dialect):
         return eval_configs(env_or_config, dialect, overrides)
     if env_or_config is None:
