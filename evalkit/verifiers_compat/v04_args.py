@@ -2,7 +2,7 @@
 
 ``vf-eval`` / ``vf-gepa`` (through ``prime-pydantic-config``) take ``@ file.toml`` (several merge, later wins), a
 leading bare taskset id (``--env.taskset.id``), and dotted overrides ``--sampling.temperature 0.5`` /
-``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value is ``true``). This module
+``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value, one followed by another flag, is ``true``). This module
 only collects those into one nested dict; verifiers' own config classes validate it
 (:mod:`~evalkit.verifiers_compat.v04_config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
 float field), except JSON lists and objects (``--reflection_columns '["a"]'``).
@@ -56,7 +56,7 @@ def take_dialect_tokens(args: list[str]) -> tuple[list[str], DialectArgs]:
             key, has_value, value = token[2:].partition("=")
             if not has_value:
                 following = args[i + 1] if i + 1 < len(args) else None
-                has_value = following is not None and not following.startswith("--")
+                has_value = following is not None and not _is_flag(following)
                 value = following if has_value else "true"
                 i += 1 if has_value else 0
             found.overrides.append((key, _value(value)))
@@ -65,6 +65,19 @@ def take_dialect_tokens(args: list[str]) -> tuple[list[str], DialectArgs]:
             rest.append(token)
             i += 1
     return rest, found
+
+
+def _is_flag(token: str) -> bool:
+    """A flag or ``@`` (so a dotted flag before it has no value), not a negative number."""
+    if token.startswith(FILE_SIGN):
+        return True
+    if not token.startswith("-"):
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
 
 
 def _value(text: str) -> Any:

@@ -26,6 +26,7 @@ with a note, or refused in one line):
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,8 @@ class Plan:
     """The taskset's module name (what verifiers imports)."""
     raw_keys: frozenset[str] = frozenset()
     """The top-level keys the files and flags gave (before verifiers filled in its defaults)."""
+    raw_env: dict[str, Any] = field(default_factory=dict)
+    """The ``[env]`` data the files and flags gave (which seat tables the user wrote)."""
 
 
 def require_current() -> str:
@@ -130,6 +133,7 @@ def _validated(config_cls: type, target: str | None, dialect: DialectArgs, env_d
     _refuse_programs(raw)
     module = _make_importable(taskset_id, env_dir)
     source = " + ".join(files) or "command line"
+    given_keys, given_env = frozenset(raw), copy.deepcopy(raw.get("env") or {})  # validation rewrites raw in place
     try:
         config = config_cls.model_validate(raw)
     except ValidationError as exc:
@@ -137,7 +141,7 @@ def _validated(config_cls: type, target: str | None, dialect: DialectArgs, env_d
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise UserError(f"{source}: verifiers could not resolve the config: {exc}") from exc
     plan = Plan(fields={}, resolved=config.model_dump(mode="json"), notes=notes, taskset=taskset_id,
-                module=module, raw_keys=frozenset(raw))
+                module=module, raw_keys=given_keys, raw_env=given_env)
     return config, plan
 
 
@@ -229,7 +233,7 @@ def _run_fields(config: Any, plan: Plan) -> dict[str, Any]:
     fields["max_concurrent"] = config.max_concurrent
     if "output_dir" in set_keys:
         fields["output_dir"] = str(config.output_dir)
-    env_args, rollout_timeout = _env_args(config.env, plan.notes)
+    env_args, rollout_timeout = _env_args(config.env, plan.raw_env, plan.notes)
     env_config_data(plan.taskset, plan.module, env_args)  # primekit's own checks of these args, before any run
     fields["env_args"] = env_args
     if rollout_timeout is not None:
@@ -284,7 +288,7 @@ def _check_reflection_client(config: Any) -> None:
                         "reflection_model in endpoints.toml, or drop reflection_client")
 
 
-def _env_args(env: Any, notes: list[str]) -> tuple[dict[str, Any], float | None]:
+def _env_args(env: Any, given: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], float | None]:
     """primekit's env args (``{"taskset": ..., "harness": ..., <env knobs>}``) for a validated ``[env]``."""
     from verifiers.v1.configs.env import EnvConfig
 
@@ -303,44 +307,47 @@ def _env_args(env: Any, notes: list[str]) -> tuple[dict[str, Any], float | None]
     taskset = env.taskset.model_dump(mode="json", exclude_unset=True)
     taskset.pop("id", None)
     args["taskset"] = taskset
-    harness = _harness_knobs({name: getattr(env, name) for name in config_seats}, env.taskset.id, notes)
+    harness = _harness_knobs({name: getattr(env, name) for name in config_seats}, given, env.taskset.id, notes)
     if harness:
         args["harness"] = harness
     return args, timeout.get("episode")
 
 
-def _harness_knobs(agents: dict[str, Any], taskset_id: str, notes: list[str]) -> dict[str, Any]:
-    """One ``harness`` knob set for every seat (primekit applies it to all); UserError when seats differ or name a
-    harness or runtime primekit does not run."""
+def _harness_knobs(agents: dict[str, Any], given: dict[str, Any], taskset_id: str, notes: list[str]) -> dict[str, Any]:
+    """One ``harness`` knob set for every seat (primekit applies it to all), from the seat tables the user gave
+    (``given``: the raw ``[env]`` data); UserError when seats would differ, or name a harness or runtime primekit
+    does not run."""
     found: dict[str, dict[str, Any]] = {}
     for name, agent in agents.items():
-        found[name] = _seat_knobs(name, agent, taskset_id, notes)
+        table = given.get(name)
+        knobs = _seat_knobs(name, agent, table if isinstance(table, dict) else {}, taskset_id, notes)
+        if knobs:
+            found[name] = knobs
     distinct = {json.dumps(knobs, sort_keys=True) for knobs in found.values()}
-    if len(distinct) > 1:
-        raise UserError(f"seats {', '.join(found)} set different limits or harness settings; primekit applies one "
-                        "[env.harness] set to every seat")
+    if len(distinct) > 1 or (found and len(found) < len(agents)):
+        raise UserError(f"seats {', '.join(agents)} would get different limits or harness settings; primekit "
+                        "applies one [env.harness] set to every seat, so give every seat the same ones")
     return next(iter(found.values()), {})
 
 
-def _seat_knobs(name: str, agent: Any, taskset_id: str, notes: list[str]) -> dict[str, Any]:
-    """A seat's limits and its chat program's settings (the ``harness`` env-arg part)."""
+def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, notes: list[str]) -> dict[str, Any]:
+    """The limits and chat-program settings a seat's own table gives (the ``harness`` env-arg part), with the
+    notes and refusals for its harness and runtime."""
     from verifiers.v1.utils.loaders import default_harness_id
 
-    set_keys = agent.model_fields_set
-    knobs = agent.model_dump(mode="json", exclude_unset=True, include=set(SEAT_KNOBS) & set_keys)
+    knobs = agent.model_dump(mode="json", include=set(SEAT_KNOBS) & set(given))
     for pin in ("model", "client", "sampling"):
-        if pin in set_keys and getattr(agent, pin) is not None:
+        if pin in given and getattr(agent, pin) is not None:
             notes.append(f"env.{name}.{pin}: no effect: the run's model plays every seat in primekit")
     if agent.harness is None:
         notes.append(f"env.{name}.harness: unset; verifiers would run '{default_harness_id(taskset_id)}', primekit "
                      f"runs verifiers' '{NULL_HARNESS}' chat program")
     elif agent.harness.id != NULL_HARNESS:
         _refuse_harness(name, agent.harness.id)
-    else:
-        program = agent.harness.model_dump(mode="json", exclude_unset=True)
-        knobs.update(program, id=NULL_HARNESS)
+    elif isinstance(given.get("harness"), dict):
+        knobs.update(agent.harness.model_dump(mode="json", include=set(given["harness"])), id=NULL_HARNESS)
     runtime = agent.runtime
-    if "runtime" not in set_keys:
+    if "runtime" not in agent.model_fields_set:
         notes.append(f"env.{name}.runtime: unset; verifiers would use the hosted '{runtime.type}' sandbox, primekit "
                      f"runs the chat program as a local {RUNTIME}")
     elif runtime.type != RUNTIME:
