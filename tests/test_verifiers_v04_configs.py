@@ -259,7 +259,7 @@ def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project):
 
 
 # ----- verifiers 0.4: GEPA ---------------------------------------------------------------------------
-GEPA_TOML = CHAT_TOML.replace("num_tasks = 2\n", "").replace('id = "vf-v1-chat"\n', 'id = "vf-v1-chat"\nnum_tasks = 6\n') + """
+GEPA_TOML = """\
 max_total_rollouts = 12
 reflection_minibatch_size = 2
 reflection_columns = ["turns"]
@@ -267,7 +267,7 @@ initial_prompt = "Answer with the number only."
 num_train = 2
 num_val = 2
 reflection_model = "hash"
-"""
+""" + CHAT_TOML.replace("num_tasks = 2\n", "").replace("num_rollouts = 1\n", "").replace('id = "vf-v1-chat"\n', 'id = "vf-v1-chat"\nnum_tasks = 6\n')
 
 
 @needs_04
