@@ -10,10 +10,7 @@ deterministic tests/hash_server.py model on 127.0.0.1, the v1 tasksets of tests/
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -56,20 +53,29 @@ type = "subprocess"
 """
 
 
+from test_verifiers_v1 import prime, project  # noqa: E402,F401  (the same project folder and subprocess)
+
+
+@pytest.fixture(autouse=True)
+def hash_key(monkeypatch):
+    """The key variable the configs name (the hash server takes any key)."""
+    monkeypatch.setenv("HASH_KEY", "x")
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    import shutil
+def hash_server():
+    from hash_server import HashServer
 
-    envs = Path(__file__).resolve().parent / "verifiers_envs"
-    shutil.copytree(envs, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-    (tmp_path / "home").mkdir()
-    return tmp_path
+    server = HashServer()
+    yield server
+    server.stop()
 
 
-def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), "HASH_KEY": "x"}
-    return subprocess.run([sys.executable, "-m", "prime_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=300)
+def ran(project, *args: str) -> subprocess.CompletedProcess:
+    """``prime *args`` that must exit 0."""
+    done = prime(project, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
 
 
 def one_error(done: subprocess.CompletedProcess) -> str:
@@ -128,8 +134,7 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
     }
     plans = {}
     for name, args in forms.items():
-        done = prime(project, "eval", "run", *args, "--dry-run")
-        assert done.returncode == 0, done.stderr[-3000:]
+        done = ran(project, "eval", "run", *args, "--dry-run")
         plans[name] = json.loads(done.stdout)["evals"]
     assert plans["@"] == plans["positional"] == plans["dotted"]
     (plan,) = plans["@"]
@@ -143,9 +148,8 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
 @needs_04
 def test_dotted_overrides_lay_over_the_file_and_primekit_flags_over_both(project):
     (project / "chat.toml").write_text(CHAT_TOML.format(url="http://127.0.0.1:9/v1"))
-    done = prime(project, "eval", "run", "@", "chat.toml", "--sampling.temperature", "0.5", "--env.taskset.num_tasks",
+    done = ran(project, "eval", "run", "@", "chat.toml", "--sampling.temperature", "0.5", "--env.taskset.num_tasks",
                  "3", "-n", "3", "-S", '{"top_p": 0.9}', "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
     (plan,) = document["evals"]
     assert plan["sampling"] == {"temperature": 0.5, "max_tokens": 24, "top_p": 0.9}
@@ -160,8 +164,7 @@ def test_keys_primekit_does_not_use_are_notes(project):
     (project / "notes.toml").write_text('push = true\nrich = { show_logs = true }\n[serve]\nworkers = 2\n'
                                         '[run]\nname = "mine"\n[env.taskset]\nid = "vf-v1-chat"\n'
                                         '[env.agent]\nmodel = "other"\n')
-    done = prime(project, "eval", "run", "@", "notes.toml", "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = ran(project, "eval", "run", "@", "notes.toml", "--dry-run")
     notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
     for expected in ("[serve]: no env-server pool here", "push: no effect: runs stay local",
                      "rich: no effect", "model: not set here", "env.agent.model: no effect: the run's model plays "
@@ -212,8 +215,7 @@ def test_a_refusal_on_the_command_line_is_one_error_line_and_exit_2(project):
 def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_seats_are_refused(project):
     base = '[env.taskset]\nid = "vf-v1-seats"\n[env]\noffset = 2\n'
     (project / "same.toml").write_text(base + '[env.solver]\nmax_turns = 3\n[env.checker]\nmax_turns = 3\n')
-    done = prime(project, "eval", "run", "same.toml", "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = ran(project, "eval", "run", "same.toml", "--dry-run")
     (plan,) = json.loads(done.stdout)["evals"]
     assert plan["env_args"] == {"offset": 2, "taskset": {}, "harness": {"max_turns": 3}}
     (project / "differ.toml").write_text(base + '[env.solver]\nmax_turns = 3\n')
@@ -231,20 +233,12 @@ def test_a_builtin_environment_or_no_taskset_is_one_line(project):
 # ----- verifiers 0.4: the same rows ------------------------------------------------------------------
 @needs_04
 @pytest.mark.slow
-def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project):
-    from hash_server import HashServer
-
-    server = HashServer()
-    try:
-        (project / "chat.toml").write_text(CHAT_TOML.format(url=server.base_url))
-        by_file = prime(project, "eval", "run", "@", "chat.toml", "-o", "by_file")
-        assert by_file.returncode == 0, by_file.stderr[-3000:]
-        by_flags = prime(project, "eval", "run", "vf-v1-chat", "-m", "hash", "-b", server.base_url, "-k", "HASH_KEY",
-                         "-n", "2", "-r", "1", "-c", "4", "-S", '{"temperature": 0.0, "max_tokens": 24}',
-                         "-a", '{"harness": {"id": "null", "max_turns": 4}}', "-o", "by_flags")
-        assert by_flags.returncode == 0, by_flags.stderr[-3000:]
-    finally:
-        server.stop()
+def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project, hash_server):
+    (project / "chat.toml").write_text(CHAT_TOML.format(url=hash_server.base_url))
+    ran(project, "eval", "run", "@", "chat.toml", "-o", "by_file")
+    ran(project, "eval", "run", "vf-v1-chat", "-m", "hash", "-b", hash_server.base_url, "-k", "HASH_KEY",
+        "-n", "2", "-r", "1", "-c", "4", "-S", '{"temperature": 0.0, "max_tokens": 24}',
+        "-a", '{"harness": {"id": "null", "max_turns": 4}}', "-o", "by_flags")
 
     def rows(folder: str) -> list[dict]:
         (results,) = (project / folder).glob("evals/*/*/results.jsonl")
@@ -276,8 +270,7 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
 
     toml = GEPA_TOML.replace("[sampling]", "[reflection_client]\nbase_url = \"{url}\"\napi_key_var = \"HASH_KEY\"\n\n[sampling]")
     (project / "gepa.toml").write_text(toml.format(url="http://127.0.0.1:9/v1"))
-    done = prime(project, "gepa", "run", "@", "gepa.toml", "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = ran(project, "gepa", "run", "@", "gepa.toml", "--dry-run")
     assert "budget 12 buys" in done.stderr and "minibatch 2" in done.stderr and "train 2, val 2" in done.stderr
     monkeypatch.chdir(project)
     fields = gepa_plan(None, DialectArgs(files=["gepa.toml"])).fields
@@ -294,15 +287,8 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
 
 @needs_04
 @pytest.mark.slow
-def test_the_initial_prompt_is_the_seed_candidate(project):
-    from hash_server import HashServer
-
-    server = HashServer()
-    try:
-        (project / "gepa.toml").write_text(GEPA_TOML.format(url=server.base_url))
-        done = prime(project, "gepa", "run", "@", "gepa.toml", "-o", "gepa_run")
-    finally:
-        server.stop()
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_the_initial_prompt_is_the_seed_candidate(project, hash_server):
+    (project / "gepa.toml").write_text(GEPA_TOML.format(url=hash_server.base_url))
+    done = ran(project, "gepa", "run", "@", "gepa.toml", "-o", "gepa_run")
     first = json.loads((project / "gepa_run" / "results.jsonl").read_text().splitlines()[0])
     assert first["info"]["system_prompt"] == "Answer with the number only."
