@@ -233,7 +233,7 @@ def test_a_builtin_environment_or_no_taskset_is_one_line(project):
 # ----- verifiers 0.4: the same rows ------------------------------------------------------------------
 @needs_04
 @pytest.mark.slow
-def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project, hash_server):
+def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project, hash_server, monkeypatch):
     (project / "chat.toml").write_text(CHAT_TOML.format(url=hash_server.base_url))
     ran(project, "eval", "run", "@", "chat.toml", "-o", "by_file")
     ran(project, "eval", "run", "vf-v1-chat", "-m", "hash", "-b", hash_server.base_url, "-k", "HASH_KEY",
@@ -250,6 +250,24 @@ def test_a_v1_file_and_the_same_run_as_flags_give_the_same_rows(project, hash_se
     file_rows, flag_rows = rows("by_file"), rows("by_flags")
     assert len(file_rows) == 2 and file_rows == flag_rows
     assert {len(r["completion"]) for r in file_rows} == {3}  # two model turns: the scripted user's second ran
+    assert not list((project / "by_flags").glob("evals/*/*/logs"))  # verifiers' layout only for its own configs
+    (run_dir,) = (project / "by_file").glob("evals/*/*")
+    check_verifiers_layout(project, run_dir, monkeypatch)
+
+
+def check_verifiers_layout(project, run_dir, monkeypatch):
+    """The launch TOML, verifiers' resolved config (read back by its own classes, pointing at the run dir) and the
+    attempt's eval.log, where verifiers' eval puts them."""
+    from verifiers.v1.cli.output import output_path, saved_config_path
+    from verifiers.v1.configs.cli.eval import EvalConfig
+
+    assert (run_dir / "configs" / "eval.toml").read_text() == (project / "chat.toml").read_text()
+    monkeypatch.syspath_prepend(str(project / "environments" / "vf_v1_chat"))
+    saved = EvalConfig.model_validate_json(saved_config_path(run_dir).read_text())
+    assert output_path(saved).resolve() == run_dir.resolve() and saved.env.taskset.id == "vf-v1-chat"
+    assert (saved.model, saved.num_rollouts, saved.select.limit, saved.env.agent.max_turns) == ("hash", 1, 2, 4)
+    log = (run_dir / "logs" / "latest" / "eval.log").read_text()
+    assert "note: num_tasks -> select.limit" in log and "status: complete, 2 rows" in log
 
 
 # ----- verifiers 0.4: GEPA ---------------------------------------------------------------------------

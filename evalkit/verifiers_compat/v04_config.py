@@ -49,6 +49,8 @@ class Plan:
     resolved: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     taskset: str = ""
+    files: list[str] = field(default_factory=list)
+    """The config files the run was launched with, in order."""
     module: str = ""
     """The taskset's module name (what verifiers imports)."""
     raw_keys: frozenset[str] = frozenset()
@@ -140,7 +142,7 @@ def _validated(config_cls: type, target: str | None, dialect: DialectArgs, env_d
         raise UserError(describe_validation_error(exc, source)) from exc
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise UserError(f"{source}: verifiers could not resolve the config: {exc}") from exc
-    plan = Plan(fields={}, resolved=config.model_dump(mode="json"), notes=notes, taskset=taskset_id,
+    plan = Plan(fields={}, resolved=config.model_dump(mode="json"), notes=notes, taskset=taskset_id, files=files,
                 module=module, raw_keys=given_keys, raw_env=given_env)
     return config, plan
 

@@ -145,7 +145,7 @@ def run(
         if steps is not None:
             failed = _run_sweep(configs, steps, env_or_config, resume, console)
         else:
-            failed = [failure for config in configs if (failure := _run_one(config, console)) is not None]
+            failed = [failure for config in configs if (failure := _run_one(config, console, plan)) is not None]
     finally:
         _close_embedded_engines()
     if failed:
@@ -291,14 +291,23 @@ def _exit_all_errored(failed: list[str]) -> None:
     raise typer.Exit(code=1)
 
 
-def _run_one(config: Any, console: Any) -> str | None:
-    """Run one eval and print its summary; returns the failure line when every rollout errored."""
+def _run_one(config: Any, console: Any, plan: Any = None) -> str | None:
+    """Run one eval and print its summary; returns the failure line when every rollout errored. A run from a
+    verifiers run config (``plan``) also gets verifiers' config files and eval log in its run dir."""
+    from contextlib import nullcontext
+
     from rich.text import Text
 
     from evalkit.eval.runner import run_eval
     from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
-    result = run_eval(config, console=console)
+    if plan is not None:
+        from evalkit.verifiers_compat.v04_outputs import RunLog, write_layout
+    with RunLog(plan.notes) if plan is not None else nullcontext() as log:
+        result = run_eval(config, console=console)
+    if plan is not None:
+        write_layout(result.run_dir, plan, log, f"status: {result.metadata.get('status')}, "
+                                                f"{len(result.rows)} rows, avg reward {result.summary.get('avg_reward')}")
     title = f"{config.env_id} · {config.model_label}"
     console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
     console.print(diversity_line(result.summary))
