@@ -56,7 +56,7 @@ def write_layout(run_dir: Path, plan: Any, log: RunLog, outcome: str) -> None:
         (run_dir / LAUNCH_TOML).parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_dir / LAUNCH_TOML, "\n".join(texts))
     resolved = dict(plan.resolved)
-    resolved["output_dir"] = str(run_dir.parent)
+    resolved["output_dir"] = str(run_dir.resolve().parent)  # found again from any folder
     resolved["run"] = {**resolved.get("run", {}), "name": run_dir.name, "dir": run_dir.name}
     (run_dir / CONFIG_PATH).parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / CONFIG_PATH, resolved)
