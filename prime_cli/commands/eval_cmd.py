@@ -143,7 +143,7 @@ def run(
     failed: list[str] = []
     try:
         if steps is not None:
-            failed = _run_sweep(configs, steps, env_or_config, resume, console)
+            failed = _run_sweep(configs, steps, None if plan is not None else env_or_config, resume, console)
         else:
             failed = [failure for config in configs if (failure := _run_one(config, console, plan)) is not None]
     finally:
@@ -173,7 +173,7 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     from evalkit.eval.sweep import plan_sweep, record, step_configs
     from evalkit.runs import read_metadata
 
-    if env_or_config.endswith(".toml") or resume is not None:
+    if env_or_config is None or env_or_config.endswith(".toml") or resume is not None:
         raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
     config = configs[0]
     sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
