@@ -2,7 +2,8 @@
 
 ``vf-eval`` / ``vf-gepa`` (through ``prime-pydantic-config``) take ``@ file.toml`` (several merge, later wins), a
 leading bare taskset id (``--env.taskset.id``), and dotted overrides ``--sampling.temperature 0.5`` /
-``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value, one followed by another flag, is ``true``). This module
+``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value, one followed by another
+flag, is ``true``). This module
 only collects those into one nested dict; verifiers' own config classes validate it
 (:mod:`~evalkit.verifiers_compat.v04_config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
 float field), except JSON lists and objects (``--reflection_columns '["a"]'``).

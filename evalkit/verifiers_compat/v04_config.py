@@ -224,7 +224,8 @@ def _run_fields(config: Any, plan: Plan) -> dict[str, Any]:
     if "model" in set_keys:
         fields["model"] = config.model
     else:
-        plan.notes.append(f"model: not set here; -m, else primekit's default model (verifiers' default is {config.model})")
+        plan.notes.append(f"model: not set here; -m, else primekit's default model (verifiers' default is "
+                          f"{config.model})")
     if "model" in set_keys or "client" in set_keys:
         fields.update(_client_fields(config.client, "client"))
     sampling = _sampling(config.sampling)
