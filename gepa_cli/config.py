@@ -73,6 +73,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
     reflection_sampling: dict[str, Any] | None = None
     """Teacher sampling args; default ``max_tokens`` 1024, or 256 for an embedded teacher (which rambles)."""
+    initial_prompt: str | None = None
+    """The seed candidate's system prompt (verifiers 0.4's ``gepa`` key); None: the first environment's own."""
 
     @model_validator(mode="after")
     def _resolved(self) -> "GepaJobConfig":

@@ -255,6 +255,8 @@ class _Job:
         self.summary: dict[str, Any] = {}
         self.cost = self._reflection_cost()
         self.seed = seed_candidate(envs, config.components)
+        if config.initial_prompt is not None:
+            self.seed[COMPONENT] = config.initial_prompt
 
     def _reflection_cost(self) -> ReflectionCost | None:
         """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""

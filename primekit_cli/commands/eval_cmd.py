@@ -8,11 +8,13 @@ from typing import Any
 import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
-from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, compat_command, help_section
+from primekit_cli.compat_flags import compat_command, EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import LATEST, resume_command
+from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from primekit_cli.v1_dialect import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -31,6 +33,10 @@ Examples:
 
   prime eval run configs/eval/reverse-text.toml       # one or more [[eval]] entries
 
+  prime eval run @ alphabet_sort.toml --dry-run        # a verifiers 0.4 run config: the resolved plan, no model call
+
+  prime eval run my-taskset --sampling.temperature 0.5 --env.taskset.split train   # verifiers' dotted overrides
+
   prime eval run reverse-text --system-prompt-file outputs/gepa/.../system_prompt.txt
 
   prime eval run reverse-text -n 200 -R               # continue the newest incomplete matching run
@@ -46,16 +52,19 @@ again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
 RESUME_FLAGS = ("-R", "--resume")
+ENV_OR_CONFIG_HELP = ("Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
+                      "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5).")
 STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
               "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 
 
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
-             cls=compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS))
+             cls=dialect_command(compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS)))
 @user_errors
 def run(
-    env_or_config: str = typer.Argument(..., help="Environment id (or folder), or an eval TOML config."),
+    ctx: typer.Context,
+    env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     model: options.Model = None,
     api_base_url: options.ApiBaseUrl = None,
     api_key_var: options.ApiKeyVar = None,
@@ -94,6 +103,7 @@ def run(
     env_file: options.EnvFile = None,
     steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: options.Verbose = False,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved run(s) as JSON and exit 0; no model is called."),
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
 
@@ -122,15 +132,19 @@ def run(
         from evalkit.envs.tool_descriptions import read_tools_file
 
         overrides["tool_descriptions"] = read_tools_file(tools_file)
-    configs = _configs(env_or_config, overrides)
+    configs, plan = _configs(env_or_config, overrides, ctx)
+    if dry_run:
+        from primekit_cli.v1_dialect import print_eval_plan
+
+        return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
     console = Console(highlight=False)
     failed: list[str] = []
     try:
         if steps is not None:
-            failed = _run_sweep(configs, steps, env_or_config, resume, console)
+            failed = _run_sweep(configs, steps, None if plan is not None else env_or_config, resume, console)
         else:
-            failed = [failure for config in configs if (failure := _run_one(config, console)) is not None]
+            failed = [failure for config in configs if (failure := _run_one(config, console, plan)) is not None]
     finally:
         _close_embedded_engines()
     if failed:
@@ -159,7 +173,7 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     from evalkit.eval.sweep import load_problem, plan_sweep, record, step_configs
     from evalkit.core.runs import read_metadata, step_dir
 
-    if env_or_config.endswith(".toml") or resume is not None:
+    if env_or_config is None or env_or_config.endswith(".toml") or resume is not None:
         raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
     config = configs[0]
     sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
@@ -198,17 +212,25 @@ def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
     load_env_files(path for config in configs for path in config.env_file)
 
 
-def _configs(env_or_config: str, overrides: dict[str, Any]) -> list[Any]:
-    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id; flags win."""
+def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> tuple[list[Any], Any]:
+    """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id, or one for a verifiers 0.4 run
+    config (``@ file``, dotted flags: :mod:`primekit_cli.v1_dialect`, which also returns its plan); flags win."""
     from evalkit.core.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.core.tomlio import validate
+    from primekit_cli.v1_dialect import dialect_args, eval_configs, plain_file, wants_dialect
 
+    env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
+    if wants_dialect(env_or_config, dialect):
+        return eval_configs(env_or_config, dialect, overrides)
+    if env_or_config is None:
+        raise UserError("give an environment id or a config: prime eval run ENV, prime eval run config.toml, "
+                        "or prime eval run @ config.toml")
     if env_or_config.endswith(".toml"):
         if "resume" in overrides and overrides["resume"] != LATEST:
             raise UserError("with a TOML config, use -R without a value (each [[eval]] resumes its own newest run)")
-        return load_eval_file(env_or_config, overrides)
-    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")]
+        return load_eval_file(env_or_config, overrides), None
+    return [validate(EvalConfig, {"env_id": env_or_config, **overrides}, "command line")], None
 
 
 def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperature: float | None, env_args: str | None,
@@ -269,14 +291,23 @@ def _exit_all_errored(failed: list[str]) -> None:
     raise typer.Exit(code=1)
 
 
-def _run_one(config: Any, console: Any) -> str | None:
-    """Run one eval and print its summary; returns the failure line when every rollout errored."""
+def _run_one(config: Any, console: Any, plan: Any = None) -> str | None:
+    """Run one eval and print its summary; returns the failure line when every rollout errored. A run from a
+    verifiers run config (``plan``) also gets verifiers' config files and eval log in its run dir."""
+    from contextlib import nullcontext
+
     from rich.text import Text
 
     from evalkit.eval.runner import run_eval
     from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
-    result = run_eval(config, console=console)
+    if plan is not None:
+        from evalkit.verifiers_compat.v04_outputs import RunLog, write_layout
+    with RunLog(plan.notes) if plan is not None else nullcontext() as log:
+        result = run_eval(config, console=console)
+    if plan is not None:
+        write_layout(result.run_dir, plan, log, f"status: {result.metadata.get('status')}, "
+                                                f"{len(result.rows)} rows, avg reward {result.summary.get('avg_reward')}")
     title = f"{config.env_id} · {config.model_label}"
     console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
     console.print(diversity_line(result.summary))

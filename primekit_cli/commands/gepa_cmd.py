@@ -21,13 +21,15 @@ from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.field_flags import field_flags
+from primekit_cli.v1_dialect import dialect_args, dialect_command, gepa_fields, plain_file, wants_dialect
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 from gepa_cli.tracking import TrackingShortcuts
 
 RESUME_FLAGS = ("--resume",)
 ENV_DIR_PATH = options.env_dir_path_option("-p")
 """verifiers' GEPA script spells ``--env-dir-path`` as ``-p`` (vf-eval's ``-p`` is ``--provider``)."""
-ENV_OR_CONFIG_HELP = "Environment id or a GEPA TOML config (configs/gepa/*.toml); left out (or a run directory) with --resume."
+ENV_OR_CONFIG_HELP = ("Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
+                      "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); left out (or a run directory) with --resume.")
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
@@ -49,6 +51,8 @@ EXAMPLES = """
 
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
+* `prime gepa run @ gepa.toml --dry-run` (a verifiers 0.4 `vf-gepa` config: max_total_rollouts, reflection_minibatch_size, ...)
+
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
 
 * `prime gepa run --resume outputs/gepa/arithmetic--local--smollm2-135m/RUN_ID` (continue that run)
@@ -64,11 +68,12 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
 
 @app.command("run", epilog=EXAMPLES + BUDGET_HELP + MODELS_EPILOG + help_section(GEPA_REFUSED, ()),
              context_settings={"help_option_names": ["-h", "--help"]},
-             cls=compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY))
+             cls=dialect_command(compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY)))
 @user_errors
 @field_flags(TrackingShortcuts, into="tracking_flags", panel="Tracking")
 @field_flags(GepaSearchFields, into="search_flags")
 def run(
+    ctx: typer.Context,
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
     model: options.Model = None,
@@ -138,7 +143,8 @@ def run(
     given = {**given, **(search_flags or {}), **TrackingShortcuts(**(tracking_flags or {})).tables()}
     request = _resume_request(env_or_config, stray, resume)
     env_files = [str(path.expanduser().resolve()) for path in env_file or []]
-    config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs)
+    config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs,
+                                           dialect_args(ctx))
     load_env_files(config.env_file, apply=not dry_run)
     if list_components:
         return _list_components(config)
@@ -159,7 +165,7 @@ def _list_components(config: Any) -> None:
 
 def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_files: list[str],
                         env_or_config: str | None, env_args: str | None,
-                        extra_env_kwargs: str | None) -> tuple[Any, runs.ResolvedRun]:
+                        extra_env_kwargs: str | None, dialect: Any = None) -> tuple[Any, runs.ResolvedRun]:
     """The job config and its run dir. A resumed run's config is the one it saved, with the flags
     given now laid over it (and refused when they change what a resume must keep); ``--env-file``
     files add to the config's ``env_file`` list."""
@@ -173,7 +179,7 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
 
     config = None
     if request.run_dir is None:  # the config says where this env+model's runs are
-        fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs)
+        fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs, dialect)
         config = build_job_config(laid_over(fields), source)
     resolved = runs.resolve_run(run_dirs(config), request)
     if resolved.resuming or config is None:
@@ -183,9 +189,19 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
     return config, resolved
 
 
-def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None) -> tuple[dict[str, Any], str]:
-    """Fields from the TOML or the env id (and where they came from); flags are laid over them."""
+def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None,
+                 dialect: Any = None) -> tuple[dict[str, Any], str]:
+    """Fields from the TOML, a verifiers 0.4 run config, or the env id (and where they came from); flags are laid
+    over them."""
     from gepa_cli.config import load_gepa_toml, toml_to_job_fields
+
+    if dialect is not None:
+        env_or_config, dialect = plain_file(env_or_config, dialect)
+    if dialect is not None and wants_dialect(env_or_config, dialect):
+        for flag, value in (("-a/--env-args", env_args), ("-x/--extra-env-kwargs", extra_env_kwargs)):
+            if value is not None:
+                raise UserError(f"{flag} cannot be combined with a verifiers run config; use --env.taskset.KEY VALUE")
+        return gepa_fields(env_or_config, dialect), "verifiers run config"
 
     if env_or_config is None:
         raise UserError("give an environment id or a GEPA TOML config (or --resume RUN_DIR to continue a run)")
