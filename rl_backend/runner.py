@@ -183,6 +183,9 @@ class Trainer:
         self.policy = Policy(self.config, device=trainer_device(self.config))
         self.loop = LoopThread("rl-asyncio")  # no torch work here: the engine decodes on its own thread
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
+        engine = getattr(self.source, "engine", None)
+        if engine is not None:
+            self.console.print(f"sampler      {engine.dtype_choice.line()}", markup=False, highlight=False)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)

@@ -30,7 +30,8 @@ from evalkit.errors import UserError
 from evalkit.model import scheduler as batching
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
-from evalkit.model.loading import dtype_name, load_model, log
+from evalkit.model.dtypes import AUTO, choose_dtype
+from evalkit.model.loading import load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, sampling_params
 from evalkit.model.threads import ThreadTuner
@@ -81,13 +82,14 @@ def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend:
 class Engine:
     """Serves one causal LM to many concurrent callers, on CPU or CUDA.
 
-    Construction: ``Engine(model, tokenizer, dtype="bfloat16", max_batch=32, device="auto")`` from
+    Construction: ``Engine(model, tokenizer, dtype="auto", max_batch=32, device="auto")`` from
     any ``AutoModelForCausalLM`` (peft-wrapped or holding LoRA layers is fine) and its tokenizer,
     or :meth:`from_name` for ``local/smollm2-135m``, a Hub id or a model folder. The engine keeps
     ``model`` as the *master copy* (``engine.model``, ``engine.tokenizer``) and samples from its
     own snapshot of the effective weights in ``dtype`` on ``device``: fused for Llama-family models
     (``backend="auto"`` or ``"fused"``), a plain module copy run by the Hugging Face forward for the
-    rest (``"hf"``). ``engine.backend`` says which.
+    rest (``"hf"``). ``engine.backend`` says which. ``dtype="auto"`` is bf16 on CUDA and on CPUs with
+    native bf16, else fp32 (:mod:`evalkit.model.dtypes`); ``engine.dtype_choice`` says which and why.
 
     Device: ``"auto"`` is CUDA when torch sees a GPU, else CPU; ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     On CUDA, ``window`` decode steps run between host synchronisations (default 16) and, on the fused
@@ -133,7 +135,7 @@ class Engine:
         model: Any,
         tokenizer: Any,
         *,
-        dtype: str = "bfloat16",
+        dtype: str = AUTO,
         max_batch: int = 32,
         name: str | None = None,
         threads: int | None = None,
@@ -150,9 +152,10 @@ class Engine:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or str(getattr(model.config, "_name_or_path", "model"))
-        self.dtype_name = dtype_name(dtype)
-        self.dtype = getattr(torch, self.dtype_name)
         self.device = torch.device(resolve_device(device))
+        self.dtype_choice = choose_dtype(dtype, str(self.device))
+        self.dtype_name = self.dtype_choice.name
+        self.dtype = getattr(torch, self.dtype_name)
         self.max_batch = max_batch
         self.weights_version = 0
         with torch.no_grad():
@@ -183,15 +186,18 @@ class Engine:
 
     @classmethod
     def from_name(
-        cls, name: str | ModelSource | None = None, *, dtype: str = "bfloat16", max_batch: int = 32, **options: Any
+        cls, name: str | ModelSource | None = None, *, dtype: str = AUTO, max_batch: int = 32, **options: Any
     ) -> "Engine":
         """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use;
         ``options`` are the constructor's (``device``, ``backend``, ``threads``, ``kv_cache_gb``, ...)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
         device = resolve_device(options.pop("device", "auto"))
-        log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'}, {device})...")
-        model, tokenizer = load_model(source, dtype_name(dtype))  # a serving engine's master needs no float32
-        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, device=device, **options)
+        choice = choose_dtype(dtype, device)
+        log(f"loading {source.name} on {device}, {choice.line()}...")
+        model, tokenizer = load_model(source, choice.name)  # a serving engine's master needs no float32
+        engine = cls(model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options)
+        engine.dtype_choice = choice  # keep the reason (auto's), not "asked for"
+        return engine
 
     # -- requests -------------------------------------------------------------------------------
 
