@@ -112,7 +112,8 @@ class Engine:
       optimizer step is mutating the module.
 
     Threads (CPU): ``threads=None`` lets the worker choose its intra-op thread count by measured
-    step time (see :mod:`evalkit.model.threads`); an int fixes it.
+    step time (see :mod:`evalkit.model.threads`); an int fixes it. :meth:`share_cpu` caps it for a
+    while (another thread of the process needs the other cores).
 
     Memory: the KV cache grows with the live batch; new requests wait in the queue when admitting
     them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``; default
@@ -176,6 +177,8 @@ class Engine:
         self._bucketed = bucketed
         self._threads = threads
         self._tuner: ThreadTuner | None = None
+        self.thread_cap: int | None = None
+        """The most intra-op threads the CPU worker may use from its next step (:meth:`share_cpu`)."""
         self._scheduler: batching.Scheduler | None = None
         self._cond = threading.Condition()
         self._pending: deque[batching.Sequence] = deque()
@@ -326,6 +329,13 @@ class Engine:
         if wait and threading.current_thread() is not self._thread:
             self._thread.join(timeout=timeout)
 
+    def share_cpu(self, threads: int | None) -> None:
+        """Decode with at most ``threads`` intra-op threads from the worker's next step on (``None``:
+        all of them again). For a caller that runs its own torch work beside generation on the same
+        cores (the RL trainer): each side then has its own cores instead of both oversubscribing all.
+        No effect on CUDA."""
+        self.thread_cap = None if threads is None else max(1, threads)
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -370,6 +380,8 @@ class Engine:
             if work is None:
                 return
             admitted, update = work
+            if self._tuner is not None:
+                self._tuner.limit(self.thread_cap)  # cheap when unchanged
             if update is not None:
                 self._apply_update(update)
                 continue
