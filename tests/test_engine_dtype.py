@@ -112,3 +112,35 @@ def test_rl_sampler_dtype_defaults_to_auto_and_a_key_forces_one():
     assert InferenceConfig(dtype="float32").dtype == "float32"
     with pytest.raises(ValueError):
         InferenceConfig(dtype="fp16")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "reason"), [((), "(auto: "), (("--dtype", "fp32"), "dtype float32 (asked for)")])
+def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "serve.log"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "prime_cli", "serve", "-m", str(tiny_folder), "--port", str(port),
+                                    "--device", "cpu", *flag], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "serving " not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        serving = next(line for line in text.splitlines() if line.startswith("serving "))
+        assert reason in serving and "on cpu, dtype" in text, text
+    finally:
+        process.kill()
+        process.wait(timeout=30)
