@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+from test_rl_training import ENV_CODE
 from tiny_model import build_tokenizer, write_tiny_model
 from typer.testing import CliRunner
 
@@ -74,21 +75,6 @@ def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, ov
     outside = torch.get_num_threads()
     with share.training():
         assert torch.get_num_threads() == outside and tiny_engine.thread_cap is None
-
-
-ENV_CODE = '''
-from evalkit.envs import Rubric, SingleTurnEnv
-
-
-def digit_fraction(completion) -> float:
-    text = completion[-1]["content"] if completion else ""
-    return sum(c.isdigit() for c in text) / max(1, len(text))
-
-
-def load_environment(**kwargs):
-    rows = [{"question": f"Say a number like {i}", "answer": str(i)} for i in range(24)]
-    return SingleTurnEnv(dataset=rows, rubric=Rubric([digit_fraction]))
-'''
 
 
 @pytest.mark.slow
