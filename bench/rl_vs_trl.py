@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -60,6 +61,8 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         "prime-onpolicy; prime@DIR / prime-onpolicy@DIR runs primekit from the checkout DIR (before/after)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--busy", action="store_true", help="a CPU-bound busy loop beside each arm")
+    parser.add_argument("--arm-timeout", type=float, default=None, help="seconds an arm may take; then it is stopped and "
+                        "its finished steps reported (a starved trainer may otherwise take hours)")
     parser.add_argument("--output-dir", default=None, help="where runs go (default: a temp folder)")
     parser.add_argument("--arm", default=None, help=argparse.SUPPRESS)  # internal: run one arm in this process
     parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
@@ -94,7 +97,9 @@ def reward(text: str, answer: str) -> float:
 
 
 def held_out(model: Any, tokenizer: Any, rows: list[dict], system_prompt: str, tokens: int) -> float:
-    """Mean reward of greedy replies on ``rows``, on the engine in fp32 (the same for every arm)."""
+    """Mean reward of greedy replies on ``rows``, on the engine in fp32 (the same for every arm); NaN without rows."""
+    if not rows:
+        return math.nan
     from evalkit.model.engine import Engine
     from evalkit.types import SamplingArgs
 
@@ -231,7 +236,14 @@ def spawn(arm: str, args: argparse.Namespace, out: Path, argv: list[str]) -> dic
         if tree != str(ROOT):
             env["PRIMEKIT_BENCH_TREE"] = tree  # import primekit from there, not from beside this script
         command = [sys.executable, str(Path(__file__).resolve()), *argv, "--arm", name, "--result", str(result), "--output-dir", str(out)]
-        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        try:
+            if child.wait(timeout=args.arm_timeout):
+                raise SystemExit(f"arm {arm} failed (exit {child.returncode})")
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return _partial(out, child.pid, args.arm_timeout)
     finally:
         if busy is not None:
             busy.terminate()
@@ -239,8 +251,20 @@ def spawn(arm: str, args: argparse.Namespace, out: Path, argv: list[str]) -> dic
     return json.loads(result.read_text())
 
 
+def _partial(out: Path, pid: int, seconds: float) -> dict[str, Any]:
+    """What a prime arm stopped by ``--arm-timeout`` finished: its steps' times from metrics.jsonl."""
+    steps = [json.loads(line) for path in out.glob(f"rl/prime-*-{pid}/metrics.jsonl") for line in path.read_text().splitlines()]
+    finished = [m for m in steps if "loss" in m]
+    steps = finished or [{"step_s": math.nan, "gen_s": math.nan, "train_s": math.nan}]
+    return {"step_s": [m["step_s"] for m in steps], "gen_s": [m["gen_s"] for m in steps], "train_s": [m["train_s"] for m in steps],
+            "before": math.nan, "after": math.nan, "wall_s": seconds, "peak_rss_mb": math.nan, "timed_out": len(finished)}
+
+
 def summarize(arm: str, r: dict[str, Any]) -> str:
     mean = statistics.fmean
+    if "timed_out" in r:
+        return (f"{arm:<15} stopped after {r['wall_s']:.0f} s; mean of its finished steps: step {mean(r['step_s']):6.2f} s "
+                f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)")
     return (f"{arm:<15} step {mean(r['step_s']):6.2f} s (gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)  "
             f"wall {r['wall_s']:6.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB  held-out {r['before']:.3f} -> {r['after']:.3f} "
             f"({r['after'] - r['before']:+.3f})")  # fmt: skip
