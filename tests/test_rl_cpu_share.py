@@ -1,5 +1,6 @@
-"""Overlapped RL on CPU: while a training step runs, the trainer thread and the engine each have their own
-share of torch's intra-op threads; nobody is reniced; outside training steps the engine has every core."""
+"""Overlapped RL on CPU: while a training step runs, the engine has its share of torch's intra-op threads
+and the trainer half the cores or all of them (whichever gave shorter step cycles); nobody is reniced;
+outside training steps the engine has every core."""
 
 from __future__ import annotations
 
@@ -69,6 +70,21 @@ def test_training_splits_the_threads_and_gives_them_back(tiny_engine):
     assert tiny_engine._tuner.top == 4  # every core again between training steps
 
 
+def test_the_trainer_takes_the_thread_count_that_gave_shorter_step_cycles(tiny_engine):
+    now = [0.0]
+    share = CpuShare(tiny_engine, overlap=True, cores=4, cuda=False, clock=lambda: now[0])
+    assert share.choices == [2, 4]
+    seen = []
+    for _ in range(14):  # half the cores: a 30 s cycle; all of them: 20 s
+        with share.training():
+            seen.append(torch.get_num_threads())
+        now[0] += 30.0 if seen[-1] == 2 else 20.0
+    assert seen[:2] == [2, 4] and seen[2:7] == [4] * 5
+    assert seen[7] == 2 and seen[8] == 4  # step 8 tries half again; it stayed slower (30 s)
+    assert share.cycle == {2: 30.0, 4: 20.0}
+    assert CpuShare(tiny_engine, overlap=True, cores=1, cuda=False).choices == [1]
+
+
 @pytest.mark.parametrize(("overlap", "cuda", "engine"), [(False, False, True), (True, True, True), (True, False, False)])
 def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, overlap, cuda, engine):
     share = CpuShare(tiny_engine if engine else None, overlap=overlap, cores=4, cuda=cuda)
@@ -80,8 +96,8 @@ def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, ov
 @pytest.mark.slow
 @pytest.mark.parametrize("async_level", [1, 0])
 def test_overlapped_training_steps_run_on_their_share_at_normal_priority(tmp_path, monkeypatch, async_level):
-    """The trainer thread trains with half the (here: 4) cores while overlapping, all of them on-policy,
-    and is never reniced (the old rule, nice 19, starved it whenever another process wanted the CPU)."""
+    """The trainer thread trains with half the (here: 4) cores, then all, then the faster, while
+    overlapping, all of them on-policy, and is never reniced (the old rule, nice 19, starved it whenever another process wanted the CPU)."""
     from prime_cli.app import app
     from rl_backend.policy import Policy
 
@@ -109,6 +125,9 @@ def test_overlapped_training_steps_run_on_their_share_at_normal_priority(tmp_pat
     outside = torch.get_num_threads()
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    threads = 2 if async_level and not torch.cuda.is_available() else outside
-    assert seen == [(threads, nice)] * 3
+    if async_level and not torch.cuda.is_available():  # half the cores, then all, then the faster of the two
+        assert [t for t, _ in seen[:2]] == [2, 4] and seen[2][0] in (2, 4)
+    else:
+        assert [t for t, _ in seen] == [outside] * 3
+    assert [n for _, n in seen] == [nice] * 3
     assert torch.get_num_threads() == outside
