@@ -303,7 +303,7 @@ class Trainer:
         step = start_step
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=False)
-        self.cpu_share = CpuShare(getattr(self.source, "engine", None), overlap=level > 0)
+        self.cpu_share = CpuShare(getattr(self.source, "engine", None), overlap=level > 0, drain=pipeline.drain)
         pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
         columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
@@ -381,7 +381,7 @@ class Trainer:
         train_started = time.perf_counter()
         with self.cpu_share.training():
             stats = self.policy.train_step(samples, step)
-        train_s = time.perf_counter() - train_started
+        train_s = time.perf_counter() - train_started - self.cpu_share.drained_s  # a serial step's wait is waiting
         rewards = [s.reward for g in batch.generated for s in g if s.scored]  # errors are not scores
         generated = len(batch.generated)
         metrics = {
@@ -400,7 +400,7 @@ class Trainer:
             "policy_lag": step - 1 - batch.weights_step,
             "gen_s": batch.gen_seconds,
             "train_s": train_s,
-            "wait_s": wait_s,
+            "wait_s": wait_s + self.cpu_share.drained_s,
             "step_s": time.perf_counter() - step_started + wait_s,
         }
         if not math.isfinite(metrics["loss"]):
