@@ -1,6 +1,7 @@
 """Generated tokens/s of the embedded engine against plain `transformers.generate` (and llama.cpp).
 
-Run by hand: ``python bench/engine.py [--device cpu|cuda] [--model M] [--dtype bf16|fp32] [--tokens 64]``.
+Run by hand: ``python bench/engine.py [--device cpu|cuda] [--model M] [--dtype auto|bf16|fp32] [--tokens 64]``.
+``--dtype auto`` (the default) is the dtype the engine picks by itself (:mod:`evalkit.model.dtypes`).
 Every request is greedy and generates exactly ``--tokens`` tokens (``ignore_eos``; ``min_new_tokens``
 for transformers), prompts included in the time, so rates compare like with like. For each
 concurrency level it prints the engine's rate, ``transformers.generate``'s on one batch of the same
@@ -118,7 +119,7 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="any name the engine accepts (local/..., Hub id, folder)")
-    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--concurrency", default=None, help="comma-separated levels (default: 1,8,32 on CPU; 1,32,128,256 on CUDA)")
     parser.add_argument("--rounds", type=int, default=2, help="repeats per setting; the best is reported")
@@ -132,12 +133,14 @@ def main() -> None:
     import torch
 
     from evalkit.model.devices import resolve_device
+    from evalkit.model.dtypes import choose_dtype
 
     device = resolve_device(args.device)
+    engine_dtype = choose_dtype(args.dtype, device)
     levels = [int(c) for c in (args.concurrency or ("1,8,32" if device == "cpu" else "1,32,128,256")).split(",")]
     load = os.getloadavg()[0]
     gpu = torch.cuda.get_device_name(device) if device != "cpu" else "-"
-    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} dtype={args.dtype} "
+    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} {engine_dtype.line()} "
           f"model={args.model} tokens/request={args.tokens} load_avg_1m={load:.1f}")  # fmt: skip
     if load > 1.5 and device == "cpu":
         print("note: the machine is busy; rates are lower than on an idle machine")

@@ -263,8 +263,8 @@ class InferenceConfig(_Strict):
     """torch: most sequences decoded together in one batched forward."""
     engine: Literal["auto", "fused", "hf"] = "auto"
     """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can, else hf). Both batch continuously and return the sampled tokens' logprobs."""
-    dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    """torch: dtype of the sampling snapshot; bf16 decodes ~2x faster on CPU and the importance ratio corrects the small mismatch."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16), else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16 sampler's small mismatch."""
 
 
 class HealthConfig(_Strict):

@@ -10,12 +10,9 @@ weights change only between generations (``source.sync``), never under an in-fli
 from __future__ import annotations
 
 import math
-import os
 import statistics
-import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +29,7 @@ from evalkit.core.types import SamplingArgs
 from evalkit.core.untrusted import json_bytes, row_line
 from evalkit.core.redact import redact
 from rl_backend.config import RLConfig, to_toml
+from rl_backend.cpu_share import CpuShare
 from rl_backend.plan import plan_lines, resolve_backend, trainer_device
 
 __all__ = ["RunSummary", "Trainer", "plan_lines", "resolve_backend", "run", "run_dirs"]
@@ -159,6 +157,8 @@ class Trainer:
         self._template_checked = False
         self._wandb: Any = None
         self.loop: LoopThread | None = None
+        self.cpu_share = CpuShare(None, overlap=False, cuda=False)
+        """Set by :meth:`train`: the trainer's and the sampler's threads while they overlap."""
 
     # ----- setup ---------------------------------------------------------------------------------
     def setup(self, backend: str) -> None:
@@ -184,6 +184,9 @@ class Trainer:
         self.policy = Policy(self.config, device=trainer_device(self.config))
         self.loop = LoopThread("rl-asyncio")  # no torch work here: the engine decodes on its own thread
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
+        engine = getattr(self.source, "engine", None)
+        if engine is not None:
+            self.console.print(f"sampler      {engine.dtype_choice.line()}", markup=False, highlight=False)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
@@ -306,14 +309,13 @@ class Trainer:
         cfg = self.config
         level = cfg.trainer.async_level
         last: dict[str, Any] = {}
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts", initializer=_worker_threads if level else None)
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-rollouts")
         pipeline = Pipeline(executor, self.collector)
         step = start_step
         self.health = _health_monitor(self.run_dir / runs.METRICS)
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=False)
-        _split_threads(level > 0)
-        restore_priority = _yield_to_sampler(level > 0)
+        self.cpu_share = CpuShare(getattr(self.source, "engine", None), overlap=level > 0, drain=pipeline.drain)
         pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
         columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                    TimeElapsedColumn(), TimeRemainingColumn())
@@ -347,7 +349,6 @@ class Trainer:
                     self.check_health(last, step, batch.cursor_after, progress.console)
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
-            restore_priority()
         self.source.sync(self.policy, step)
         self.at_sync_point(step, start_step, final=True)
         return last
@@ -408,8 +409,9 @@ class Trainer:
         else:
             samples = to_samples(batch)
         train_started = time.perf_counter()
-        stats = self.policy.train_step(samples, step)
-        train_s = time.perf_counter() - train_started
+        with self.cpu_share.training():
+            stats = self.policy.train_step(samples, step)
+        train_s = time.perf_counter() - train_started - self.cpu_share.drained_s  # a serial step's wait is waiting
         rewards = [s.reward for g in batch.generated for s in g if s.scored]  # errors are not scores
         generated = len(batch.generated)
         metrics = {
@@ -428,7 +430,7 @@ class Trainer:
             "policy_lag": step - 1 - batch.weights_step,
             "gen_s": batch.gen_seconds,
             "train_s": train_s,
-            "wait_s": wait_s,
+            "wait_s": wait_s + self.cpu_share.drained_s,
             "step_s": time.perf_counter() - step_started + wait_s,
         }
         metrics |= self.prime_rl_names(batch, metrics)
@@ -554,66 +556,6 @@ def _reward_by_env(batch: Any) -> dict[str, float]:
         for state in group:
             by_env.setdefault(batch.env_of.get(state.example_id, "?"), []).append(state.reward)
     return {f"reward_mean/{name}": statistics.fmean(values) for name, values in by_env.items()}
-
-
-def _split_threads(off_policy: bool) -> None:
-    """With overlap on CPU, trainer and sampler threads each get half the cores.
-
-    Two OpenMP pools of all cores each oversubscribe the machine, and spinning workers then slow
-    both sides down several times over. torch's thread count is per calling thread under OpenMP, so
-    the trainer (this thread) and the rollout worker (``_worker_threads``) each set their own.
-    """
-    import torch
-
-    if not off_policy or torch.cuda.is_available():
-        return
-    cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores // 2))
-
-
-TRAINER_NICE = 19
-"""The trainer thread's niceness while it overlaps the sampler on CPU (19: the lowest priority)."""
-
-
-def _yield_to_sampler(off_policy: bool) -> Callable[[], None]:
-    """With overlap on CPU, lower this (the trainer's) thread's scheduling priority; returns the undo.
-
-    The sampler is the step's critical path: the next step cannot start before its rollouts exist,
-    while training only has to finish before the next sync. On a few cores the two compete, and an
-    equal share made generation ~2x slower than an eval of the same rollouts (bench/multiturn.py).
-    At nice +19 (the lowest priority) the trainer gets what generation leaves (waits for the environment, idle sampler);
-    the engine's worker keeps its own priority. Linux sets niceness per thread; where the undo is
-    not permitted (raising priority needs privileges) the thread stays nice, which only matters
-    while something else wants the CPU."""
-    if not off_policy or torch_cuda_available() or not hasattr(os, "setpriority"):
-        return lambda: None
-    tid = threading.get_native_id()
-    try:
-        before = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, max(before, TRAINER_NICE))
-    except OSError:
-        return lambda: None
-
-    def restore() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, before)
-        except OSError:
-            pass
-
-    return restore
-
-
-def torch_cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def _worker_threads() -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - max(1, (os.cpu_count() or 1) // 2)))
 
 
 def _round(value: Any) -> Any:

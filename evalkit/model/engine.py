@@ -31,7 +31,8 @@ from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener, 
 from evalkit.model.scheduler import Sequence as ScheduledSequence
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
-from evalkit.model.loading import dtype_name, load_model, log
+from evalkit.model.dtypes import AUTO, choose_dtype
+from evalkit.model.loading import load_model, log
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
 from evalkit.model.threads import ThreadTuner
@@ -82,13 +83,14 @@ def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend:
 class Engine:
     """Serves one causal LM to many concurrent callers, on CPU or CUDA.
 
-    Construction: ``Engine(model, tokenizer, dtype="bfloat16", max_batch=32, device="auto")`` from
+    Construction: ``Engine(model, tokenizer, dtype="auto", max_batch=32, device="auto")`` from
     any ``AutoModelForCausalLM`` (peft-wrapped or holding LoRA layers is fine) and its tokenizer,
     or :meth:`from_name` for ``local/smollm2-135m``, a Hub id or a model folder. The engine keeps
     ``model`` as the *master copy* (``engine.model``, ``engine.tokenizer``) and samples from its
     own snapshot of the effective weights in ``dtype`` on ``device``: fused for Llama-family models
     (``backend="auto"`` or ``"fused"``), a plain module copy run by the Hugging Face forward for the
-    rest (``"hf"``). ``engine.backend`` says which.
+    rest (``"hf"``). ``engine.backend`` says which. ``dtype="auto"`` is bf16 on CUDA and on CPUs with
+    native bf16, else fp32 (:mod:`evalkit.model.dtypes`); ``engine.dtype_choice`` says which and why.
 
     Device: ``"auto"`` is CUDA when torch sees a GPU, else CPU; ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     On CUDA, ``window`` decode steps run between host synchronisations (default 16) and, on the fused
@@ -111,7 +113,8 @@ class Engine:
       optimizer step is mutating the module.
 
     Threads (CPU): ``threads=None`` lets the worker choose its intra-op thread count by measured
-    step time (see :mod:`evalkit.model.threads`); an int fixes it.
+    step time (see :mod:`evalkit.model.threads`); an int fixes it. :meth:`share_cpu` caps it for a
+    while (another thread of the process needs the other cores).
 
     Memory: the KV cache grows with the live batch; new requests wait in the queue when admitting
     them could push it past ``kv_cache_gb`` (counting every sequence at its ``max_tokens``; default
@@ -134,7 +137,7 @@ class Engine:
         model: Any,
         tokenizer: Any,
         *,
-        dtype: str = "bfloat16",
+        dtype: str = AUTO,
         max_batch: int = 32,
         name: str | None = None,
         threads: int | None = None,
@@ -151,9 +154,10 @@ class Engine:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or str(getattr(model.config, "_name_or_path", "model"))
-        self.dtype_name = dtype_name(dtype)
-        self.dtype = getattr(torch, self.dtype_name)
         self.device = torch.device(resolve_device(device))
+        self.dtype_choice = choose_dtype(dtype, str(self.device))
+        self.dtype_name = self.dtype_choice.name
+        self.dtype = getattr(torch, self.dtype_name)
         self.max_batch = max_batch
         self.weights_version = 0
         with torch.no_grad():
@@ -174,6 +178,8 @@ class Engine:
         self._bucketed = bucketed
         self._threads = threads
         self._tuner: ThreadTuner | None = None
+        self.thread_cap: int | None = None
+        """The most intra-op threads the CPU worker may use from its next step (:meth:`share_cpu`)."""
         self._scheduler: Scheduler | None = None
         self._cond = threading.Condition()
         self._pending: deque[ScheduledSequence] = deque()
@@ -186,15 +192,18 @@ class Engine:
 
     @classmethod
     def from_name(
-        cls, name: str | ModelSource | None = None, *, dtype: str = "bfloat16", max_batch: int = 32, **options: Any
+        cls, name: str | ModelSource | None = None, *, dtype: str = AUTO, max_batch: int = 32, **options: Any
     ) -> "Engine":
         """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use;
         ``options`` are the constructor's (``device``, ``backend``, ``threads``, ``kv_cache_gb``, ...)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
         device = resolve_device(options.pop("device", "auto"))
-        log(f"loading {source.name} ({'bf16' if dtype_name(dtype) == 'bfloat16' else 'fp32'}, {device})...")
-        model, tokenizer = load_model(source, dtype_name(dtype))  # a serving engine's master needs no float32
-        return cls(model, tokenizer, dtype=dtype, max_batch=max_batch, name=source.name, device=device, **options)
+        choice = choose_dtype(dtype, device)
+        log(f"loading {source.name} on {device}, {choice.line()}...")
+        model, tokenizer = load_model(source, choice.name)  # a serving engine's master needs no float32
+        engine = cls(model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options)
+        engine.dtype_choice = choice  # keep the reason (auto's), not "asked for"
+        return engine
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -328,6 +337,13 @@ class Engine:
             self._thread.join(timeout=timeout)
         return not self._thread.is_alive()
 
+    def share_cpu(self, threads: int | None) -> None:
+        """Decode with at most ``threads`` intra-op threads from the worker's next step on (``None``:
+        all of them again). For a caller that runs its own torch work beside generation on the same
+        cores (the RL trainer): each side then has its own cores instead of both oversubscribing all.
+        No effect on CUDA."""
+        self.thread_cap = None if threads is None else max(1, threads)
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -372,6 +388,8 @@ class Engine:
             if work is None:
                 return
             admitted, update = work
+            if self._tuner is not None:
+                self._tuner.limit(self.thread_cap)  # cheap when unchanged
             if update is not None:
                 self._apply_update(update)
                 continue

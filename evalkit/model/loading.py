@@ -47,10 +47,11 @@ DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp32": "float32", "float3
 
 
 def dtype_name(dtype: str | None) -> str:
-    """Canonical dtype name (``bfloat16`` or ``float32``); UserError for anything else."""
+    """Canonical dtype name (``bfloat16`` or ``float32``); UserError for anything else (``auto`` is
+    resolved before this, by :func:`evalkit.model.dtypes.choose_dtype`)."""
     key = (dtype or "bf16").lower()
     if key not in DTYPES:
-        raise UserError(f"unsupported dtype '{dtype}' for the embedded engine (use bf16 or fp32)")
+        raise UserError(f"unsupported dtype '{dtype}' for the embedded engine (use auto, bf16 or fp32)")
     return DTYPES[key]
 
 

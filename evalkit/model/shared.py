@@ -11,13 +11,13 @@ import threading
 from typing import TYPE_CHECKING
 
 from evalkit.model.devices import check_device, resolve_device
-from evalkit.model.loading import dtype_name
+from evalkit.model.dtypes import AUTO, choose_dtype
 from evalkit.model.registry import resolve_model
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine
 
-DEFAULT_DTYPE = "bfloat16"
+DEFAULT_DTYPE = AUTO
 DEFAULT_MAX_BATCH = 32
 # On an H100 the embedded model made 25,428 tok/s with 256 requests in flight and 2,720 with 32
 # (bench/engine.py), so on a GPU eval's -c 256 should run 256 rollouts at once, not queue 224.
@@ -35,20 +35,22 @@ _lock = threading.Lock()
 def get_engine(
     model: str | None = None, *, dtype: str | None = None, max_batch: int | None = None, device: str | None = None
 ) -> "Engine":
-    """The process-wide engine for ``model`` in ``dtype`` (default bf16) on ``device`` (default
+    """The process-wide engine for ``model`` in ``dtype`` (default ``auto``: see
+    :mod:`evalkit.model.dtypes`) on ``device`` (default
     ``auto``: CUDA when there is a GPU), loading it on first use.
 
     ``max_batch`` applies when this call is the one that loads the engine. Raises UserError for an
     unknown model, missing weights or a device that is not there.
     """
     source = resolve_model(model)
-    key = (_cache_key(source), dtype_name(dtype or DEFAULT_DTYPE), resolve_device(check_device(device)))
+    where = resolve_device(check_device(device))
+    key = (_cache_key(source), choose_dtype(dtype or DEFAULT_DTYPE, where).name, where)
     with _lock:
         engine = _engines.get(key)
         if engine is None or engine.closed:
             from evalkit.model.engine import Engine
 
-            engine = Engine.from_name(source, dtype=key[1], max_batch=max_batch or default_max_batch(key[2]), device=key[2])
+            engine = Engine.from_name(source, dtype=dtype or DEFAULT_DTYPE, max_batch=max_batch or default_max_batch(key[2]), device=key[2])
             _engines[key] = engine
         return engine
 

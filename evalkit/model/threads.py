@@ -10,6 +10,10 @@ below or above the current choice (alternately) and moves when that was faster, 
 often while the current choice keeps winning. A probe is judged by its best step against the best
 of the steps just before it: the first step after a switch pays for oneDNN building kernels for
 the new thread count, and single steps are noisy.
+
+Another thread of the process may need cores for a while (the RL trainer, overlapping generation):
+:meth:`ThreadTuner.limit` caps the ladder at what is left to the engine, and lifting the cap restores
+the choice made before it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class ThreadTuner:
 
     def __init__(self, threads: int | None = None, adaptive: bool = True):
         self.best = max(1, threads or torch.get_num_threads())
+        self.top = self.best
+        """The most threads the ladder may climb to (its ceiling, or the cap of :meth:`limit`)."""
+        self._ceiling, self._adaptive, self._uncapped = self.best, adaptive, self.best
         self.choices = thread_ladder(self.best) if adaptive else [self.best]
         self._interval = BASE_INTERVAL
         self._countdown = BASE_INTERVAL
@@ -45,6 +52,22 @@ class ThreadTuner:
         self._probing: int | None = None
         self._turn = 0
         self._losses = 0  # probes lost in a row since the last move
+
+    def limit(self, top: int | None) -> None:
+        """Use at most ``top`` threads from now on (``None``: the ceiling again, with the choice made
+        before the cap); any probe in flight is dropped, since its comparison mixes both settings.
+        Call it on the thread that runs the steps: it applies the new count at once."""
+        top = self._ceiling if top is None else max(1, min(top, self._ceiling))
+        if top == self.top:
+            return
+        if self.top == self._ceiling:
+            self._uncapped = self.best
+        self.top = top
+        self.choices = thread_ladder(top) if self._adaptive else [top]
+        self.best = min(self._uncapped, top) if self._adaptive else top
+        self._probing, self._probe, self._recent, self._losses = None, [], [], 0
+        self._countdown = self._interval = BASE_INTERVAL
+        torch.set_num_threads(self.best)
 
     @property
     def current(self) -> int:

@@ -19,7 +19,7 @@ def serve(
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port."),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16 (faster for batches) or fp32."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA and on CPUs with native bf16, else fp32), bf16 or fp32."),
     max_batch: int | None = typer.Option(None, "--max-batch", help="Most sequences decoded together in one step (default: 32 on CPU, 256 on CUDA)."),
     device: str = typer.Option("auto", "--device", help="auto (CUDA when there is a GPU), cpu, cuda or cuda:N."),
     api_key: str | None = typer.Option(
@@ -43,11 +43,13 @@ def serve(
       evaluates through the server (it also answers to its own -m name)
     """
     from evalkit.model.devices import check_device, resolve_device
+    from evalkit.model.dtypes import is_auto
     from evalkit.model.loading import dtype_name
     from evalkit.model.registry import resolve_model
 
     resolve_model(model)  # typos are reported before the port check and the load
-    dtype_name(dtype)
+    if not is_auto(dtype):
+        dtype_name(dtype)
     check_device(device)
     if max_batch is not None and max_batch < 1:
         raise UserError("--max-batch must be at least 1")
@@ -61,7 +63,7 @@ def serve(
     engine = get_engine(model, dtype=dtype, max_batch=max_batch, device=device)
     app = build_app(engine, model, api_key=api_key)
     auth = "API key required" if api_key else "no API key"
-    print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, max batch {engine.max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, {engine.dtype_choice.line()}, max batch {engine.max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
         print(f"note: {host} is reachable from other machines and no --api-key is set", file=sys.stderr, flush=True)
     serve_forever(app, engine, host, port)
