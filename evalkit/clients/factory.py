@@ -92,9 +92,9 @@ def _openai_client(model: str, url: str, key: str | None, spec: ClientSpec) -> O
 
 
 def _mock(chosen: Route, spec: ClientSpec) -> ModelClient:
-    from evalkit.clients.mock import MockClient
+    from evalkit.clients.mock import mock_client
 
-    return MockClient(chosen.model)
+    return mock_client(chosen.model)
 
 
 _BUILDERS: dict[str, Callable[[Route, ClientSpec], ModelClient]] = {

@@ -3,8 +3,9 @@
 ``prime env check`` asks what an environment pays for replies nobody should be paid for (an empty reply,
 the prompt echoed back, a rubric quoted) and for the gold answer, without a model or a network. This
 client plays such a policy through the same rollout skeleton a real model goes through, so native
-environments, wrapped verifiers environments and v1 tasksets see an ordinary model. (Tests keep their
-own fake, ``tests/scripted_client.py``, which also records requests and raises on demand.)
+environments, wrapped verifiers environments and v1 tasksets see an ordinary model. (``-m mock/...`` models are
+built on it, :mod:`evalkit.clients.mock`; tests keep their own fake, ``tests/support/scripted_client.py``, which also
+records requests and raises on demand.)
 """
 
 from __future__ import annotations
