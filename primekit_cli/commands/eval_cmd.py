@@ -110,8 +110,6 @@ def run(
     Exit codes: 0 when the run finished (check the errors line: failed rollouts are rows, not
     crashes), 1 when every rollout errored, 2 for bad input, 130/143 when interrupted (resume with -R).
     """
-    from rich.console import Console
-
     if verbose:
         _enable_verbose_logging()
     from evalkit.eval.config import EvalConfig
@@ -138,11 +136,18 @@ def run(
 
         return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
+    _run_all(configs, plan, steps, None if plan is not None else env_or_config, resume)
+
+
+def _run_all(configs: list[Any], plan: Any, steps: str | None, env_or_config: str | None, resume: str | None) -> None:
+    """Each eval (or the checkpoint sweep) with its summary; exit 1 when every rollout of one errored."""
+    from rich.console import Console
+
     console = Console(highlight=False)
     failed: list[str] = []
     try:
         if steps is not None:
-            failed = _run_sweep(configs, steps, None if plan is not None else env_or_config, resume, console)
+            failed = _run_sweep(configs, steps, env_or_config, resume, console)
         else:
             failed = [failure for config in configs if (failure := _run_one(config, console, plan)) is not None]
     finally:
