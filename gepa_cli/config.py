@@ -132,8 +132,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
         return "+".join(env_slug(spec.id) for spec in self.envs)
 
 
-SECTION_KEYS = frozenset({"max_calls", "num_train", "num_val", "minibatch_size", "max_concurrent", "seed", "perfect_score",
-                          "stop_at_score", "state_columns", "rollout_timeout", "score_timeout", "max_message_chars",
+SECTION_KEYS = frozenset({"max_calls", "num_train", "num_val", "minibatch_size", "seed", "perfect_score", "stop_at_score",
+                          "state_columns", *RolloutBounds.model_fields, *ConcurrencyFields.model_fields,
                           *GepaSearchFields.model_fields})
 """The ``[gepa]`` table's keys: budget, data sizes, search settings and rollout bounds."""
 TOP_KEYS = frozenset({*ModelFields.model_fields, "reflection_model", "env_dir_path", "run_dir", "extra_env_kwargs"})
