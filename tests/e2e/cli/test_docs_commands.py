@@ -11,8 +11,11 @@ values, and only their flags are checked.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,3 +154,29 @@ def test_a_wrong_rl_override_fails_the_walk() -> None:
     ctx = parse(("prime", "rl", "run", "configs/rl/arithmetic.toml", "--trainer.no_such_key", "1"))
     with pytest.raises(UserError):
         _rl_overrides_apply(ctx)
+
+
+def _runnable_dry_runs() -> list[DocCommand]:
+    """The doc commands that ask for ``--dry-run`` and name only files the repo has (the checks, no job)."""
+    def named_files_exist(command: DocCommand) -> bool:
+        files = [arg for arg in command.argv if arg.endswith(".toml")]
+        return all((REPO / name).is_file() for name in files)
+
+    return [c for c in COMMANDS if "--dry-run" in c.argv and named_files_exist(c)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", _runnable_dry_runs(), ids=str)
+def test_doc_dry_run_runs(command: DocCommand, tmp_path: Path) -> None:
+    """A doc's ``--dry-run`` command exits 0 as written (environment ids and config files resolve); it runs in a
+    scratch folder that sees the repo's configs/ and environments/, so nothing lands in the repo."""
+    for name in ("configs", "environments"):
+        (tmp_path / name).symlink_to(REPO / name)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "primekit_cli", *command.argv[1:]], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
+
+
+def test_the_dry_runs_are_found() -> None:
+    assert len(_runnable_dry_runs()) >= 3, [str(c) for c in _runnable_dry_runs()]
