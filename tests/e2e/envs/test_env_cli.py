@@ -60,7 +60,9 @@ async def test_env_init_template_scores_reference_answers(workdir):
     state = await env.rollout(ScriptedClient([row["answer"]]), row)
     assert state.reward == 1.0 and state.error is None
     wrong = await env.rollout(ScriptedClient(["nope"]), row)
-    assert wrong.reward == 0.0
+    assert wrong.reward == pytest.approx(0.2)  # the format's share only
+    echoed = await env.rollout(ScriptedClient([row["question"]]), row)
+    assert echoed.reward == 0.0  # an echo of the prompt holds the word, and is paid nothing
 
 
 def test_env_init_refuses_to_overwrite(workdir):
