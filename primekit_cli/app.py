@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
@@ -60,7 +61,44 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
-    app()
+    raise SystemExit(_run_app())
+
+
+def _run_app() -> int:
+    """The app, with click's usage errors (an unknown flag, a missing argument) as one ``error:`` line and exit 2,
+    as every other bad input is; help for a bare group, ``--help`` and exit codes as click gives them."""
+    errors = _click_errors()
+    try:
+        code = app(standalone_mode=False)
+    except errors.NoArgsIsHelp as exc:  # `prime` or `prime eval` alone: the help, as click shows it
+        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 2
+    except errors.UsageError as exc:
+        where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+        print(f"error: {exc.format_message().rstrip('.')}{where}", file=sys.stderr)
+        return 2
+    except errors.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code
+    except errors.Abort:
+        print("Aborted!", file=sys.stderr)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def _click_errors() -> Any:
+    """click's exception classes as typer raises them (newer typer ships its own copy of click)."""
+    from types import SimpleNamespace
+
+    try:
+        from typer._click import exceptions
+        from typer.exceptions import Abort
+    except ImportError:  # typer before it vendored click
+        from click import exceptions
+        from click.exceptions import Abort
+    no_args = getattr(exceptions, "NoArgsIsHelpError", ())
+    return SimpleNamespace(NoArgsIsHelp=no_args, UsageError=exceptions.UsageError,
+                           ClickException=exceptions.ClickException, Abort=Abort)
 
 
 def _invoked_as_prime() -> bool:
