@@ -64,7 +64,8 @@ def main() -> None:
     config = out / "sft.toml"
     config.write_text(f'model = "local/smollm2-135m"\ndata = "rows.jsonl"\nrun_name = "sft"\nepochs = {args.epochs}\n'
                       f'batch_size = 8\n\n[trainer]\nlr = {args.lr}\ndevice = "{args.device}"\n\n[ckpt]\ninterval = 0\n')
-    print(prime("sft", "run", str(config), "-o", str(out)).strip().splitlines()[-3:])
+    trained = prime("sft", "run", str(config), "-o", str(out))
+    print("\n".join(line for line in trained.splitlines() if line.startswith(("sft ", "done", "  loss"))))
     weights = sorted((out / "sft" / "sft" / "weights").glob("step_*"), key=lambda p: int(p.name[5:]))[-1]
     held = ["-n", str(args.examples), "-r", "1", "-T", "0", *common]
     _, before = eval_run(out / "before", "local/smollm2-135m", *held)

@@ -113,3 +113,29 @@ def test_bad_input_is_one_error_line(tmp_path: Path, tiny_model: Path):
     assert "Traceback" not in result.output
     result = CliRunner().invoke(app, ["sft", "run", str(config), "--trainer.loss.type", "clip"])
     assert result.exit_code == 2 and "loss" in result.output
+
+
+@pytest.mark.slow
+def test_rl_starts_from_an_sft_checkpoint(tmp_path: Path, tiny_model: Path):
+    """`model = <sft run>/weights/step_N` in an RL config: the RL policy starts from exactly those weights, and trains."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rl_backend.config import RLConfig
+    from rl_backend.policy import Policy
+
+    sft = run(load_sft_config(_config(tmp_path, tiny_model, max_steps=2, run_name="s")), output_dir=tmp_path / "out")
+    weights = sft.run_dir / "weights" / "step_2"
+    policy = Policy(RLConfig.model_validate({"model": str(weights), "env": [{"id": "arithmetic"}], "seed": 0}))
+    exported = AutoModelForCausalLM.from_pretrained(weights).state_dict()
+    merged = policy.merged_copy().state_dict()
+    assert all(torch.equal(merged[name], exported[name]) for name in exported)
+    assert not torch.equal(exported["model.embed_tokens.weight"],
+                           AutoModelForCausalLM.from_pretrained(tiny_model).state_dict()["model.embed_tokens.weight"])
+    config = tmp_path / "rl.toml"
+    config.write_text(f'model = "{weights}"\nrun_name = "rl"\nmax_steps = 1\nbatch_size = 4\nrollouts_per_example = 2\n'
+                      '[[env]]\nid = "arithmetic"\n[sampling]\nmax_tokens = 4\n[baseline]\nenabled = false\n'
+                      '[filter]\nenabled = false\n[trainer]\ndevice = "cpu"\n[ckpt]\ninterval = 0\n')
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "rl" / "rl" / "weights" / "step_1" / "config.json").is_file()
