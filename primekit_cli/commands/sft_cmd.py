@@ -18,11 +18,11 @@ Examples:
 
     prime data from-eval outputs/evals/arithmetic--local-smollm2-135m/RUN -o good.jsonl --min-reward 1
 
-    prime sft run configs/sft/arithmetic.toml
+    prime sft run sft.toml
 
-    prime sft run configs/sft/arithmetic.toml --epochs 2 --trainer.lr 1e-4 --run-name try1
+    prime sft run sft.toml --epochs 2 --trainer.lr 1e-4 --run-name try1
 
-    prime sft run configs/sft/arithmetic.toml --run-name try1 --resume
+    prime sft run sft.toml --run-name try1 --resume
 
 The config speaks RL's vocabulary (model, run_name, seed, [trainer] with LoRA or full, lr, schedule,
 micro_batch_size, max_seq_len, bf16, device; [ckpt]) plus data, epochs, max_steps and batch_size.
@@ -41,7 +41,7 @@ def _group() -> None:
 @user_errors
 def run(
     ctx: typer.Context,
-    config: Path = typer.Argument(..., help="An SFT TOML config (see configs/sft/)."),
+    config: Path = typer.Argument(..., help="An SFT TOML config (docs/sft.md)."),
     resume: str = typer.Option(
         None, "--resume", metavar="[STEP|RUN_DIR]", show_default=False,
         help="Continue a run: no value for the newest checkpoint of the config's run, STEP for that checkpoint, "
