@@ -25,7 +25,7 @@ from evalkit.core.untrusted import json_bytes
 from rl_backend.config import OptimizerFields
 from rl_backend.policy import Policy, Sample, _enable_checkpointing, build_trainable, layout, lr_at, make_optimizer
 from rl_backend.sft_config import SFTConfig, to_toml
-from rl_backend.sft_samples import load_samples
+from rl_backend.sft_samples import load_samples, read_rows
 
 SFT_JOB = "sft"
 RESUME_FIXED = ("model", "data", "seed", "batch_size")
@@ -46,10 +46,13 @@ class SFTPolicy(Policy):
     """RL's :class:`Policy` (merged export, checkpoint state) trained by cross-entropy instead of a policy loss."""
 
     def __init__(self, config: SFTConfig, device: str):
+        import warnings
+
         import torch
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(config.seed)
         self.config, self.device, self.temperature, self.reference = config, device, 1.0, None
         self.model, self.tokenizer = build_trainable(config.model, config.trainer, config.seed, device)
@@ -188,9 +191,10 @@ def run(config: SFTConfig, *, output_dir: Path, resume: runs.ResumeRequest | Non
     resolved = runs.resolve_run(run_dirs(config, output_dir), resume or runs.ResumeRequest())
     run_dir = resolved.run_dir
     with runs.RunLock(run_dir):
+        rows = read_rows(Path(config.data))  # a bad dataset is refused before the model loads
         torch.manual_seed(config.seed)
         policy = SFTPolicy(config, resolve_device(config.trainer.device))
-        all_samples = load_samples(Path(config.data), policy.tokenizer)
+        all_samples = load_samples(Path(config.data), rows, policy.tokenizer)
         samples = [s for s in all_samples if len(s.prompt_ids) + len(s.completion_ids) <= config.trainer.max_seq_len]
         if not samples:
             raise UserError(f"every row of {config.data} is longer than trainer.max_seq_len ({config.trainer.max_seq_len})")

@@ -80,7 +80,8 @@ def to_sample(tokenizer: Any, row: dict[str, Any], where: str) -> Sample:
                   loss_mask=trained[first:])
 
 
-def load_samples(path: Path, tokenizer: Any) -> list[Sample]:
+def load_samples(path: Path, rows: list[dict[str, Any]], tokenizer: Any) -> list[Sample]:
+    """``rows`` (read from ``path`` by :func:`read_rows`, before the model loads) as samples."""
     if not getattr(tokenizer, "is_fast", False):
         raise UserError("SFT needs a fast tokenizer (character offsets mark the assistant's tokens); this model's is slow")
-    return [to_sample(tokenizer, row, f"{path} row {n}") for n, row in enumerate(read_rows(path), 1)]
+    return [to_sample(tokenizer, row, f"{path} row {n}") for n, row in enumerate(rows, 1)]
