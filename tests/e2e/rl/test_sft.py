@@ -75,10 +75,15 @@ def test_sft_lowers_the_loss_and_exports_loadable_weights(tmp_path: Path, tiny_m
     assert summary.steps == 24 == max(losses) and summary.rows == 16
     assert losses[24] < 0.5 * losses[1], losses
     weights = summary.run_dir / "weights" / "step_24"
-    assert sorted(p.name for p in (summary.run_dir / "checkpoints").iterdir())[-1] == "step_8"  # names sort as text
+    assert {p.name for p in (summary.run_dir / "checkpoints").iterdir()} == {f"step_{n}" for n in range(6, 25, 2)}
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(weights)  # what `prime eval run -m` and `prime rl run`'s model load
+    sweep = CliRunner().invoke(app, ["eval", "run", "arithmetic", "-m", str(summary.run_dir / "weights"), "--steps", "all",
+                                     "-n", "1", "-r", "1", "-t", "2", "-o", str(tmp_path / "sweep")])
+    assert sweep.exit_code == 0, sweep.output  # the checkpoint sweep takes an SFT run's weights like an RL run's
+    swept = {int(p.name[5:]) for p in (tmp_path / "sweep" / "sweeps" / "learn" / "arithmetic").glob("step_*")}
+    assert swept == {0, *range(6, 25, 2)}  # the starting model and the 10 kept exports (interval 2, keep_last 10)
 
 
 @pytest.mark.slow
