@@ -11,6 +11,9 @@ The three commands a user runs, each as a subprocess of the real CLI:
 Easy arithmetic has only 100 distinct problems (two one-digit numbers), so the data and the held-out examples
 may share problems; what SFT teaches here is mostly the reply's form (a short answer ending in the number).
 Run by hand: ``python bench/sft_gain.py [--device cuda] [--examples 64] [--epochs 3]``.
+
+Measured 2026-11-27 on the shared 2-core CPU (``--examples 32 --rollouts 8 --epochs 3 --lr 5e-4 --device cpu``): 55 rows
+kept of 256 rollouts (data eval 0.215), 21 LoRA steps, loss 1.37 -> 0.89; held-out greedy 0.188 -> 0.906 (+0.72).
 """
 
 from __future__ import annotations
