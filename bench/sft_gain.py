@@ -48,11 +48,11 @@ def eval_run(out: Path, model: str, *flags: str, env_args: dict | None = None) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=64, help="examples in the data eval and in the held-out eval")
-    parser.add_argument("--rollouts", type=int, default=4, help="rollouts per example of the data eval")
+    parser.add_argument("--examples", type=int, default=32, help="examples in the data eval and in the held-out eval")
+    parser.add_argument("--rollouts", type=int, default=8, help="rollouts per example of the data eval")
     parser.add_argument("--data-seed", type=int, default=1)
     parser.add_argument("--epochs", type=float, default=3)
-    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--output-dir", default="outputs/bench-sft")
     args = parser.parse_args()
