@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from primekit_cli import __version__
-from primekit_cli.commands import data_cmd, env_cmd, eval_cmd, gepa_cmd, lab_cmd, rl_cmd, serve_cmd
+from primekit_cli.commands import data_cmd, env_cmd, eval_cmd, gepa_cmd, lab_cmd, rl_cmd, serve_cmd, sft_cmd
 
 app = typer.Typer(
     name="prime",
@@ -30,6 +30,7 @@ app.add_typer(rl_cmd.app, name="rl")
 app.add_typer(env_cmd.app, name="env")
 app.add_typer(lab_cmd.app, name="lab")
 app.add_typer(data_cmd.app, name="data")
+app.add_typer(sft_cmd.app, name="sft")
 app.command("serve")(serve_cmd.serve)
 
 

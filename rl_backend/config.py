@@ -139,7 +139,10 @@ class AdvantageConfig(_Strict):
     """Divide by the group's reward standard deviation as well (original GRPO); off by default (Dr. GRPO)."""
 
 
-class TrainerConfig(_Strict):
+class OptimizerFields(_Strict):
+    """The trainer knobs RL and SFT share (optimizer, schedule, batching, precision, LoRA, device):
+    ``[trainer]`` of `prime rl run` and of `prime sft run` (:mod:`rl_backend.sft_config`)."""
+
     lr: float = Field(5e-5, gt=0)
     """AdamW learning rate (the peak, after warm-up)."""
     weight_decay: float = Field(0.0, ge=0)
@@ -156,12 +159,44 @@ class TrainerConfig(_Strict):
     """Where ``linear`` and ``cosine`` decay end (at ``max_steps``)."""
     max_grad_norm: float = Field(1.0, ge=0)
     """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before clipping)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more compute)."""
+    micro_batch_size: int = Field(8, gt=0)
+    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer steps per RL step)."""
+    max_seq_len: int = Field(2048, gt=0)
+    """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
+    follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
+    ``sampling.max_tokens`` plus 1024 tokens of prompt, within the model's context length when known."""
+    bf16: bool = False
+    """Train in bfloat16 (halves memory; on CPU also faster where supported)."""
+    lora: LoraConfig | None = Field(default_factory=LoraConfig)
+    """LoRA adapter settings; ``lora = false`` trains all weights."""
+    device: str = "auto"
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        from evalkit.model.devices import check_device
+
+        return check_device(value)
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_bool(cls, value: Any) -> Any:
+        if value is False:
+            return None
+        if value is True:
+            return {}
+        return value
+
+
+class TrainerConfig(OptimizerFields):
+    """RL's ``[trainer]``: the shared optimizer fields plus the policy loss, advantages, KL and off-policy knobs."""
+
     kl_coef: float = Field(0.0, ge=0)
     """Weight of a KL(policy || starting model) penalty per completion token (verifiers' ``beta``); 0: off.
     With LoRA the reference is the base model (the adapter switched off, one extra forward per
     micro-batch); full fine-tuning keeps a frozen copy of the starting weights (twice the memory)."""
-    gradient_checkpointing: bool = False
-    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more compute)."""
     async_level: int = Field(1, ge=0)
     """How many steps generation may run ahead of training: 0 strictly on-policy (no overlap), 1 (default)
     one-step off-policy, N up to N steps (the sampler takes new weights whenever it runs out of batches to
@@ -171,25 +206,13 @@ class TrainerConfig(_Strict):
     """Leave rollouts cut by ``max_tokens`` out of the loss (they still count in the group's mean)."""
     zero_truncated_completions: bool = False
     """Score rollouts cut by ``max_tokens`` 0 before advantages are computed."""
-    micro_batch_size: int = Field(8, gt=0)
-    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer steps per RL step)."""
     num_iterations: int = Field(1, ge=1)
     """Optimizer steps on each step's batch (GRPO's mu, TRL's ``num_iterations``); the importance ratio against the
     sampler's logprobs (pi_old) and the loss's clipping keep the later ones near the sampling policy."""
-    max_seq_len: int = Field(2048, gt=0)
-    """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
-    follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
-    ``sampling.max_tokens`` plus 1024 tokens of prompt, within the model's context length when known."""
-    bf16: bool = False
-    """Train in bfloat16 (halves memory; on CPU also faster where supported)."""
-    lora: LoraConfig | None = Field(default_factory=LoraConfig)
-    """LoRA adapter settings; ``lora = false`` trains all weights."""
     loss: LossConfig = Field(default_factory=LossConfig)
     """Policy loss."""
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
-    device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
     gpus: list[int] | None = None
     """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
@@ -206,13 +229,6 @@ class TrainerConfig(_Strict):
         self.on_policy = self.async_level == 0
         return self
 
-    @field_validator("device")
-    @classmethod
-    def _known_device(cls, value: str) -> str:
-        from evalkit.model.devices import check_device
-
-        return check_device(value)
-
     @model_validator(mode="after")
     def _device_or_gpus(self) -> "TrainerConfig":
         if self.gpus is not None and self.device not in ("auto", "cuda", f"cuda:{self.gpus[0]}"):
@@ -226,15 +242,6 @@ class TrainerConfig(_Strict):
             raise ValueError(
                 f"the trainer runs on one GPU, got {value}; give one index (multi-GPU training: export the config to prime-rl)"
             )
-        return value
-
-    @field_validator("lora", mode="before")
-    @classmethod
-    def _lora_bool(cls, value: Any) -> Any:
-        if value is False:
-            return None
-        if value is True:
-            return {}
         return value
 
 
@@ -650,11 +657,17 @@ def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLCo
     from evalkit.core.secrets_file import resolve_env_files
 
     config.env_file = resolve_env_files(config.env_file, folder)
-    if config.model.startswith((".", "~")) or ("/" in config.model and not config.model.startswith("local/")):
-        candidate = (folder / Path(config.model).expanduser()).resolve()
-        if candidate.exists():
-            config.model = str(candidate)
+    config.model = resolve_local_model(config.model, folder)
     return config
+
+
+def resolve_local_model(model: str, folder: Path) -> str:
+    """A model path written relative to the config's folder, made absolute when it exists there (names stay)."""
+    if model.startswith((".", "~")) or ("/" in model and not model.startswith("local/")):
+        candidate = (folder / Path(model).expanduser()).resolve()
+        if candidate.exists():
+            return str(candidate)
+    return model
 
 
 def to_toml(config: RLConfig) -> str:

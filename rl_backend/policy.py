@@ -54,6 +54,67 @@ def lr_at(trainer: Any, step: int, max_steps: int) -> float:
     return trainer.min_lr + (trainer.lr - trainer.min_lr) * shape
 
 
+def build_trainable(model: str, trainer: Any, seed: int, device: str) -> tuple[Any, Any]:
+    """(the model to train, LoRA-wrapped when ``trainer.lora`` is set; its tokenizer), from RL's or SFT's ``[trainer]``."""
+    import torch
+
+    dtype = "bfloat16" if trainer.bf16 else "float32"
+    net, tokenizer = load_model_and_tokenizer(model, dtype=dtype, device=device)
+    lora = trainer.lora
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(seed)
+        peft_config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                 target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+        try:
+            net = get_peft_model(net, peft_config)
+        except ValueError as exc:
+            from evalkit.core.errors import ConfigError
+
+            raise ConfigError(f"trainer.lora.target_modules does not fit this model: {exc}") from exc
+    return net, tokenizer
+
+
+def make_optimizer(model: Any, trainer: Any) -> Any:
+    """AdamW over the trainable parameters, with ``trainer``'s settings."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=trainer.lr, weight_decay=trainer.weight_decay,
+                             betas=(trainer.adam_beta1, trainer.adam_beta2))
+
+
+@dataclass
+class Layout:
+    """A micro-batch as ``[left-padded prompt | right-padded completion]`` rows: the completion's logits are the
+    last ``comp_width + 1`` positions, so prompts' full-vocabulary logits are never materialised."""
+
+    inputs: dict[str, Any]
+    targets: Any
+    mask: Any
+    comp_width: int
+
+
+def layout(batch: list["Sample"], pad: int, device: str) -> Layout:
+    import torch
+
+    prompt_width = max(len(s.prompt_ids) for s in batch)
+    comp_width = max(len(s.completion_ids) for s in batch)
+    ids = torch.full((len(batch), prompt_width + comp_width), pad, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    comp_mask = torch.zeros((len(batch), comp_width), dtype=torch.float32)
+    for r, s in enumerate(batch):
+        p, c = len(s.prompt_ids), len(s.completion_ids)
+        ids[r, prompt_width - p : prompt_width] = torch.tensor(s.prompt_ids)
+        ids[r, prompt_width : prompt_width + c] = torch.tensor(s.completion_ids)
+        attention[r, prompt_width - p : prompt_width + c] = 1
+        comp_mask[r, :c] = torch.tensor(s.mask(), dtype=torch.float32)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    inputs = {"input_ids": ids.to(device), "attention_mask": attention.to(device), "position_ids": positions.to(device)}
+    return Layout(inputs, ids[:, prompt_width:].to(device), comp_mask.to(device), comp_width)
+
+
 @dataclass
 class Sample:
     """A sequence to train on: what the sampler saw, what it drew, and how good that was.
@@ -88,26 +149,8 @@ class Policy:
         self.config = config
         self.device = device
         self.temperature = config.sampling.temperature
-        dtype = "bfloat16" if config.trainer.bf16 else "float32"
-        net, self.tokenizer = load_model_and_tokenizer(config.model, dtype=dtype, device=device)
+        net, self.tokenizer = build_trainable(config.model, config.trainer, config.seed, device)
         self.lora = config.trainer.lora
-        if self.lora is not None:
-            from peft import LoraConfig, get_peft_model
-
-            torch.manual_seed(config.seed)
-            peft_config = LoraConfig(
-                r=self.lora.rank,
-                lora_alpha=self.lora.alpha,
-                lora_dropout=self.lora.dropout,
-                target_modules=list(self.lora.target_modules),
-                task_type="CAUSAL_LM",
-            )
-            try:
-                net = get_peft_model(net, peft_config)
-            except ValueError as exc:
-                from evalkit.core.errors import ConfigError
-
-                raise ConfigError(f"trainer.lora.target_modules does not fit this model: {exc}") from exc
         self.model = net
         trainer = config.trainer
         self.reference = None
@@ -116,10 +159,7 @@ class Policy:
         if trainer.gradient_checkpointing:
             _enable_checkpointing(net)
         self.model.train()
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            params, lr=trainer.lr, weight_decay=trainer.weight_decay, betas=(trainer.adam_beta1, trainer.adam_beta2)
-        )
+        self.optimizer = make_optimizer(self.model, trainer)
         loss = trainer.loss
         self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps, loss.clip_eps_high,
                                  max_tokens=config.sampling.max_tokens)
@@ -204,29 +244,15 @@ class Policy:
     def _micro_step(self, batch: list[Sample], total_tokens: int, total_sequences: int) -> dict[str, float]:
         import torch
 
-        pad = self.tokenizer.pad_token_id or 0
-        prompt_width = max(len(s.prompt_ids) for s in batch)
-        comp_width = max(len(s.completion_ids) for s in batch)
-        rows = len(batch)
-        ids = torch.full((rows, prompt_width + comp_width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        comp_mask = torch.zeros((rows, comp_width), dtype=torch.float32)
-        old = torch.zeros((rows, comp_width), dtype=torch.float32)
+        lay = layout(batch, self.tokenizer.pad_token_id or 0, self.device)
+        inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
+        old = torch.zeros((len(batch), comp_width), dtype=torch.float32)
         for r, s in enumerate(batch):
-            p, c = len(s.prompt_ids), len(s.completion_ids)
-            ids[r, prompt_width - p : prompt_width] = torch.tensor(s.prompt_ids)
-            ids[r, prompt_width : prompt_width + c] = torch.tensor(s.completion_ids)
-            attention[r, prompt_width - p : prompt_width + c] = 1
-            comp_mask[r, :c] = torch.tensor(s.mask(), dtype=torch.float32)
-            old[r, :c] = torch.tensor(s.sampler_logprobs[:c], dtype=torch.float32)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+            old[r, : len(s.completion_ids)] = torch.tensor(s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32)
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         dev = self.device
-        inputs = {"input_ids": ids.to(dev), "attention_mask": attention.to(dev), "position_ids": positions.to(dev)}
-        targets = ids[:, prompt_width:].to(dev)
         logp_all = self._log_softmax(self.model, inputs, comp_width)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        mask = comp_mask.to(dev)
         result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens, total_sequences)
         loss, kl_sum = result.loss, 0.0
         if self.config.trainer.kl_coef > 0:

@@ -1,0 +1,87 @@
+"""Chat dataset rows as training samples: the conversation through the model's chat template, the loss on the
+assistant's tokens of the completion only.
+
+A row is ``{"prompt": [messages], "completion": [messages], "tools": [...]}`` (`prime data from-eval`'s shape;
+a plain string is one user / assistant message). The whole conversation is rendered once and tokenized with
+character offsets; an assistant message's span is what rendering it adds after the conversation before it
+plus the generation prompt (its text and its end-of-turn token). Tool results and other non-assistant
+messages of the completion stay in the sequence, masked, as RL's interleaved samples mask environment tokens.
+A template that rewrites earlier turns (the rendered prefix is not a prefix of the whole) is refused by row.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalkit.core.errors import UserError
+from rl_backend.policy import Sample
+
+
+def _messages(value: Any, role: str) -> list[dict[str, Any]]:
+    return [{"role": role, "content": value}] if isinstance(value, str) else list(value or [])
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The dataset's rows; a line that is not a JSON object with a prompt and a completion is refused by number."""
+    if not path.is_file():
+        raise UserError(f"dataset {path} not found; write one with `prime data from-eval RUN_DIR -o FILE`")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path} line {number} is not JSON ({exc.msg}); fix or remove it") from None
+        if not isinstance(row, dict) or "prompt" not in row or "completion" not in row:
+            raise UserError(f"{path} line {number} needs 'prompt' and 'completion' (chat messages or text)")
+        rows.append(row)
+    if not rows:
+        raise UserError(f"{path} holds no rows")
+    return rows
+
+
+def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                         add_generation_prompt=generation_prompt)
+
+
+def _trained_spans(tokenizer: Any, prompt: list[dict], completion: list[dict], tools: Any, where: str) -> tuple[str, list[tuple[int, int]]]:
+    """(the rendered conversation, character spans of the completion's assistant messages)."""
+    whole = _render(tokenizer, prompt + completion, tools, False)
+    spans = []
+    for k, message in enumerate(completion):
+        if message.get("role") != "assistant":
+            continue
+        before = _render(tokenizer, prompt + completion[:k], tools, True)
+        upto = _render(tokenizer, prompt + completion[: k + 1], tools, False)
+        if not upto.startswith(before) or not whole.startswith(upto):
+            raise UserError(f"{where}: the chat template renders earlier turns differently once later ones follow "
+                            "(e.g. it drops reasoning); SFT needs each assistant turn to extend the conversation")
+        spans.append((len(before), len(upto)))
+    if not spans:
+        raise UserError(f"{where}: the completion has no assistant message to train on")
+    return whole, spans
+
+
+def to_sample(tokenizer: Any, row: dict[str, Any], where: str) -> Sample:
+    """One row as a :class:`Sample`: prompt ids up to the first trained token, the rest with its loss mask."""
+    prompt, completion = _messages(row["prompt"], "user"), _messages(row["completion"], "assistant")
+    whole, spans = _trained_spans(tokenizer, prompt, completion, row.get("tools"), where)
+    encoded = tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    trained = [any(lo <= start < hi for lo, hi in spans) for start, _ in offsets]
+    if not any(trained) or trained[0]:
+        raise UserError(f"{where}: the assistant's reply needs a prompt before it and at least one token of its own")
+    first = trained.index(True)
+    return Sample(prompt_ids=ids[:first], completion_ids=ids[first:], sampler_logprobs=[], advantage=0.0,
+                  loss_mask=trained[first:])
+
+
+def load_samples(path: Path, rows: list[dict[str, Any]], tokenizer: Any) -> list[Sample]:
+    """``rows`` (read from ``path`` by :func:`read_rows`, before the model loads) as samples."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserError("SFT needs a fast tokenizer (character offsets mark the assistant's tokens); this model's is slow")
+    return [to_sample(tokenizer, row, f"{path} row {n}") for n, row in enumerate(rows, 1)]
