@@ -11,6 +11,7 @@ environments in tests/verifiers_envs/ (upstream shapes, written here).
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -122,7 +123,8 @@ def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solve
     episodes = [json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()]
     assert sorted(t["agent"]["name"] for e in episodes for t in e["traces"]) == ["checker"] * 2 + ["solver"] * 2
     view = prime(project, "eval", "view", str(run_dir(project, "vf-v1-seats")))
-    assert "assistant: 3" in view.stdout and "assistant: 5" in view.stdout
+    shown = re.findall(r"completion/assistant: (\S+)", view.stdout)  # 3 samples of the 4 seat rows (all tied at 1.0)
+    assert view.returncode == 0 and len(shown) == 3 and set(shown) <= {"1", "3", "5"}, view.stdout
 
 
 def test_single_agent_env_with_a_scripted_user(project, solver):
