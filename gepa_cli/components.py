@@ -84,11 +84,12 @@ def check_text(name: str, seed: dict[str, str]) -> Callable[[str], str | None] |
     return check
 
 
-def write_component_files(run_dir: Path, candidate: dict[str, str]) -> None:
+def write_component_files(run_dir: Path, candidate: dict[str, str], *, durable: bool = True) -> None:
     """One file per component other than the system prompt (``tools.json``), from ``candidate``."""
     for name, file in FILES.items():
         if name in candidate:
-            write_text_atomic(run_dir / file, json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n")
+            text = json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n"
+            write_text_atomic(run_dir / file, text, durable=durable)
 
 
 def listing(envs: list[Any]) -> list[str]:

@@ -80,8 +80,9 @@ class _StateTracker:
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
+        self.adapter.budget.checkpoint()  # the exact count, and the next iteration's reservation
         if len(self.state.program_candidates) != self.written:
-            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls, durable=False)
             self.written = len(self.state.program_candidates)
 
     def on_optimization_end(self, event: Any) -> None:
@@ -326,9 +327,10 @@ class _Job:
         if config.stop_at_score is not None:
             stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
         proposals = config.proposals_per_iteration
-        stoppers.append(Named("budget_exhausted", BudgetStopper(
-            self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
-            accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge), record))
+        budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+                                       accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
+        self.budget.chunk = budget_stopper.iteration_cost  # one budget.json write per iteration (budget.py)
+        stoppers.append(Named("budget_exhausted", budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:
             clear_stop_files(stop_files, self.logger.log)
@@ -402,6 +404,7 @@ class _Job:
             except Exception:
                 pass
         self.loop.close()
+        self.budget.settle()  # every rollout reserved in memory counts; nothing more will be spent
         tracked = self.tracker.state if self.tracker is not None else None
         state = tracked if tracked is not None else _try_load_state(self.state_dir)
         if state is not None:
