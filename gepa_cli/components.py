@@ -1,4 +1,4 @@
-"""What a GEPA candidate is made of: the system prompt and, for native tool environments, the tools' descriptions.
+"""What a GEPA candidate is made of: the system prompt and, for tool environments, the tools' descriptions.
 
 ``components`` (``--components system_prompt,tools``) picks them; ``--list-components`` shows what an
 environment offers, with the seed text of each. A candidate is gepa's ``{name: text}`` dict:
@@ -6,7 +6,8 @@ environment offers, with the seed text of each. A candidate is gepa's ``{name: t
 * ``system_prompt``: the shared system prompt (always optimized: the run's output schema, verifiers',
   is built around it), written to ``system_prompt.txt``;
 * ``tools``: a JSON object ``{"tool name": "description"}`` over the tools of every environment of the
-  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv`, written to ``tools.json``, which
+  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv` or a legacy verifiers ``vf.ToolEnv``
+  (:class:`~evalkit.verifiers_compat.legacy_env.VerifiersEnvironment`), written to ``tools.json``, which
   ``prime eval run --tools-file`` applies. A proposal for it must stay such an object naming the same
   tools (:func:`check_text`); the teacher is asked again otherwise.
 """
