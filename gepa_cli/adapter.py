@@ -190,11 +190,11 @@ class SystemPromptAdapter:
         eval_batch: EvaluationBatch[RolloutState, dict[str, Any]],
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
-        states = eval_batch.trajectories or []
-        records = [self._record(state) for state in states]
-        envs = [output["env"] for output in eval_batch.outputs][: len(records)]
+        records = [self._record(state) for state in (eval_batch.trajectories or [])]
+        envs = [output.get("env") for output in eval_batch.outputs]
         # an environment's own prompt (system_prompt:<env>) is shown only that environment's examples
-        return {name: [r for r, env in zip(records, envs) if not name.startswith(f"{COMPONENT}:") or name == f"{COMPONENT}:{env}"]
+        return {name: records if not name.startswith(f"{COMPONENT}:")
+                else [record for record, env in zip(records, envs) if name == f"{COMPONENT}:{env}"]
                 for name in components_to_update}
 
     def _record(self, state: RolloutState) -> dict[str, Any]:

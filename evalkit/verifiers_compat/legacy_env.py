@@ -129,8 +129,9 @@ class VerifiersEnvironment(Environment):
         """The environment's tools (verifiers' ``tool_defs``) as OpenAI tool schemas, with the run's descriptions:
         what :mod:`evalkit.envs.tool_descriptions` reads and replaces. Empty for an ``EnvGroup`` (its members'
         tools differ by row, so there is no one set to describe)."""
-        return [{"type": "function", "function": {"name": tool.name, "description": self._descriptions.get(tool.name, tool.description),
-                                                  "parameters": tool.parameters}} for tool in self._tool_defs()]
+        return [{"type": "function", "function": {"name": tool.name, "parameters": tool.parameters,
+                                                  "description": self._descriptions.get(tool.name, tool.description)}}
+                for tool in self._tool_defs()]
 
     @tool_schemas.setter
     def tool_schemas(self, schemas: list[dict[str, Any]]) -> None:
