@@ -32,7 +32,7 @@ from pathlib import Path
 from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from scripted_client import ScriptedClient, tool_call_reply  # noqa: E402  (the test suite's scripted model)
+from support.scripted_client import ScriptedClient, tool_call_reply  # noqa: E402  (the test suite's scripted model)
 
 from evalkit.core.aio import LoopThread  # noqa: E402
 from evalkit.envs import Rubric, ToolEnv  # noqa: E402
@@ -133,17 +133,18 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
 def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     import gepa
 
+    task = ScriptedClient(task_model, delay_s=args.latency)
+    # timed from the same point as ``ours``: building the environment and splitting its examples included
+    started = time.perf_counter()
     env = make_env(args.examples)
     train, val = build_examples([env], ["gain"], args.train, args.val, seed)
     loop = LoopThread()
-    task = ScriptedClient(task_model, delay_s=args.latency)
     adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), max_concurrent=args.concurrency)
 
     def reflection_lm(prompt: str) -> str:
         time.sleep(args.latency)
         return teacher_text(prompt)
 
-    started = time.perf_counter()
     try:
         result = gepa.optimize(seed_candidate=dict(available([env])), trainset=train, valset=val, adapter=adapter,
                                reflection_lm=reflection_lm, max_metric_calls=args.budget, reflection_minibatch_size=3,

@@ -151,6 +151,7 @@ class SystemPromptAdapter:
             by_env.setdefault(example.env_idx, []).append(position)
 
         async def one_env(env_idx: int, positions: list[int]) -> list[list[RolloutState]]:
+            own = candidate.get(f"{COMPONENT}:{batch[positions[0]].env_id}")  # the environment's own prompt, if optimized
             return await run_groups(
                 self.envs[env_idx],
                 self.client,
@@ -158,7 +159,7 @@ class SystemPromptAdapter:
                 example_ids=[batch[p].row_idx for p in positions],
                 sampling=self.sampling,
                 bound=bound,
-                system_prompt=system_prompt,
+                system_prompt=system_prompt if own is None else self.reveal(own),
                 limits=self.limits,
             )
 
@@ -190,7 +191,11 @@ class SystemPromptAdapter:
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         records = [self._record(state) for state in (eval_batch.trajectories or [])]
-        return {name: records for name in components_to_update}
+        envs = [output.get("env") for output in eval_batch.outputs]
+        # an environment's own prompt (system_prompt:<env>) is shown only that environment's examples
+        return {name: records if not name.startswith(f"{COMPONENT}:")
+                else [record for record, env in zip(records, envs) if name == f"{COMPONENT}:{env}"]
+                for name in components_to_update}
 
     def _record(self, state: RolloutState) -> dict[str, Any]:
         user_turns = [m for m in state.prompt if m.get("role") != "system"]

@@ -1,12 +1,15 @@
-"""What a GEPA candidate is made of: the system prompt and, for native tool environments, the tools' descriptions.
+"""What a GEPA candidate is made of: the system prompt and, for tool environments, the tools' descriptions.
 
 ``components`` (``--components system_prompt,tools``) picks them; ``--list-components`` shows what an
 environment offers, with the seed text of each. A candidate is gepa's ``{name: text}`` dict:
 
 * ``system_prompt``: the shared system prompt (always optimized: the run's output schema, verifiers',
   is built around it), written to ``system_prompt.txt``;
+* ``system_prompt:<env>`` (a multi-environment run): environment ``<env>``'s own system prompt, which
+  replaces ``system_prompt`` for its rollouts; the teacher sees only that environment's examples for it;
 * ``tools``: a JSON object ``{"tool name": "description"}`` over the tools of every environment of the
-  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv`, written to ``tools.json``, which
+  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv` or a legacy verifiers ``vf.ToolEnv``
+  (:class:`~evalkit.verifiers_compat.legacy_env.VerifiersEnvironment`), written to ``tools.json``, which
   ``prime eval run --tools-file`` applies. A proposal for it must stay such an object naming the same
   tools (:func:`check_text`); the teacher is asked again otherwise.
 """
@@ -45,18 +48,31 @@ def tool_descriptions(envs: list[Any]) -> dict[str, str]:
     return found
 
 
-def available(envs: list[Any]) -> dict[str, str]:
-    """The components these environments offer, with their seed text."""
+ENV_PROMPT = f"{COMPONENT}:"
+"""Prefix of a per-environment system prompt component, ``system_prompt:<env id>`` (a multi-environment run)."""
+
+
+def env_prompt(env_id: str) -> str:
+    """The component name of environment ``env_id``'s own system prompt."""
+    return f"{ENV_PROMPT}{env_id}"
+
+
+def available(envs: list[Any], ids: list[str] | None = None) -> dict[str, str]:
+    """The components these environments offer, with their seed text. With several environments (and their
+    ``ids``), each one's own system prompt too: ``system_prompt:<id>``, which replaces the shared
+    ``system_prompt`` for that environment's rollouts (seeded with its own prompt, or the shared one)."""
     found = {COMPONENT: seed_prompt(envs)}
+    if ids and len(envs) > 1:
+        found.update({env_prompt(env_id): env.system_prompt or found[COMPONENT] for env, env_id in zip(envs, ids)})
     tools = tool_descriptions(envs)
     if tools:
         found[TOOLS] = json.dumps(tools, indent=2, ensure_ascii=False)
     return found
 
 
-def seed_candidate(envs: list[Any], names: list[str]) -> dict[str, str]:
+def seed_candidate(envs: list[Any], names: list[str], ids: list[str] | None = None) -> dict[str, str]:
     """The seed candidate of the chosen components; UserError naming what the environments offer."""
-    offered = available(envs)
+    offered = available(envs, ids)
     missing = [name for name in names if name not in offered]
     if missing:
         raise UserError(f"--components: the environment has no {', '.join(missing)} component "
@@ -84,17 +100,18 @@ def check_text(name: str, seed: dict[str, str]) -> Callable[[str], str | None] |
     return check
 
 
-def write_component_files(run_dir: Path, candidate: dict[str, str]) -> None:
+def write_component_files(run_dir: Path, candidate: dict[str, str], *, durable: bool = True) -> None:
     """One file per component other than the system prompt (``tools.json``), from ``candidate``."""
     for name, file in FILES.items():
         if name in candidate:
-            write_text_atomic(run_dir / file, json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n")
+            text = json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n"
+            write_text_atomic(run_dir / file, text, durable=durable)
 
 
-def listing(envs: list[Any]) -> list[str]:
+def listing(envs: list[Any], ids: list[str] | None = None) -> list[str]:
     """``--list-components``: one line per component and its seed text, indented."""
     lines = []
-    for name, text in available(envs).items():
+    for name, text in available(envs, ids).items():
         lines.append(f"{name}:")
         lines.extend(f"    {line}" for line in (text or "(empty)").splitlines())
     return lines

@@ -110,14 +110,18 @@ def frontier_rows(state: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int]) -> tuple[int, list[dict[str, Any]]]:
-    """``results.jsonl``, ``pareto_frontier.jsonl`` and ``system_prompt.txt`` from the current state."""
+def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int], *,
+                          durable: bool = True) -> tuple[int, list[dict[str, Any]]]:
+    """``results.jsonl``, ``pareto_frontier.jsonl`` and ``system_prompt.txt`` from the current state.
+
+    ``durable=False`` (after each iteration) skips the file syncs: the files are rebuilt from the state,
+    durably, when the run ends or resumes (:func:`evalkit.core.fileio.write_bytes_atomic`)."""
     rows = candidate_rows(state, discovered_at)
     lines, rows = zip(*(row_line(row) for row in rows))
     rows = list(rows)
-    write_bytes_atomic(run_dir / RESULTS, b"".join(lines))
-    write_bytes_atomic(run_dir / PARETO_FRONTIER, b"".join(row_line(row)[0] for row in frontier_rows(state)))
+    write_bytes_atomic(run_dir / RESULTS, b"".join(lines), durable=durable)
+    write_bytes_atomic(run_dir / PARETO_FRONTIER, b"".join(row_line(row)[0] for row in frontier_rows(state)), durable=durable)
     best = best_index(state)
-    write_text_atomic(run_dir / SYSTEM_PROMPT, rows[best]["info"]["system_prompt"])
-    write_component_files(run_dir, state.program_candidates[best])
+    write_text_atomic(run_dir / SYSTEM_PROMPT, rows[best]["info"]["system_prompt"], durable=durable)
+    write_component_files(run_dir, state.program_candidates[best], durable=durable)
     return best, rows

@@ -31,7 +31,7 @@ from evalkit.core.types import SamplingArgs
 from evalkit.core.redact import redact
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
-from gepa_cli.components import FILES, TOOLS, check_text, seed_candidate
+from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
 from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
@@ -80,8 +80,9 @@ class _StateTracker:
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
+        self.adapter.budget.checkpoint()  # the exact count, and the next iteration's reservation
         if len(self.state.program_candidates) != self.written:
-            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls)
+            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls, durable=False)
             self.written = len(self.state.program_candidates)
 
     def on_optimization_end(self, event: Any) -> None:
@@ -195,7 +196,7 @@ def run_gepa(
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
     check_installed(config)
-    seed_candidate(envs, config.components)  # a component the environments lack is refused before anything is written
+    seed_candidate(envs, config.components, [spec.id for spec in config.envs])  # a component the environments lack is refused before anything is written
     if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
         price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
@@ -254,7 +255,7 @@ class _Job:
         self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
         self.cost = self._reflection_cost()
-        self.seed = seed_candidate(envs, config.components)
+        self.seed = seed_candidate(envs, config.components, [spec.id for spec in config.envs])
         if config.initial_prompt is not None:
             self.seed[COMPONENT] = config.initial_prompt
 
@@ -274,7 +275,7 @@ class _Job:
 
         config = self.config
         task, teacher = self._open(clients)
-        self.mask = SecretMask(self.seed[COMPONENT])
+        self.mask = SecretMask("\n".join(self.seed[name] for name in self._prompt_components))
         saved_state = self._saved_state()
         checks = {name: check for name in self.seed if (check := check_text(name, self.seed)) is not None}
         proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks,
@@ -326,9 +327,10 @@ class _Job:
         if config.stop_at_score is not None:
             stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
         proposals = config.proposals_per_iteration
-        stoppers.append(Named("budget_exhausted", BudgetStopper(
-            self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
-            accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge), record))
+        budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+                                       accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
+        self.budget.chunk = budget_stopper.iteration_cost  # one budget.json write per iteration (budget.py)
+        stoppers.append(Named("budget_exhausted", budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:
             clear_stop_files(stop_files, self.logger.log)
@@ -352,7 +354,12 @@ class _Job:
     def _hidden_seed(self) -> dict[str, str]:
         """The seed candidate as gepa and the teacher see it: secret values of the system prompt masked
         (:class:`gepa_cli.secret_mask.SecretMask`); rollouts reveal them again."""
-        return {**self.seed, COMPONENT: self.mask.hide(self.seed[COMPONENT])}
+        return {**self.seed, **{name: self.mask.hide(self.seed[name]) for name in self._prompt_components}}
+
+    @property
+    def _prompt_components(self) -> list[str]:
+        """The seed's system prompts: the shared one and any environment's own (``system_prompt:<env>``)."""
+        return [name for name in self.seed if name == COMPONENT or name.startswith(ENV_PROMPT)]
 
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
@@ -402,6 +409,7 @@ class _Job:
             except Exception:
                 pass
         self.loop.close()
+        self.budget.settle()  # every rollout reserved in memory counts; nothing more will be spent
         tracked = self.tracker.state if self.tracker is not None else None
         state = tracked if tracked is not None else _try_load_state(self.state_dir)
         if state is not None:

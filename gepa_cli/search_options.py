@@ -63,8 +63,9 @@ class GepaSearchFields(BaseModel):
     proposal_selection: Literal["all", "best"] = "all"
     """Of one iteration's children that pass acceptance, validate all, or only the best improvement."""
     components: list[str] = Field(default_factory=lambda: ["system_prompt"])
-    """What a candidate is made of: system_prompt, and tools (the descriptions of a native tool environment's
-    tools, written to tools.json); see --list-components."""
+    """What a candidate is made of: system_prompt, tools (the descriptions of a tool environment's tools, written
+    to tools.json), and in a multi-environment run system_prompt:<env> (that environment's own prompt); see
+    --list-components."""
     module_selector: Literal["round_robin", "all"] = "round_robin"
     """With several components: rewrite one per proposal in turn (round_robin), or all of them at once."""
 
@@ -93,7 +94,7 @@ class GepaSearchFields(BaseModel):
     @field_validator("components")
     @classmethod
     def _known_components(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in COMPONENTS]
+        unknown = [name for name in value if name not in COMPONENTS and not (name.startswith("system_prompt:") and name[14:])]
         if unknown:
             raise ValueError(f"unknown component {', '.join(map(repr, unknown))} (known: {', '.join(COMPONENTS)})")
         if "system_prompt" not in value:

@@ -22,20 +22,26 @@ from evalkit.core.errors import UserError
 from evalkit.core.untrusted import json_bytes, utf8
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
     """Replace ``path`` with ``text`` (as UTF-8; bad code points replaced, see :mod:`evalkit.core.untrusted`)
     in one rename; the file gets ordinary 0644 permissions."""
-    write_bytes_atomic(path, utf8(text))
+    write_bytes_atomic(path, utf8(text), durable=durable)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one rename; the file gets ordinary 0644 permissions."""
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` in one rename; the file gets ordinary 0644 permissions.
+
+    ``durable=False`` skips the file sync (a few ms on a busy disk): the rename still makes the write
+    all-or-nothing for a killed process, but after a power loss the file may be empty or old. Only for
+    files rewritten later from durable ones (a GEPA run's candidate files, rebuilt from its state when it
+    ends or resumes)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by others
         os.replace(tmp, path)
     except BaseException:

@@ -153,8 +153,8 @@ GEPA_METADATA: Schema = {
     "num_rollout_errors": WHOLE_OR_NULL, "rollout_errors_by_kind": Field(_wholes_object, "an object of whole numbers"),
     "started_at": TEXT_OR_NULL, "reflection_cost_usd": NUMBER_OR_NULL, "stopped_by": TEXT_OR_NULL,
 }
-BUDGET: Schema = {"max_calls": WHOLE_OR_NULL, "used": WHOLE, "reflection_calls": WHOLE}
-"""GEPA's ``budget.json``: the rollouts a run has spent (what ``--resume`` must not lose)."""
+BUDGET: Schema = {"max_calls": WHOLE_OR_NULL, "used": WHOLE, "reserved": WHOLE, "reflection_calls": WHOLE}
+"""GEPA's ``budget.json``: the rollouts a run has spent and reserved (what ``--resume`` must not lose)."""
 RL_METRICS_ROW: Schema = {
     "step": Field(whole, "a whole number", required=True), "loss": NUMBER_OR_NULL, "eval_reward": NUMBER_OR_NULL,
     "reward_mean": NUMBER_OR_NULL,

@@ -40,6 +40,7 @@ from typing import Any
 
 from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.core.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import signature_cache
@@ -71,6 +72,8 @@ class VerifiersEnvironment(Environment):
         if env_args and not getattr(vf_env, "env_args", None):
             vf_env.env_args = dict(env_args)
         self.system_prompt = vf_env.system_prompt
+        self._descriptions: dict[str, str] = {}
+        """Tool descriptions set for the whole run (``--tools-file``), by tool name."""
         self.sampling_args = to_sampling_args(vf_env.sampling_args)
         self.group_scored = any(bool(leaf.requires_group_rollouts) for leaf in leaf_envs(vf_env))
         self.pass_threshold = float(getattr(vf_env, "pass_threshold", 0.5))
@@ -120,11 +123,39 @@ class VerifiersEnvironment(Environment):
             raise UserError(f"the {split} of verifiers environment '{self.env_id}' failed to build: "
                             f"{type(exc).__name__}: {exc}") from exc
 
+    # ----- tool descriptions (GEPA's ``tools`` component, ``--tools-file``) -------------------------
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The environment's tools (verifiers' ``tool_defs``) as OpenAI tool schemas, with the run's descriptions:
+        what :mod:`evalkit.envs.tool_descriptions` reads and replaces. Empty for an ``EnvGroup`` (its members'
+        tools differ by row, so there is no one set to describe)."""
+        return [{"type": "function", "function": {"name": tool.name, "parameters": tool.parameters,
+                                                  "description": self._descriptions.get(tool.name, tool.description)}}
+                for tool in self._tool_defs()]
+
+    @tool_schemas.setter
+    def tool_schemas(self, schemas: list[dict[str, Any]]) -> None:
+        self._descriptions = {s["function"]["name"]: str(s["function"].get("description") or "") for s in schemas}
+
+    def _tool_defs(self) -> list[Any]:
+        return [tool for tool in getattr(self.vf_env, "tool_defs", None) or [] if hasattr(tool, "model_copy")]
+
+    def _described_input(self, vf_input: dict[str, Any]) -> dict[str, Any]:
+        """``vf_input`` with the run's or the GEPA candidate's tool descriptions in ``info["tool_defs"]``, which
+        verifiers' ``init_state`` prefers to the environment's own tools (unchanged when none are set)."""
+        descriptions = {**self._descriptions, **(TOOL_DESCRIPTIONS.get() or {})}
+        info = vf_input.get("info")
+        if not descriptions or not self._tool_defs() or not isinstance(info if info is not None else {}, dict):
+            return vf_input
+        tools = [tool.model_copy(update={"description": descriptions[tool.name]}) if tool.name in descriptions else tool
+                 for tool in self._tool_defs()]
+        return {**vf_input, "info": {**(info or {}), "tool_defs": tools}}
+
     # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
     def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
         """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
-        state.extra[_VF_INPUT] = rollout_input(row, state.prompt, example_id)
+        state.extra[_VF_INPUT] = self._described_input(rollout_input(row, state.prompt, example_id))
         return state
 
     def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:

@@ -159,7 +159,7 @@ def _list_components(config: Any) -> None:
     from gepa_cli.components import listing
     from gepa_cli.runner import load_envs
 
-    for line in listing(load_envs(config)):
+    for line in listing(load_envs(config), [spec.id for spec in config.envs]):
         typer.echo(line)
 
 

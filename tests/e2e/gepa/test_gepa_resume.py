@@ -39,10 +39,12 @@ CHILD = textwrap.dedent(
 
 
 def _used(run_dir: Path) -> int:
+    """What a resume counts as spent: the rollouts used, or the reservation beyond them when it is larger."""
     try:
-        return json.loads((run_dir / "budget.json").read_text())["used"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        saved = json.loads((run_dir / "budget.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
         return 0
+    return max(saved.get("used", 0), saved.get("reserved", 0))
 
 
 def spawn_child(tmp_path: Path, source: str) -> subprocess.Popen:
@@ -60,8 +62,11 @@ def test_kill_and_resume_stays_within_budget(tmp_path):
     try:
         deadline = time.monotonic() + 60
         # past the seed pass (6) and into the second iteration's minibatches
-        while _used(run_dir) < 15 and time.monotonic() < deadline and child.poll() is None:
+        # (the seed pass reserves the first iteration too, so wait for the state the seed pass saves)
+        state = run_dir / "state" / "gepa_state.bin"
+        while (_used(run_dir) < 15 or not state.is_file()) and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.02)
+        time.sleep(0.1)  # into the iteration's rollouts
         assert child.poll() is None, "the child finished before it could be killed"
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
