@@ -64,6 +64,6 @@ def apply_descriptions(env: Any, descriptions: dict[str, str], source: str) -> N
 def read_tools_file(path: str | Path) -> dict[str, Any]:
     """The JSON object in a ``tools.json`` (as GEPA writes it); UserError when it is not one."""
     from evalkit.core.fileio import read_user_text
-    from evalkit.loading.resolve import parse_json_object
+    from evalkit.core.json_args import parse_json_object
 
     return parse_json_object(read_user_text(Path(path), "--tools-file"), f"--tools-file {path}")

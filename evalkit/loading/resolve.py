@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from evalkit.core.json_args import parse_json_object
 from evalkit.core.errors import UserError
 
 BUILTIN_PACKAGE = "evalkit.builtin"
@@ -223,21 +224,6 @@ def _import_error(env_id: str, where: str, exc: ImportError) -> UserError:
 def _is_verifiers_missing(exc: BaseException) -> bool:
     name = getattr(exc, "name", None) or ""
     return isinstance(exc, ModuleNotFoundError) and name.split(".")[0] == "verifiers"
-
-
-def parse_json_object(raw: str | dict[str, Any] | None, what: str) -> dict[str, Any]:
-    """A command-line JSON object (``-a``, ``-S``) -> dict; bad JSON or a non-object is a UserError naming ``what``."""
-    if raw is None or raw == "":
-        return {}
-    if isinstance(raw, dict):
-        return dict(raw)
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {raw}") from exc
-    if not isinstance(value, dict):
-        raise UserError(f"{what} must be a JSON object like '{{\"key\": 1}}', got: {raw}")
-    return value
 
 
 def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:

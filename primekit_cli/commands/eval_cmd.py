@@ -242,7 +242,8 @@ def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperatu
                     extra_env_kwargs: str | None, header: list[str] | None) -> dict[str, Any]:
     """-S (whose keys win over -t/-T, as in vf-eval), -a, -x and --header as config fields."""
     from evalkit.clients.providers import parse_headers
-    from evalkit.loading.resolve import parse_env_args, parse_json_object
+    from evalkit.core.json_args import parse_json_object
+    from evalkit.loading.resolve import parse_env_args
 
     loose = {key: value for key, value in (("max_tokens", max_tokens), ("temperature", temperature)) if value is not None}
     sampling = {**loose, **parse_json_object(sampling_args, "--sampling-args")}

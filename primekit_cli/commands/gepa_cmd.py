@@ -14,7 +14,8 @@ import typer
 
 from evalkit.core import runs
 from evalkit.core.errors import UserError
-from evalkit.loading.resolve import parse_env_args, parse_json_object
+from evalkit.core.json_args import parse_json_object
+from evalkit.loading.resolve import parse_env_args
 from evalkit.core.secrets_file import load_env_files
 from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command, help_section
 from primekit_cli import options

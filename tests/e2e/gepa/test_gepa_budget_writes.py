@@ -15,7 +15,6 @@ from evalkit.core.errors import UserError
 from gepa_cli.budget import RolloutBudget, saved_usage
 from gepa_cli.runner import run_gepa
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_gepa_job import config, make_env, task_model  # noqa: E402
 
 
