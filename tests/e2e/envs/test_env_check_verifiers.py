@@ -19,14 +19,11 @@ ENVS = VERIFIERS_ENVS
 LEGACY = not str(verifiers.__version__).startswith("0.4.")
 
 HONEST = [("vf_counter", 1.0), ("vf_envgroup", 1.0), ("vf_math", 1.0), ("vf_task_str", 1.0), ("vf_mix", 2.0),
-          ("vf_group", 1.5), ("vf_single", 1.5)]
+          ("vf_group", 1.5), ("vf_single", 1.5), ("vf_tools", 1.0), ("vf_completion", 1.0)]
 """Legacy environments that pass, with the top of their declared range (weights that sum past 1)."""
-V1_HONEST = ["vf_v1_chat", "vf_v1_math", "vf_v1_opener", "vf_v1_pkg", "vf_v1_seats"]
+V1_HONEST = ["vf_v1_chat", "vf_v1_math", "vf_v1_opener", "vf_v1_pkg", "vf_v1_seats", "vf_v1_shared"]
 FINDINGS = [
-    ("vf_buggy", "finite", True),  # a reward function divides by zero
-    ("vf_tools", "all-answers", True),  # `answer in reply`: a list of every answer pays in full
-    ("vf_completion", "echo", True),  # pays any reply of at most 12 words, and `answer in reply`
-    ("vf_v1_shared", "all-answers", False),  # the same substring check as vf_tools
+    ("vf_buggy", "finite", True),  # a reward function divides by zero: the fixture for failing rewards, broken on purpose
 ]
 """(environment, the check that fails, whether it needs the legacy API)."""
 

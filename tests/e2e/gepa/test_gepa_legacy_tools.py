@@ -30,7 +30,7 @@ def sent(client: ScriptedClient) -> set[str]:
 
 
 async def rollout(env) -> ScriptedClient:
-    client = ScriptedClient([tool_call_reply("add", '{"a": 0, "b": 1}'), "The answer is 1."])
+    client = ScriptedClient([tool_call_reply("add", '{"a": 3, "b": 4}'), "The answer is 7."])
     state = await env.rollout(client, env.get_eval_dataset(n=1)[0])
     assert state.error is None and state.reward == 1.0  # the tool still runs
     return client

@@ -17,6 +17,7 @@ from support import VERIFIERS_ENVS
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -60,7 +61,10 @@ def test_traces_are_redacted_and_capped_like_results(tmp_path):
     (results,) = (tmp_path / "out").rglob("results.jsonl")
     traces = results.with_name("traces.jsonl")
     rows = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [row["reward"] for row in rows] == [1.0, 1.0]  # the tool's output reached the model and the reply
+    # the tool's output (the sum, then the echoed text) reached the model and its reply; the reward is not read
+    # here: verifiers 0.4 puts a truncation warning, with its own numbers, before the tool's output
+    quoted = [re.search(r"(\d+) \[redacted\] Authorization", row["completion"][-1]["content"]) for row in rows]
+    assert all(row["error"] is None for row in rows) and sorted(q.group(1) for q in quoted if q) == ["7", "9"]
     text = traces.read_text()
     for secret in (KEY, TOKEN, BEARER):
         assert secret not in text

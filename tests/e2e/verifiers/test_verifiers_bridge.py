@@ -57,12 +57,12 @@ async def test_legacy_rollout_keeps_the_clients_completion_per_turn(environments
 async def test_tool_env_gets_tool_schemas_and_runs_async_tools(environments):
     env = load_environment("vf-tools", {"num_examples": 1})
     row = env.get_eval_dataset(n=1)[0]
-    client = ScriptedClient([tool_call_reply("add", '{"a": 0, "b": 1}'), "The answer is 1."])
+    client = ScriptedClient([tool_call_reply("add", '{"a": 3, "b": 4}'), "The answer is 7."])
     state = await env.rollout(client, row)
     assert state.reward == 1.0 and state.metrics["add_calls"] == 1.0 and state.stop_condition == "no_tools_called"
     schema = client.requests[0]["tools"][0]["function"]
     assert schema["name"] == "add" and schema["parameters"]["required"] == ["a", "b"]
-    assert state.completion[1] == {"role": "tool", "content": "1", "tool_call_id": "call_0"}
+    assert state.completion[1] == {"role": "tool", "content": "7", "tool_call_id": "call_0"}
 
 
 async def test_failed_model_call_is_an_error_row(environments):

@@ -79,8 +79,8 @@ def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verif
     rows = rows_of(folder)
     assert [r["reward"] for r in rows] == [1.0] * 4 and all(r["error"] is None for r in rows)
     call = rows[0]["completion"][0]["tool_calls"][0]["function"]
-    assert call["name"] == "calc_add" and json.loads(call["arguments"]) == {"a": 0, "b": 2}
-    assert rows[0]["completion"][1]["role"] == "tool" and rows[0]["completion"][1]["content"] == "2"
+    assert call["name"] == "calc_add" and json.loads(call["arguments"]) == {"a": 3, "b": 4}
+    assert rows[0]["completion"][1]["role"] == "tool" and rows[0]["completion"][1]["content"] == "7"
 
     from evalkit.verifiers_compat.v1_api import read_episodes
 

@@ -1,5 +1,5 @@
 """A completion-mode environment (message_type="completion"): each row's prompt is text to continue, with a
-stop string and a reward on the continuation."""
+stop string and a reward on the continuation: its first word must be the word the sentence was cut before."""
 
 import verifiers as vf
 from datasets import Dataset
@@ -12,17 +12,19 @@ TEXTS = [
 
 
 def load_environment(max_words: int = 12):
-    rows = [{"prompt": text, "answer": text.split()[-1]} for text in TEXTS]
+    rows = [{"prompt": text.rsplit(" ", 1)[0], "answer": text.rsplit(" ", 1)[1]} for text in TEXTS]
 
     def short_continuation(completion) -> float:
         return 1.0 if 0 < len(str(completion[-1]["content"]).split()) <= max_words else 0.0
 
-    def mentions_last_word(completion, answer) -> float:
-        return 1.0 if answer in str(completion[-1]["content"]) else 0.0
+    def next_word(completion, answer) -> float:
+        words = str(completion[-1]["content"]).split()
+        return 1.0 if words and words[0].strip(".,;:!?").lower() == answer.lower() else 0.0
 
     return vf.SingleTurnEnv(
         message_type="completion",
         dataset=Dataset.from_list(rows),
-        rubric=vf.Rubric(funcs=[short_continuation, mentions_last_word], weights=[0.5, 1.0]),
+        # the length is a metric (weight 0): a short reply is no achievement on its own
+        rubric=vf.Rubric(funcs=[short_continuation, next_word], weights=[0.0, 1.0]),
         sampling_args={"stop": ["\n"]},
     )

@@ -2,6 +2,7 @@
 wiki_search): verifiers starts the server once for the whole run, as a subprocess (``python -m vf_v1_shared``)."""
 
 import os
+import re
 from pathlib import Path
 
 import verifiers.v1 as vf
@@ -44,7 +45,9 @@ class SumData(vf.TaskData):
 class SumTask(vf.Task[SumData]):
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
-        return float(self.data.answer in (trace.last_reply or ""))
+        numbers = re.findall(r"-?\d+", trace.last_reply or "")
+        # the first number stated: a reply quotes the tool's result, which may carry more text and numbers after it
+        return float(bool(numbers) and numbers[0] == self.data.answer)
 
 
 class SharedCalcConfig(vf.TasksetConfig):
@@ -58,7 +61,7 @@ class SharedCalcTaskset(vf.Taskset[SumTask, SharedCalcConfig]):
         return [CalcToolset(config.tools)]
 
     def load(self):
-        return [SumTask(SumData(idx=i, prompt=f"What is {i}+{i + 2}? Use the calculator.", answer=str(2 * i + 2)),
+        return [SumTask(SumData(idx=i, prompt=f"What is {i + 3}+{i + 4}? Use the calculator.", answer=str(2 * i + 7)),
                         self.config.task)
                 for i in range(self.config.num_tasks)]
 
