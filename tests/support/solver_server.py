@@ -5,7 +5,8 @@ Run as a script (``python tests/solver_server.py``); it prints ``PORT <n>`` once
 
 It reads the conversation and answers the way a model that always knows the answer would:
 
-- a judge prompt (verifiers' ``JudgeRubric`` template mentions the "ground truth") -> ``yes``;
+- a judge prompt (verifiers' ``JudgeRubric`` template mentions the "ground truth") -> ``yes``; started with
+  ``--grade``, a judge that reads the response: ``yes`` only when it states one number, the ground truth;
 - a GEPA reflection request (it shows the current instruction in a ```-fenced block) -> that instruction
   plus " Double-check the sum." in a fenced block;
 - tools offered and the last message is the user's ``What is A+B?`` -> one call of the tool named ``add``
@@ -41,13 +42,22 @@ def _text(message: dict[str, Any]) -> str:
     return str(content or "")
 
 
-def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+def grade(prompt: str) -> str:
+    """A judge's verdict on verifiers' template (fenced ground truth, then the fenced response): the response
+    must state exactly one number, the ground truth's, so an echoed question or a list of answers is a no."""
+    truth = re.search(r"Ground truth answer:\s*```\s*(.*?)\s*```", prompt, re.DOTALL)
+    response = re.search(r"Response:\s*```\s*(.*?)\s*```", prompt, re.DOTALL)
+    numbers = re.findall(r"-?\d+", response.group(1)) if response else []
+    return "yes" if truth and numbers == [truth.group(1).strip()] else "no"
+
+
+def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, grading: bool = False) -> dict[str, Any]:
     """The assistant message a correct model sends next."""
     system = " ".join(_text(m) for m in messages if m.get("role") == "system").lower()
     last = messages[-1] if messages else {"role": "user", "content": ""}
     text = _text(last)
     if any("ground truth" in _text(m).lower() for m in messages):
-        return {"role": "assistant", "content": "yes"}
+        return {"role": "assistant", "content": grade(text) if grading else "yes"}
     fenced = re.search(r"```[^\n`]*\n(.*?)```", text, re.DOTALL)
     if last.get("role") == "user" and fenced:
         return {"role": "assistant", "content": f"```\n{fenced.group(1).strip()} Double-check the sum.\n```"}
@@ -73,13 +83,13 @@ def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) ->
     return {"role": "assistant", "content": str(a + b)}
 
 
-def make_app() -> web.Application:
+def make_app(grading: bool = False) -> web.Application:
     seen: list[dict[str, Any]] = []
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
         seen.append(body)
-        message = solve(body.get("messages") or [], body.get("tools"))
+        message = solve(body.get("messages") or [], body.get("tools"), grading)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         words = len(str(message.get("content") or "").split()) or 1
         return web.json_response({
@@ -106,9 +116,10 @@ class SolverServer(ScriptServer):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--grade", action="store_true", help="judge prompts get a verdict that reads the response")
     args = parser.parse_args()
 
-    serve_forever(make_app(), args.port)
+    serve_forever(make_app(args.grade), args.port)
 
 
 if __name__ == "__main__":

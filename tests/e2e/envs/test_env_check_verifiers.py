@@ -52,3 +52,21 @@ def test_gameable_or_broken_reward_is_flagged(env_id: str, check: str, legacy: b
     if legacy and not LEGACY:
         pytest.skip("the legacy API is in verifiers 0.3.1")
     assert {c.name: c.status for c in report(env_id).checks}[check] == "fail"
+
+
+def test_judged_environment_passes_with_a_judge_that_reads_the_response():
+    """vf_judge scores through its own LLM judge: with one that grades (yes only for the right number), the
+    rubric is honest; with one that says yes to everything, every floor policy is paid, and the check says so."""
+    if not LEGACY:
+        pytest.skip("the legacy API is in verifiers 0.3.1")
+    from support.solver_server import SolverServer
+
+    for grading, failed in ((True, set()), (False, {"echo", "rubric-quote", "huge", "all-answers"})):
+        judge = SolverServer(*(["--grade"] if grading else []))
+        try:
+            checked = check_environment(EnvCheckOptions(env_id="vf_judge", num_examples=2, environments_dir=ENVS,
+                                                        env_args={"judge_base_url": judge.base_url}))
+        finally:
+            judge.stop()
+        assert {c.name for c in checked.checks if c.status == "fail"} & failed == failed, [c.to_dict() for c in checked.checks]
+        assert checked.failed == bool(failed)
