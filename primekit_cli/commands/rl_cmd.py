@@ -3,7 +3,6 @@ run for prime-rl, Tinker or SkyRL)."""
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -190,6 +189,7 @@ def export(
 ) -> None:
     from rl_backend.config import load_rl_config
     from rl_backend.export import export_config, output_path, write_export
+    from rl_backend.export.common import command_line
     from rl_backend.handoff import print_notes
 
     output = output_path(output, config) if output is not None else None
@@ -200,5 +200,5 @@ def export(
         return
     for path in write_export(result, output, force=force):
         print(f"wrote {path}", file=sys.stderr)
-    print(shlex.join(result.command))
+    print(command_line(result.command))
 

@@ -300,6 +300,19 @@ def _ansi_c(char: str) -> str:
     return char
 
 
+class Operator(str):
+    """A shell operator the exporter itself puts between two commands (SkyRL's dataset step ``&&`` its trainer):
+    left bare on the printed line, where a word from a config, whatever it spells, is always quoted."""
+
+
+AND_THEN = Operator("&&")
+
+
+def command_line(words: list[str]) -> str:
+    """``words`` as one line a user can paste into bash: each word quoted as data, each :class:`Operator` bare."""
+    return " ".join(str(word) if isinstance(word, Operator) else shell_word(word) for word in words)
+
+
 def shell_command(head: list[str], args: list[str]) -> str:
     """``head`` on one line and each argument on its own continuation line, quoted for bash."""
     return " \\\n  ".join([" ".join(shell_word(word) for word in head), *(shell_word(arg) for arg in args)])

@@ -16,7 +16,7 @@ from typing import Any
 
 from rl_backend.config import RLConfig
 from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked, comment_word,
-                                      one_env_problems, shell_command, shell_word)
+                                      one_env_problems, shell_command, shell_word, AND_THEN)
 from rl_backend.losses import clip_range
 
 TARGET = "skyrl"
@@ -206,5 +206,5 @@ def export(config: RLConfig, **_: Any) -> Export:
         "# 2) training\n"
         + shell_command(train_head, overrides) + ' "$@"\n'
     )
-    command = [*dataset_head, *dataset_args, "&&", *train_head, *overrides]
+    command = [*dataset_head, *dataset_args, AND_THEN, *train_head, *overrides]
     return Export(TARGET, text, ".skyrl.sh", command=command, notes=notes)

@@ -401,3 +401,17 @@ def test_baseline_runs_before_prime_rl_and_a_refusal_stops_the_launch(
     assert json.loads((run_dir / "baseline.json").read_text())["mean_reward"] == 1.0
     assert (run_dir / "baseline" / "results.jsonl").is_file()
     assert (tmp_path / "argv.json").is_file()
+
+
+@needs_verifiers
+def test_the_printed_skyrl_command_pastes_into_bash(tmp_path: Path, in_repo: Path) -> None:
+    """The line printed after ``-o``: the dataset step ``&&`` the trainer, with ``&&`` an operator, not a word."""
+    result = CliRunner().invoke(app, ["rl", "export", "configs/rl/digit-sums-vf.toml", "--target", "skyrl",
+                                      "-o", str(tmp_path / "run.skyrl.sh")])
+    assert result.exit_code == 0, result.output
+    line = result.stdout.strip().splitlines()[-1]
+    assert " && " in line and "'&&'" not in line
+    words = shlex.split(line)
+    assert words.count("&&") == 1 and words[words.index("&&") + 1:] == export_config(
+        load_rl_config(REPO / "configs/rl/digit-sums-vf.toml"), "skyrl").command[words.index("&&") + 1:]
+    assert subprocess.run(["bash", "-n", "-c", line]).returncode == 0
