@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import re
 import types
 import typing
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from evalkit.core.errors import UserError
+from evalkit.vocabulary.optional import description_text
 
 
 def flag_name(field: str) -> str:
@@ -57,7 +57,7 @@ def _is_json(field: FieldInfo) -> bool:
 
 
 def _help(field: FieldInfo, choices: tuple[Any, ...]) -> str:
-    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", " ".join((field.description or "").split()))
+    text = description_text(field)
     if choices:
         text += f" One of: {', '.join(map(str, choices))}."
     default = field.get_default(call_default_factory=True)

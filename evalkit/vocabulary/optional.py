@@ -32,9 +32,14 @@ def all_optional(name: str, *groups: type[BaseModel], exclude: frozenset[str] = 
 
 
 def field_help(group: type[BaseModel], key: str) -> str:
-    """A field's description in one line of plain text (the CLI's help for the option that sets it): Sphinx roles
-    become their target's last name, double backquotes plain text."""
-    text = " ".join((group.model_fields[key].description or "").split())
+    """A field's description in one line of plain text (the CLI's help for the option that sets it)."""
+    return description_text(group.model_fields[key])
+
+
+def description_text(field: FieldInfo) -> str:
+    """A field's description in one line of plain text: Sphinx roles become their target's last name, double
+    backquotes plain text (help text is read in a terminal, not rendered)."""
+    text = " ".join((field.description or "").split())
     text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
     return text.replace("``", "")
 
