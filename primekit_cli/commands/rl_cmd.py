@@ -188,12 +188,11 @@ def export(
                                 "resolved and the file it points to is written."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o file (never the config itself)."),
 ) -> None:
-    from rl_backend.config import load_rl_config
-    from rl_backend.export import export_config, output_path, write_export
+    from rl_backend.export import export_file, output_path, write_export
     from rl_backend.handoff import print_notes
 
     output = output_path(output, config) if output is not None else None
-    result = export_config(load_rl_config(config, list(ctx.args)), target, output)
+    result = export_file(config, list(ctx.args), target, output)
     print_notes(result.target, result.notes)
     if output is None:
         sys.stdout.write(result.text)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.tomlio import dumps
-from rl_backend.config import RLConfig
+from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
 from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
@@ -141,18 +141,22 @@ def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: 
 
 
 def _trainer(config: RLConfig) -> dict[str, Any]:
-    trainer = config.trainer
-    out: dict[str, Any] = {
-        "optim": {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay,
-                  "max_norm": trainer.max_grad_norm, "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2},
-        "scheduler": _scheduler(config),
-        "loss": _loss(config),
-    }
-    if trainer.lora is not None:
-        lora = trainer.lora
-        out["model"] = {"lora": {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
-                                 "target_modules": list(lora.target_modules)}}
+    out: dict[str, Any] = {"optim": optim_table(config.trainer), "scheduler": scheduler_table(config.trainer, config.max_steps),
+                           "loss": _loss(config)}
+    if config.trainer.lora is not None:
+        out["model"] = {"lora": lora_table(config.trainer.lora)}
     return out
+
+
+def optim_table(trainer: OptimizerFields) -> dict[str, Any]:
+    """``[optim]``: AdamW with primekit's values (RL's ``[trainer.optim]``, SFT's top-level ``[optim]``)."""
+    return {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay, "max_norm": trainer.max_grad_norm,
+            "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2}
+
+
+def lora_table(lora: LoraConfig) -> dict[str, Any]:
+    """``[model.lora]`` with every value written (prime-rl's default target modules differ from primekit's)."""
+    return {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout, "target_modules": list(lora.target_modules)}
 
 
 LOSS_KNOBS = ("mask_low", "mask_high", "clip_eps", "clip_eps_high")
@@ -170,15 +174,13 @@ def _loss(config: RLConfig) -> dict[str, Any]:
     return {"type": "custom", "import_path": IMPORT_PATH, "kwargs": kwargs}
 
 
-def _scheduler(config: RLConfig) -> dict[str, Any]:
+def scheduler_table(trainer: OptimizerFields, max_steps: int) -> dict[str, Any]:
     """primekit's schedule: linear warm-up, then constant, or decaying to ``min_lr`` at ``max_steps``."""
-    trainer = config.trainer
     warmup = trainer.warmup_steps
     if trainer.lr_scheduler_type == "cosine":
         return {"type": "cosine", "warmup_steps": warmup, "min_lr": trainer.min_lr}
     if trainer.lr_scheduler_type == "linear":
-        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, config.max_steps - warmup),
-                "min_lr": trainer.min_lr}
+        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, max_steps - warmup), "min_lr": trainer.min_lr}
     return {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
 
 
