@@ -22,6 +22,7 @@ from rl_backend.export import prime_rl_sft
 from rl_backend.export.common import covered, leaf_paths
 from rl_backend.sft_config import SFTConfig
 from support import TESTS
+from support.prime_rl import prime_rl_python
 from support.report_runs import make_eval_runs
 
 GOLDEN = TESTS / "golden" / "export" / "sft.prime-rl.toml"
@@ -138,15 +139,6 @@ def test_assistant_turns_in_the_prompt_are_noted(tmp_path: Path, dataset: Path) 
     assert code == 0 and "1 row(s) have assistant messages in their prompt" in output
 
 
-def _prime_rl_python() -> str | None:
-    """An interpreter where prime-rl's SFT config imports: PRIME_RL_PYTHON, else this one, else None."""
-    import sys
-
-    candidate = os.environ.get("PRIME_RL_PYTHON") or sys.executable
-    found = subprocess.run([candidate, "-c", "import prime_rl.configs.sft"], capture_output=True)
-    return candidate if found.returncode == 0 else None
-
-
 VALIDATE = """
 import json, sys
 from pydantic_config import cli
@@ -167,7 +159,7 @@ print(json.dumps({
 
 @pytest.mark.parametrize("variant", ["golden", "full"])
 def test_prime_rls_own_sft_config_accepts_the_export(tmp_path: Path, dataset: Path, variant: str) -> None:
-    python = _prime_rl_python()
+    python = prime_rl_python("prime_rl.configs.sft")
     if python is None:
         pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     args = [] if variant == "golden" else ["--trainer.lora", "false", "--max-steps", "6", "--trainer.lr_scheduler_type",
