@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.core.tomlio import dumps
 from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
-from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
+from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
 TARGET = "prime-rl"
@@ -86,7 +86,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
     "baseline", "ckpt.save_weights", "rollout_timeout", "score_timeout", "max_message_chars",
-    "trainer.gradient_checkpointing", "health",
+    "trainer.gradient_checkpointing",
 )
 """Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
 places trainer and vLLM by ``[deployment]``, writes its own weights, has no baseline checks
@@ -94,6 +94,7 @@ places trainer and vLLM by ``[deployment]``, writes its own weights, has no base
 rollout guards (rollout and score timeouts, message cap) bound only primekit's own rollouts. Not carried."""
 
 NO_MEANING: dict[str, str] = {
+    **HALT_ON,
     "sampling.top_p": "prime-rl samples training rollouts with top_p = 1.0",
     "trainer.loss.entropy_coef": "prime-rl's losses have no entropy term",
     "trainer.num_iterations": "prime-rl takes one optimizer step per batch",
