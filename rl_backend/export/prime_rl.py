@@ -46,7 +46,7 @@ MAPPING: dict[str, str] = {
     "buffer.env_ratios": "orchestrator.train.source.ratio",
     "trainer.lr": "trainer.optim.lr",
     "trainer.weight_decay": "trainer.optim.weight_decay",
-    "trainer.max_grad_norm": "trainer.optim.max_norm",
+    "trainer.max_grad_norm": "trainer.optim.max_norm (0, no clipping: \"None\")",
     "trainer.warmup_steps": "trainer.scheduler (constant, or linear warm-up)",
     "trainer.max_seq_len": "seq_len",
     "trainer.lora.rank": "trainer.model.lora.rank",
@@ -150,8 +150,12 @@ def _trainer(config: RLConfig) -> dict[str, Any]:
 
 
 def optim_table(trainer: OptimizerFields) -> dict[str, Any]:
-    """``[optim]``: AdamW with primekit's values (RL's ``[trainer.optim]``, SFT's top-level ``[optim]``)."""
-    return {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay, "max_norm": trainer.max_grad_norm,
+    """``[optim]``: AdamW with primekit's values (RL's ``[trainer.optim]``, SFT's top-level ``[optim]``).
+
+    ``max_grad_norm = 0`` is primekit's "no clipping"; prime-rl would clip to a norm of 0 (every gradient zeroed)
+    and turns clipping off with ``max_norm = None``, which its config loader reads from the TOML string "None"."""
+    max_norm: float | str = trainer.max_grad_norm or "None"
+    return {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay, "max_norm": max_norm,
             "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2}
 
 

@@ -163,7 +163,8 @@ def test_prime_rls_own_sft_config_accepts_the_export(tmp_path: Path, dataset: Pa
     if python is None:
         pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     args = [] if variant == "golden" else ["--trainer.lora", "false", "--max-steps", "6", "--trainer.lr_scheduler_type",
-                                           "cosine", "--ckpt.interval", "0", "--model", "meta-llama/Llama-3.2-1B-Instruct"]
+                                           "cosine", "--ckpt.interval", "0", "--model", "meta-llama/Llama-3.2-1B-Instruct",
+                                           "--trainer.max_grad_norm", "0"]
     code, output, out = _export(tmp_path, dataset, *args)
     assert code == 0, output
     result = subprocess.run([python, "-c", VALIDATE, str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -174,7 +175,8 @@ def test_prime_rls_own_sft_config_accepts_the_export(tmp_path: Path, dataset: Pa
     assert data == {"type": "sft", "name": str(tmp_path / "sft.prime-rl.data"), "batch_size": 4, "seq_len": 1024,
                     "seed": 7, "shuffle": True, "micro_batch_size": 1}
     assert got["data"]["loss_mask"] == {"system": False, "user": False, "assistant": True, "tool": False}
-    assert got["optim"] == ["adamw", 2e-4, 0.01, 0.5, 0.9, 0.95] and got["run"] == "try1"
+    max_norm = 0.5 if variant == "golden" else None  # primekit's 0 (no clipping) is prime-rl's None, never 0
+    assert got["optim"] == ["adamw", 2e-4, 0.01, max_norm, 0.9, 0.95] and got["run"] == "try1"
     assert got["renderer"] == "auto" and got["deployment"] == ["single_node", 1]
     if variant == "golden":
         assert (got["model"], got["max_steps"]) == ("Qwen/Qwen3-0.6B", 11)
