@@ -124,7 +124,7 @@ def _taken(run_dir: Path) -> str:
     if kind == "gepa":
         # even a run killed before its first save has spent rollouts; only --resume may add to its count
         return f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o"
-    return (f"{run_dir} holds an {'RL' if kind == 'rl' else kind} run, not a GEPA run; -o names the GEPA run's own "
+    return (f"{run_dir} holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run; -o names the GEPA run's own "
             "folder: pick a new or empty one (or leave -o out)")
 
 
@@ -162,7 +162,7 @@ def saved_config(resolved: runs.ResolvedRun) -> dict[str, Any]:
     saved = data.get("job_config") or data.get("config") or {}
     if "max_calls" not in saved:
         kind = detect_kind(run_dir)
-        what = f"holds an {'RL' if kind == 'rl' else kind} run, not a GEPA run" if kind != "gepa" else "was not written by prime gepa run"
+        what = f"holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run" if kind != "gepa" else "was not written by prime gepa run"
         raise UserError(f"--resume: {run_dir} {what} (no job_config in its {runs.METADATA})")
     return dict(saved)
 

@@ -155,11 +155,11 @@ def to_samples(batch: StepBatch) -> list[Sample]:
             if advantage is None:  # errored without a score, or masked as truncated: nothing to learn from
                 continue
             for response in state.responses:
-                samples.append(checked_sample(response, advantage))
+                samples.append(checked_sample(response, advantage, batch.env_of.get(state.example_id)))
     return samples
 
 
-def checked_sample(response: Completion, advantage: float) -> Sample:
+def checked_sample(response: Completion, advantage: float, env: str | None = None) -> Sample:
     """One model turn as a sample; a UserError when the backend gave no token ids or a logprob per token."""
     if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
         raise UserError(
@@ -176,4 +176,5 @@ def checked_sample(response: Completion, advantage: float) -> Sample:
         completion_ids=list(response.completion_token_ids),
         sampler_logprobs=list(response.logprobs),
         advantage=advantage,
+        env=env,
     )

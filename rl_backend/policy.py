@@ -128,6 +128,9 @@ class Sample:
     sampler_logprobs: list[float]
     advantage: float
     loss_mask: list[bool] | None = None
+    env: str | None = None
+    """The environment the rollout came from (its ``[[env]]`` label): the trainer's per-environment statistics
+    (``entropy/<env>/mean``, as prime-rl's trainer names them)."""
 
     def mask(self) -> list[bool]:
         return list(self.loss_mask) if self.loss_mask is not None else [True] * len(self.completion_ids)
@@ -211,6 +214,7 @@ class Policy:
 
         total_tokens = sum(s.trained_tokens for s in usable)
         sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0}
+        by_env: dict[str, list[float]] = {}  # env -> [entropy summed over its trained tokens, those tokens]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         size = self.config.trainer.micro_batch_size
@@ -219,6 +223,9 @@ class Policy:
             out = self._micro_step(ordered[start : start + size], total_tokens, len(ordered))
             for key in sums:
                 sums[key] += out[key]
+            for env, (entropy, tokens) in out["entropy_by_env"].items():
+                held = by_env.setdefault(env, [0.0, 0.0])
+                held[0], held[1] = held[0] + entropy, held[1] + tokens
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = self.config.trainer.max_grad_norm or math.inf  # 0: measure the norm, clip nothing
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip)) if usable else 0.0
@@ -236,6 +243,7 @@ class Policy:
             masked_frac=sums["masked"] / denom,
             clipped_frac=sums["clipped"] / denom,
             **({"kl_ref": sums["kl_ref"] / denom} if self.config.trainer.kl_coef > 0 else {}),
+            **{f"entropy/{env}/mean": entropy / max(1.0, tokens) for env, (entropy, tokens) in sorted(by_env.items())},
             grad_norm=grad_norm,
             lr=lr,
             train_tokens=float(total_tokens),
@@ -265,10 +273,16 @@ class Policy:
         if bonus > 0:  # the entropy bonus: higher entropy lowers the loss
             loss = loss - bonus * (entropy * mask).sum() / max(1, total_tokens)
         loss.backward()
-        entropy_sum = float((entropy.detach() * mask).sum())
+        per_row = (entropy.detach() * mask).sum(-1).tolist()
+        by_env: dict[str, tuple[float, float]] = {}
+        for sample, row_sum, row_tokens in zip(batch, per_row, mask.sum(-1).tolist()):
+            if sample.env is not None:
+                held = by_env.get(sample.env, (0.0, 0.0))
+                by_env[sample.env] = (held[0] + row_sum, held[1] + float(row_tokens))
         return {
             "loss": float(loss.detach()),
-            "entropy": entropy_sum,
+            "entropy": sum(per_row),
+            "entropy_by_env": by_env,
             "mismatch_kl": result.mismatch_kl,
             "masked": result.masked_tokens,
             "clipped": result.clipped_tokens,

@@ -405,7 +405,7 @@ class Trainer:
         self.check_template([state for group in batch.kept for state in group])
         if self.config.trajectory_strategy == "interleaved":
             samples = interleave(batch.kept, batch.advantages, retokenize=self.config.retokenize,
-                                 tokenizer=self.policy.tokenizer, model=self.config.model)
+                                 tokenizer=self.policy.tokenizer, model=self.config.model, env_of=batch.env_of)
         else:
             samples = to_samples(batch)
         train_started = time.perf_counter()

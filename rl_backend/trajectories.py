@@ -104,8 +104,9 @@ def refusal(found: PrefixBreak, tokenizer: Any, model: str) -> UserError:
 
 
 def interleave(kept: Iterable[list[RolloutState]], advantages: dict[tuple[int, int], float], *, retokenize: bool,
-               tokenizer: Any = None, model: str = "the model") -> list[Sample]:
-    """One sample per rollout (several with ``retokenize`` where its turns break the prefix property)."""
+               tokenizer: Any = None, model: str = "the model", env_of: dict[int, str] | None = None) -> list[Sample]:
+    """One sample per rollout (several with ``retokenize`` where its turns break the prefix property); ``env_of``
+    labels each with its example's environment."""
     samples: list[Sample] = []
     for group in kept:
         for state in group:
@@ -115,7 +116,7 @@ def interleave(kept: Iterable[list[RolloutState]], advantages: dict[tuple[int, i
             current: Sample | None = None
             prefix: list[int] = []
             for index, response in enumerate(state.responses):
-                turn = checked_sample(response, advantage)
+                turn = checked_sample(response, advantage, (env_of or {}).get(state.example_id))
                 if current is not None and turn.prompt_ids[: len(prefix)] == prefix:
                     _extend(current, turn, len(prefix))
                 else:

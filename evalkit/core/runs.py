@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 import time
+import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,7 +253,7 @@ def newest_eval_run(output_dir: str | Path | None = None) -> Path | None:
 
 
 # ----- what kind of run a folder holds, and where runs are ----------------------------------------------
-Kind = Literal["eval", "gepa", "rl", "sweep"]
+Kind = Literal["eval", "gepa", "rl", "sft", "sweep"]
 RL_MARKERS = (RESOLVED_CONFIG, METRICS, BASELINE, CHECKPOINTS_DIR)
 """What an RL run writes first: its resolved config, then its baseline, metrics and checkpoints."""
 
@@ -262,11 +263,21 @@ def is_rl_run(path: Path) -> bool:
     return any((path / name).exists() for name in RL_MARKERS)
 
 
+def is_sft_run(path: Path) -> bool:
+    """A training run dir whose resolved config is `prime sft run`'s (a ``data`` file, no ``[[env]]``)."""
+    try:
+        config = tomllib.loads((path / RESOLVED_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return "data" in config and "env" not in config
+
+
 def detect_kind(path: Path) -> Kind | None:
     """The kind of run in ``path``, or ``None`` when it holds none of a run's files.
 
     - a checkpoint sweep (``<rl run>/sweeps/<env>``): ``sweep.json`` beside ``step_N/`` eval run dirs;
-    - RL (``<out>/rl/<run>``): any of :data:`RL_MARKERS`;
+    - RL (``<out>/rl/<run>``): any of :data:`RL_MARKERS`; SFT (``<out>/sft/<run>``, the same layout): those
+      markers with a resolved config that names a ``data`` file and no ``[[env]]``;
     - GEPA (``<out>/gepa/<env>--<model>/<run>``): ``metadata.json`` saying ``kind``/``eval_kind`` ``"gepa"``, or a
       ``pareto_frontier.jsonl`` (our layout and verifiers' ``save_gepa_results`` one);
     - eval (``<out>/evals/<env>--<model>/<run>``, and eval dirs inside RL runs): ``results.jsonl`` or ``metadata.json``.
@@ -274,7 +285,7 @@ def detect_kind(path: Path) -> Kind | None:
     if (path / SWEEP_FILE).is_file():
         return "sweep"
     if is_rl_run(path):
-        return "rl"
+        return "sft" if is_sft_run(path) else "rl"
     meta = read_object(path / METADATA)
     if (path / PARETO_FRONTIER).is_file() or "gepa" in (meta.get("kind"), meta.get("eval_kind")):
         return "gepa"
@@ -291,7 +302,7 @@ def require_kind(path: Path) -> Kind:
     if kind is None:
         raise UserError(
             f"{path} is not a run dir (no {RESULTS}, {METADATA}, {METRICS} or {SWEEP_FILE} in it); "
-            "pass an eval, GEPA or RL run dir or a checkpoint sweep"
+            "pass an eval, GEPA, RL or SFT run dir or a checkpoint sweep"
         )
     return kind
 

@@ -5,9 +5,10 @@ tool calls and tool results included), ``tools`` (the OpenAI tool schemas the en
 had tools) and ``provenance`` (run dir, environment, model, example, rollout, reward). prime-rl's SFT
 trainer reads ``prompt``/``completion``/``tools`` as they are; the split keeps the loss on the completion.
 
-Kept: rollouts scored without an error (an errored rollout is no example of good behaviour) whose reward
-is at least ``min_reward``; with ``best_of_group`` only the best of each example's rollouts (ties: the
-lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
+Kept: rollouts scored without an error (an errored rollout is no example of good behaviour), not cut off
+at the token limit (``is_truncated``: a completion that stops mid-answer teaches the model to stop
+mid-answer, however it scored; ``keep_truncated`` keeps them) and whose reward is at least ``min_reward``;
+with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
 warning) and written through the same UTF-8 and number checks as every primekit output.
 """
 
@@ -35,6 +36,7 @@ class FromEval:
     errored: int
     below: int
     not_best: int
+    truncated: int = 0
 
 
 def _messages(value: Any, role: str) -> list[dict[str, Any]]:
@@ -48,7 +50,8 @@ def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return read_object(run_dir / METADATA, EVAL_METADATA), read_jsonl(run_dir / RESULTS, EVAL_ROW)
 
 
-def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, counts: FromEval) -> Iterable[dict[str, Any]]:
+def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, counts: FromEval,
+             keep_truncated: bool = False) -> Iterable[dict[str, Any]]:
     """The dataset rows of ``run_dirs``, run by run, in example and rollout order; ``counts`` collects the tallies."""
     for run_dir in run_dirs:
         meta, rows = _run_rows(run_dir)
@@ -57,6 +60,8 @@ def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, c
         for row in rows:
             if row.get("error") or row.get("reward") is None:
                 counts.errored += 1
+            elif row.get("is_truncated") and not keep_truncated:
+                counts.truncated += 1
             elif float(row["reward"]) < min_reward:
                 counts.below += 1
             else:
@@ -85,14 +90,15 @@ def _dataset_row(run_dir: Path, meta: dict[str, Any], row: dict[str, Any]) -> di
 
 
 def write_sft_dataset(run_dirs: Sequence[Path], output: Path, min_reward: float = 1.0,
-                      best_of_group: bool = False) -> FromEval:
+                      best_of_group: bool = False, keep_truncated: bool = False) -> FromEval:
     """Write the dataset to ``output`` (JSONL, atomically); refuses when no rollout qualifies."""
     counts = FromEval(path=output, written=0, rollouts=0, errored=0, below=0, not_best=0)
-    lines = [row_line(row)[0] for row in sft_rows(run_dirs, min_reward, best_of_group, counts)]
+    lines = [row_line(row)[0] for row in sft_rows(run_dirs, min_reward, best_of_group, counts, keep_truncated)]
     counts.written = len(lines)
     if not lines:
+        cut = f", {counts.truncated} truncated (--keep-truncated keeps them)" if counts.truncated else ""
         raise UserError(f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
-                        f"({counts.rollouts} rollouts, {counts.errored} errored, {counts.below} below); lower --min-reward")
+                        f"({counts.rollouts} rollouts, {counts.errored} errored{cut}, {counts.below} below); lower --min-reward")
     output.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output, b"".join(lines))
     return counts

@@ -49,6 +49,11 @@ def build_context(run_dirs: list[Path]) -> dict[str, Any]:
     from evalkit.report.html_rl import rl_context
     from evalkit.report.rl_data import load_rl_run
 
+    if kind == "sft":
+        from evalkit.report.sft_data import sft_context
+
+        return sft_context([load_rl_run(path, label) for path, label in zip(run_dirs, labels)])
+
     return rl_context([load_rl_run(path, label) for path, label in zip(run_dirs, labels)])
 
 

@@ -80,7 +80,11 @@ def _default_label(path: Path, info: dict[str, Any]) -> str:
 
 def header(run: SweepRun) -> list[tuple[str, str]]:
     info = run.info
-    pairs = [("environment", str(info.get("env_id") or "?")), ("RL run", str(info.get("rl_run") or "?")),
+    from evalkit.core.runs import is_sft_run
+
+    trained = str(info.get("rl_run") or "")
+    pairs = [("environment", str(info.get("env_id") or "?")),
+             ("SFT run" if trained and is_sft_run(Path(trained)) else "RL run", trained or "?"),
              ("starting model (step 0)", str(info.get("base_model") or "not evaluated")),
              ("examples x rollouts", f"{info.get('num_examples', '?')} x {info.get('rollouts_per_example', '?')}"),
              ("steps", ", ".join(str(p.step) for p in run.points))]

@@ -103,6 +103,20 @@ def _render_health(run: RLRun, console: Console) -> None:
         console.print(f"health: no alarms over {len(run.steps)} steps")
 
 
+def render_sft(run: RLRun, console: Console) -> None:
+    """Header, then the last steps' loss, gradient norm, learning rate, tokens and epoch."""
+    from evalkit.report.sft_data import STEP_COLUMNS, header, step_rows
+
+    console.print(_pairs_table(f"SFT · {run.label}", header(run)))
+    table = Table(title=f"Steps (last {MAX_STEPS_SHOWN})" if len(run.steps) > MAX_STEPS_SHOWN else "Steps", title_justify="left")
+    for title in ("step", *(title for _, title, _ in STEP_COLUMNS)):
+        table.add_column(title, justify="right")
+    for row in step_rows(run)[-MAX_STEPS_SHOWN:]:
+        table.add_row(str(row[0]), *(_fmt(value, digits) for value, (_, _, digits) in zip(row[1:], STEP_COLUMNS)))
+    console.print(table)
+    console.print(f"run dir: {run.path}", soft_wrap=True)
+
+
 def render_sweep(run: SweepRun, console: Console) -> None:
     """Header, then one line per checkpoint step with its reward against the starting model's."""
     console.print(_pairs_table(f"Sweep · {run.label}", sweep_header(run)))

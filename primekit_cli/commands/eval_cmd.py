@@ -402,6 +402,10 @@ def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, sampl
             from evalkit.report.rl_data import load_rl_run
 
             terminal.render_rl(load_rl_run(path), console)
+        elif kind == "sft":
+            from evalkit.report.rl_data import load_rl_run
+
+            terminal.render_sft(load_rl_run(path), console)
         elif kind == "sweep":
             from evalkit.report.sweep_data import load_sweep
 

@@ -164,6 +164,8 @@ Examples:
 
     prime rl export configs/rl/digit-sums-vf.toml --target skyrl -o train-skyrl.sh
 
+    prime rl export sft.toml --target prime-rl -o sft.prime-rl.toml     (an SFT config: prime-rl's `uv run sft`)
+
 Targets: prime-rl {EXPORT_VERSIONS["prime-rl"]} (the file `uv run rl @ FILE` reads; validated by loading exported files with
 prime-rl's own config classes, pydantic_config.cli(RLConfig)), tinker-cookbook {EXPORT_VERSIONS["tinker"]} (the verifiers_rl recipe), SkyRL's verifiers integration
 ({EXPORT_VERSIONS["skyrl"]}). Every value where the target's default differs from what `prime rl run` does is
@@ -181,19 +183,19 @@ Without -o the file goes to stdout. Dotted overrides work as for `prime rl run` 
 @user_errors
 def export(
     ctx: typer.Context,
-    config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
+    config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/), or an SFT config (docs/sft.md: "
+                                  "prime-rl only; the dataset folder is written beside -o)."),
     target: str = typer.Option("prime-rl", "--target", "-t", metavar="prime-rl|tinker|skyrl", help="Which trainer."),
     output: Path = typer.Option(None, "--output", "-o", help="File to write (default: stdout); a symlink is "
                                 "resolved and the file it points to is written."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o file (never the config itself)."),
 ) -> None:
-    from rl_backend.config import load_rl_config
-    from rl_backend.export import export_config, output_path, write_export
+    from rl_backend.export import export_file, output_path, write_export
     from rl_backend.export.common import command_line
     from rl_backend.handoff import print_notes
 
     output = output_path(output, config) if output is not None else None
-    result = export_config(load_rl_config(config, list(ctx.args)), target, output)
+    result = export_file(config, list(ctx.args), target, output)
     print_notes(result.target, result.notes)
     if output is None:
         sys.stdout.write(result.text)

@@ -24,6 +24,8 @@ Examples:
 
     prime sft run sft.toml --run-name try1 --resume
 
+    prime rl export sft.toml --target prime-rl -o sft.prime-rl.toml     (the same SFT for prime-rl's `uv run sft`)
+
 The config speaks RL's vocabulary (model, run_name, seed, [trainer] with LoRA or full, lr, schedule,
 micro_batch_size, max_seq_len, bf16, device; [ckpt]) plus data, epochs, max_steps and batch_size.
 Outputs go to OUTPUT_DIR/sft/RUN_NAME/: config.resolved.toml, metrics.jsonl, checkpoints/step_N/ and

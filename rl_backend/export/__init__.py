@@ -1,4 +1,4 @@
-"""Exports of primekit's RL config to trainers that run beyond one machine: prime-rl, Tinker, SkyRL.
+"""Exports of primekit's RL config (and SFT config, to prime-rl: :mod:`.prime_rl_sft`) to trainers that run beyond one machine: prime-rl, Tinker, SkyRL.
 
 Each target is one module with one job (:mod:`.prime_rl`, :mod:`.tinker`, :mod:`.skyrl`): an
 ``export(config, ...) -> Export`` that translates what carries, writes every value where the
@@ -16,7 +16,8 @@ from types import ModuleType
 
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_text_atomic
-from rl_backend.config import RLConfig
+from evalkit.core.tomlio import load_toml
+from rl_backend.config import RLConfig, load_rl_config
 from rl_backend.export import prime_rl, skyrl, tinker
 from rl_backend.export.common import Export
 
@@ -32,6 +33,25 @@ def export_config(config: RLConfig, target: str, output: Path | None = None) -> 
     return run(config, output=output)
 
 
+def is_sft_config(path: Path) -> bool:
+    """Whether ``path`` is a `prime sft run` config (it names a ``data`` file and no ``[[env]]``)."""
+    data = load_toml(path)
+    return "data" in data and "env" not in data
+
+
+def export_file(path: Path, overrides: list[str], target: str, output: Path | None = None) -> Export:
+    """Export the RL or SFT config at ``path`` (dotted ``overrides`` applied); SFT configs go to prime-rl only."""
+    if not is_sft_config(path):
+        return export_config(load_rl_config(path, overrides), target, output)
+    if target != prime_rl.TARGET:
+        raise UserError(f"{path} is an SFT config (`prime sft run`); it exports to prime-rl only (--target prime-rl), "
+                        f"not {target}")
+    from rl_backend.export import prime_rl_sft
+    from rl_backend.sft_config import load_sft_config
+
+    return prime_rl_sft.export(load_sft_config(path, overrides), output=output)
+
+
 def output_path(output: Path, config_path: Path) -> Path:
     """Where ``-o output`` is written: a symlink is resolved (the file it points to is written, and that path
     is what the printed command names); UserError when that is the input config itself."""
@@ -42,22 +62,24 @@ def output_path(output: Path, config_path: Path) -> Path:
 
 
 def write_export(result: Export, output: Path, *, force: bool = False) -> list[Path]:
-    """Write the export (and the files that must sit beside it) atomically; returns the paths written.
+    """Write the export (and the files that must sit beside it, a name with a folder in it made there)
+    atomically; returns the paths written.
 
     A file already there is replaced only with ``force`` (checked for every path before anything is written)."""
-    paths = [output, *(output.with_name(name) for name in result.extra_files)]
+    paths = [output, *(output.parent / name for name in result.extra_files)]
     existing = [str(path) for path in paths if path.exists() or path.is_symlink()]
     if existing and not force:
         raise UserError(f"{', '.join(existing)} already exists; pass --force to replace it, or choose another -o")
     written = []
     output.parent.mkdir(parents=True, exist_ok=True)
     for name, text in result.extra_files.items():
-        write_text_atomic(output.with_name(name), text)
-        written.append(output.with_name(name))
+        (output.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(output.parent / name, text)
+        written.append(output.parent / name)
     write_text_atomic(output, result.text)
     if result.suffix.endswith(".sh"):
         output.chmod(0o755)
     return [output, *written]
 
 
-__all__ = ["TARGETS", "Export", "export_config", "output_path", "write_export"]
+__all__ = ["TARGETS", "Export", "export_config", "export_file", "is_sft_config", "output_path", "write_export"]

@@ -202,7 +202,12 @@ NEWER_NOTED: dict[str, str] = {
     "retokenize": "the target builds its own training samples from multi-turn rollouts",
 }
 """Keys of the RL config that change nothing a target trains: noted when set, for every target."""
-NEWER_SAME_AT_DEFAULT = ("sampling.top_k", "sampling.min_p", "sampling.repetition_penalty", "sampling.enable_thinking",
+HALT_ON: dict[str, str] = {
+    "health.halt_on": "--halt-on: primekit's health checks watch its own trainer's steps; the target trains and logs "
+                      "its own (train with --backend primekit to halt on alarms)",
+}
+"""A key no target can carry, refused when set (its default, no alarms, is what every target does)."""
+NEWER_SAME_AT_DEFAULT = ("health.halt_on", "sampling.top_k", "sampling.min_p", "sampling.repetition_penalty", "sampling.enable_thinking",
                          "sampling.reasoning_effort", "trainer.kl_coef", "trainer.mask_truncated_completions",
                          "trainer.zero_truncated_completions", "eval.env", "filter.oversampling_factor")
 """Keys whose primekit default (off) is what every target does (no note when untouched)."""

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.tomlio import dumps
-from rl_backend.config import RLConfig
-from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
+from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
+from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
 TARGET = "prime-rl"
@@ -46,7 +46,7 @@ MAPPING: dict[str, str] = {
     "buffer.env_ratios": "orchestrator.train.source.ratio",
     "trainer.lr": "trainer.optim.lr",
     "trainer.weight_decay": "trainer.optim.weight_decay",
-    "trainer.max_grad_norm": "trainer.optim.max_norm",
+    "trainer.max_grad_norm": "trainer.optim.max_norm (0, no clipping: \"None\")",
     "trainer.warmup_steps": "trainer.scheduler (constant, or linear warm-up)",
     "trainer.max_seq_len": "seq_len",
     "trainer.lora.rank": "trainer.model.lora.rank",
@@ -86,7 +86,7 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "seed", "trainer.micro_batch_size", "trainer.bf16", "trainer.device", "trainer.gpus", "inference",
     "baseline", "ckpt.save_weights", "rollout_timeout", "score_timeout", "max_message_chars",
-    "trainer.gradient_checkpointing", "health",
+    "trainer.gradient_checkpointing",
 )
 """Keys about this machine's run: prime-rl packs micro-batches by tokens, trains in its own precision,
 places trainer and vLLM by ``[deployment]``, writes its own weights, has no baseline checks
@@ -94,6 +94,7 @@ places trainer and vLLM by ``[deployment]``, writes its own weights, has no base
 rollout guards (rollout and score timeouts, message cap) bound only primekit's own rollouts. Not carried."""
 
 NO_MEANING: dict[str, str] = {
+    **HALT_ON,
     "sampling.top_p": "prime-rl samples training rollouts with top_p = 1.0",
     "trainer.loss.entropy_coef": "prime-rl's losses have no entropy term",
     "trainer.num_iterations": "prime-rl takes one optimizer step per batch",
@@ -141,18 +142,26 @@ def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: 
 
 
 def _trainer(config: RLConfig) -> dict[str, Any]:
-    trainer = config.trainer
-    out: dict[str, Any] = {
-        "optim": {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay,
-                  "max_norm": trainer.max_grad_norm, "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2},
-        "scheduler": _scheduler(config),
-        "loss": _loss(config),
-    }
-    if trainer.lora is not None:
-        lora = trainer.lora
-        out["model"] = {"lora": {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout,
-                                 "target_modules": list(lora.target_modules)}}
+    out: dict[str, Any] = {"optim": optim_table(config.trainer), "scheduler": scheduler_table(config.trainer, config.max_steps),
+                           "loss": _loss(config)}
+    if config.trainer.lora is not None:
+        out["model"] = {"lora": lora_table(config.trainer.lora)}
     return out
+
+
+def optim_table(trainer: OptimizerFields) -> dict[str, Any]:
+    """``[optim]``: AdamW with primekit's values (RL's ``[trainer.optim]``, SFT's top-level ``[optim]``).
+
+    ``max_grad_norm = 0`` is primekit's "no clipping"; prime-rl would clip to a norm of 0 (every gradient zeroed)
+    and turns clipping off with ``max_norm = None``, which its config loader reads from the TOML string "None"."""
+    max_norm: float | str = trainer.max_grad_norm or "None"
+    return {"type": "adamw", "lr": trainer.lr, "weight_decay": trainer.weight_decay, "max_norm": max_norm,
+            "betas1": trainer.adam_beta1, "betas2": trainer.adam_beta2}
+
+
+def lora_table(lora: LoraConfig) -> dict[str, Any]:
+    """``[model.lora]`` with every value written (prime-rl's default target modules differ from primekit's)."""
+    return {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout, "target_modules": list(lora.target_modules)}
 
 
 LOSS_KNOBS = ("mask_low", "mask_high", "clip_eps", "clip_eps_high")
@@ -170,15 +179,13 @@ def _loss(config: RLConfig) -> dict[str, Any]:
     return {"type": "custom", "import_path": IMPORT_PATH, "kwargs": kwargs}
 
 
-def _scheduler(config: RLConfig) -> dict[str, Any]:
+def scheduler_table(trainer: OptimizerFields, max_steps: int) -> dict[str, Any]:
     """primekit's schedule: linear warm-up, then constant, or decaying to ``min_lr`` at ``max_steps``."""
-    trainer = config.trainer
     warmup = trainer.warmup_steps
     if trainer.lr_scheduler_type == "cosine":
         return {"type": "cosine", "warmup_steps": warmup, "min_lr": trainer.min_lr}
     if trainer.lr_scheduler_type == "linear":
-        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, config.max_steps - warmup),
-                "min_lr": trainer.min_lr}
+        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, max_steps - warmup), "min_lr": trainer.min_lr}
     return {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
 
 

@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked, comment_word,
-                                      one_env_problems, shell_command, shell_word, AND_THEN)
+from rl_backend.export.common import (AND_THEN, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked,
+                                      comment_word, one_env_problems, shell_command, shell_word)
 from rl_backend.losses import clip_range
 
 TARGET = "skyrl"
@@ -65,9 +65,10 @@ MAPPING: dict[str, str] = {
 }
 
 LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
-              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing", "health")
+              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing")
 
 NO_MEANING: dict[str, str] = {
+    **HALT_ON,
     "system_prompt": "the integration uses the environment's own prompt",
     "env.args": "the dataset step and the generator load the environment without arguments",
     "env.name": "one environment, named by its id",

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command
+from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command
 
 TARGET = "tinker"
 VERSION = "v0.5.5"
@@ -48,9 +48,10 @@ MAPPING: dict[str, str] = {
 LOCAL_ONLY = (
     "max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
     "trainer.max_seq_len", "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "ckpt.keep_last",
-    "ckpt.save_weights", "trainer.gradient_checkpointing", "health")
+    "ckpt.save_weights", "trainer.gradient_checkpointing")
 
 NO_MEANING: dict[str, str] = {
+    **HALT_ON,
     "system_prompt": "the recipe uses the environment's own prompt",
     "sampling.top_p": "the recipe samples with top_p = 1.0",
     "env.name": "one environment, named by its id",

@@ -26,7 +26,7 @@ def test_rollouts_that_scored_become_chat_rows_with_tools_and_provenance(runs, t
     out = tmp_path / "sft.jsonl"
     result = CliRunner().invoke(app, ["data", "from-eval", str(tools_run), str(even_run), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "wrote 14 of 24 rollouts" in result.output and "2 errored, 8 below 1" in result.output
+    assert "wrote 14 of 24 rollouts" in result.output and "2 errored, 0 truncated, 8 below 1" in result.output
     rows = _rows(out)
     first = rows[0]
     assert first["prompt"][-1]["role"] == "user" and first["completion"][-1]["role"] == "assistant"

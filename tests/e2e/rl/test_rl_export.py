@@ -4,7 +4,7 @@ Golden files (tests/golden/export/) are the exports of the shipped configs; rewr
 ``PRIMEKIT_UPDATE_GOLDEN=1`` after a deliberate change and read the diff. The round trips read the
 written text back (TOML, or the command's ``key=value`` words) and check every carried value.
 prime-rl's own config loader checks the files when ``prime_rl.configs`` is importable, here or in
-the interpreter named by ``PRIME_RL_PYTHON`` (README: how to make one).
+the interpreter named by ``PRIME_RL_PYTHON`` (docs/cluster.md: how to make one).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support import REPO, TESTS
+from support.prime_rl import prime_rl_python
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
@@ -231,13 +232,6 @@ def test_tinker_and_skyrl_round_trips_carry_every_value(tmp_path: Path) -> None:
     assert skyrl_command[skyrl_command.index("--env_id") + 1] == "digit-sums-vf"
 
 
-def _prime_rl_python() -> str | None:
-    """An interpreter where prime-rl's config package imports: PRIME_RL_PYTHON, else this one, else None."""
-    candidate = os.environ.get("PRIME_RL_PYTHON") or sys.executable
-    found = subprocess.run([candidate, "-c", "import prime_rl.configs.rl"], capture_output=True)
-    return candidate if found.returncode == 0 else None
-
-
 VALIDATE = """
 import json, sys
 from pydantic_config import cli
@@ -262,9 +256,9 @@ print(json.dumps({
 @needs_verifiers
 @pytest.mark.parametrize("variant", ["golden", "several"])
 def test_prime_rls_own_loader_accepts_the_export(tmp_path: Path, in_repo: Path, variant: str) -> None:
-    python = _prime_rl_python()
+    python = prime_rl_python()
     if python is None:
-        pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; see README)")
+        pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     if variant == "golden":
         file = GOLDEN / "digit-sums.prime-rl.toml"
         expect = {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "max_steps": [20, 20], "batch_size": 32, "group_size": [8],

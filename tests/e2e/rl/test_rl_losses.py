@@ -187,15 +187,15 @@ print(json.dumps(cli(RLConfig, args=["@", sys.argv[1]]).trainer.loss.model_dump(
 @needs_verifiers
 @pytest.mark.parametrize("name", ["dapo", "cispo"])
 def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str):
-    """With PRIME_RL_PYTHON (see README; tests/test_rl_export.py), prime-rl's config classes load the custom loss."""
+    """With PRIME_RL_PYTHON (docs/cluster.md: how to make one), prime-rl's config classes load the custom loss."""
     import os
     import subprocess
 
-    from test_rl_export import _prime_rl_python
+    from support.prime_rl import prime_rl_python
 
-    python = _prime_rl_python()
+    python = prime_rl_python()
     if python is None:
-        pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; see README)")
+        pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     file = tmp_path / "c.toml"
     file.write_text(_export(monkeypatch, "--trainer.loss.type", name, "--trainer.loss.clip_eps", "0.1").text)
     repo = REPO

@@ -117,7 +117,8 @@ def test_a_runs_wandb_keys_and_metrics_lines_carry_prime_rls_names(tmp_path: Pat
     train = [row for row in logged if "loss" in row]
     assert len(train) == 2
     for row in train:
-        missing = [key for key in [*PRIME_RL_TRAIN, "train/digits/all/agent/reward/mean", *OLD] if key not in row]
+        missing = [key for key in [*PRIME_RL_TRAIN, "train/digits/all/agent/reward/mean", "entropy/digits/mean", *OLD]
+                   if key not in row]
         assert not missing, missing
         assert row["train/agg/all/agent/reward/mean"] == row["reward_mean"] and row["entropy/all/mean"] == row["entropy"]
         table = row["samples"]
