@@ -7,6 +7,7 @@ the model clients are imported inside the command so ``prime --help`` stays inst
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -179,15 +180,39 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
         return {**base, **given, **tables, **({"env_file": files} if files else {})}
 
     config = None
-    if request.run_dir is None:  # the config says where this env+model's runs are
+    named = env_or_config is not None and not runs.has_metadata(Path(env_or_config))  # not the run dir itself
+    if request.run_dir is None or named:  # the config says where this env+model's runs are (and what it ran)
         fields, source = _base_fields(env_or_config, env_args, extra_env_kwargs, dialect)
         config = build_job_config(laid_over(fields), source)
     resolved = runs.resolve_run(run_dirs(config), request)
     if resolved.resuming or config is None:
-        saved = saved_config(resolved)
+        saved = _with_secrets_restored(saved_config(resolved), config, resolved.run_dir)
         _check_resume_unchanged(saved, {**saved, **given})
         config = build_job_config(laid_over(saved), f"{resolved.run_dir}/{runs.METADATA}")
     return config, resolved
+
+
+def _with_secrets_restored(saved: dict[str, Any], now: Any, run_dir: Path) -> dict[str, Any]:
+    """The saved config with the env args it had to save redacted (an ``--env-file`` value) taken from the
+    config given now, when that config redacts to exactly what was saved. Without it the run would go on with
+    ``[redacted]`` as an argument, a different environment from the one its frontier was scored on."""
+    from evalkit.core.redact import REDACTED, redact
+    from gepa_cli.config import EnvSpec
+
+    saved_envs = json.dumps(saved.get("envs") or [], sort_keys=True)
+    if REDACTED not in saved_envs:
+        return saved
+    hint = (f"resume it with the config or env args that started it and their --env-file: "
+            f"prime gepa run CONFIG_OR_ENV [-a ...] --env-file FILE --resume {run_dir}")
+    if now is None:
+        raise UserError(f"--resume: {run_dir} was started with a secret in its env args (saved as {REDACTED}); {hint}")
+    load_env_files(now.env_file, apply=False, warn=False)  # registers the values, so they redact as they did then
+    given_envs = [EnvSpec(**spec).model_dump(mode="json") for spec in now.model_dump(mode="json")["envs"]]
+    saved_specs = [EnvSpec(**spec).model_dump(mode="json") for spec in saved.get("envs") or []]
+    if redact(json.dumps(given_envs, sort_keys=True)) != json.dumps(saved_specs, sort_keys=True):
+        raise UserError(f"--resume: the env args given differ from those {run_dir} was started with "
+                        f"(one held a secret, saved as {REDACTED}); {hint}")
+    return {**saved, "envs": given_envs}
 
 
 def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None,

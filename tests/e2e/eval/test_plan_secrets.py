@@ -89,6 +89,36 @@ def test_gepa_plan_run_verify_line_and_library_state_hold_no_env_file_secret(pro
     assert teacher and all(SECRET not in json.dumps(r) for r in teacher)
 
 
+def test_a_gepa_run_with_a_secret_in_its_env_args_resumes_with_the_secret(project):
+    """The run saves its env args redacted; --resume with the config that started it (and its --env-file) runs
+    the real prompt again, where it went on with ``[redacted]`` as the argument before; the run dir alone
+    cannot say what the secret was, and says so in one line."""
+    from support.solver_server import SolverServer
+
+    server = SolverServer()
+    try:
+        (project / "gepa.toml").write_text(
+            f'model = "solver"\nbase_url = "{server.base_url}"\napi_key_var = "SOLVER_KEY"\nenv_file = "secrets.env"\n'
+            f'[[env]]\nid = "signed"\nargs = {{ token = "{SECRET}" }}\n'
+            "[gepa]\nmax_calls = 8\nnum_train = 4\nnum_val = 2\nminibatch_size = 2\nperfect_score = 9.0\n"
+        )
+        first = prime(project, "gepa", "run", "gepa.toml", "-o", "run")
+        assert first.returncode == 0, first.stderr[-3000:]
+        before = len(server.requests())
+        bare = prime(project, "gepa", "run", "--resume", "run", "-B", "16")
+        assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "secret in its env args" in bare.stderr
+        again = prime(project, "gepa", "run", "gepa.toml", "--resume", "run", "-B", "16")
+        requests = server.requests()[before:]
+    finally:
+        server.stop()
+    assert again.returncode == 0, again.stderr[-3000:]
+    systems = {r["messages"][0]["content"] for r in requests if r["messages"][0]["role"] == "system"}
+    assert systems and all(SECRET in text for text in systems if "Sign with" in text)
+    assert not any("Sign with [redacted" in text for text in systems)
+    for file in (project / "run").rglob("*"):
+        assert not file.is_file() or SECRET.encode() not in file.read_bytes(), file
+
+
 def rl_dry_run(project: Path, env_table: str, *args: str) -> subprocess.CompletedProcess[str]:
     from support.tiny_model import write_tiny_model
 
