@@ -649,6 +649,9 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLConfig:
     """Read, override and validate a config; a local model path resolves against the config's folder."""
     data = deep_merge(load_toml(path), parse_overrides(list(overrides or [])))
+    if "data" in data and "env" not in data:  # the likeliest wrong file: an SFT config has rows, not environments
+        raise ConfigError(f"{path} is an SFT config (it names `data` and no [[env]]); train on it with "
+                          f"`prime sft run {path}`")
     try:
         config = validate(RLConfig, data, path)
     except ConfigError as exc:  # cross-field checks name their keys in the message itself

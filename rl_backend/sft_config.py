@@ -62,6 +62,9 @@ class SFTConfig(_Strict):
 def load_sft_config(path: str | Path, overrides: list[str] | None = None) -> SFTConfig:
     """Read, override (dotted flags, as `prime rl run`) and validate; paths resolve against the config's folder."""
     data = deep_merge(load_toml(path), parse_overrides(list(overrides or [])))
+    if "env" in data and "data" not in data:  # an RL config given to SFT by mistake
+        raise ConfigError(f"{path} is an RL config (it names [[env]] and no `data` file); run it with "
+                          f"`prime rl run {path}`, or make SFT rows from an eval with `prime data from-eval`")
     try:
         config = validate(SFTConfig, data, path)
     except ConfigError as exc:

@@ -144,3 +144,14 @@ def test_rl_starts_from_an_sft_checkpoint(tmp_path: Path, tiny_model: Path):
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "rl" / "rl" / "weights" / "step_1" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("command, text, says", [
+    ("rl", 'model = "m"\ndata = "rows.jsonl"\n', "is an SFT config (it names `data` and no [[env]]); train on it with `prime sft run"),
+    ("sft", 'model = "m"\n[[env]]\nid = "arithmetic"\n', "is an RL config (it names [[env]] and no `data` file); run it with `prime rl run"),
+])
+def test_the_other_trainers_config_is_named_in_one_line(tmp_path, command, text, says):
+    config = tmp_path / "job.toml"
+    config.write_text(text)
+    result = CliRunner().invoke(app, [command, "run", str(config), "--dry-run"] if command == "rl" else [command, "run", str(config)])
+    assert result.exit_code == 2 and says in result.output and len(result.output.strip().splitlines()) == 1
