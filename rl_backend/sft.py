@@ -27,7 +27,6 @@ from rl_backend.policy import Policy, Sample, _enable_checkpointing, build_train
 from rl_backend.sft_config import SFTConfig, to_toml
 from rl_backend.sft_samples import load_samples, read_rows
 
-SFT_JOB = "sft"
 RESUME_FIXED = ("model", "data", "seed", "batch_size")
 """What a resumed SFT run must keep: its checkpoints are of that model, and its step counts that data order."""
 
@@ -103,7 +102,7 @@ def data_order(rows: int, steps: int, batch_size: int, seed: int) -> list[list[i
 
 def run_dirs(config: SFTConfig, output_dir: Path) -> runs.RunDirs:
     """``<output>/sft/<run_name>``, else ``<output>/sft/<dataset stem>-<UTC timestamp>``; ``--resume`` as RL's."""
-    root = Path(output_dir) / SFT_JOB
+    root = Path(output_dir) / runs.SFT_JOB
     slug = runs.env_slug(Path(config.data).stem)
 
     def check(run_dir: Path) -> None:

@@ -85,7 +85,7 @@ SWEEP_FILE = "sweep.json"
 """An RL run's checkpoint sweeps (``prime eval run -m RUN/weights --steps ...``): ``sweeps/<env>/step_N/``."""
 LOCK_FILE = ".lock"
 
-EVAL_JOB, GEPA_JOB, RL_JOB = "evals", "gepa", "rl"
+EVAL_JOB, GEPA_JOB, RL_JOB, SFT_JOB = "evals", "gepa", "rl", "sft"
 """The folders of each job's runs under an output root."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -326,11 +326,12 @@ class RunRef:
 
 
 def find_runs(output_dir: str | Path) -> list[RunRef]:
-    """Every run under ``output_dir`` (evals, gepa, rl, and eval dirs inside RL runs), newest first."""
+    """Every run under ``output_dir`` (evals, gepa, rl, sft, and eval dirs inside RL runs), newest first."""
     root = Path(output_dir)
     candidates: list[Path] = []
     candidates += [p for p in root.glob(f"{EVAL_JOB}/*/*") if p.is_dir()]
     candidates += [p for p in root.glob(f"{GEPA_JOB}/*/*") if p.is_dir()]
+    candidates += [p for p in root.glob(f"{SFT_JOB}/*") if p.is_dir()]
     for rl_run in (p for p in root.glob(f"{RL_JOB}/*") if p.is_dir()):
         candidates.append(rl_run)
         inside = [rl_run / BASELINE_DIR, *rl_run.glob(f"{BASELINE_DIR}/*"), *rl_run.glob(f"{EVALS_DIR}/*"),

@@ -81,6 +81,10 @@ def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
         last = run.steps[-1] if run.steps else {}
         reward = f"{last['reward_mean']:.3f}" if "reward_mean" in last else ""
         return ("rl: " + ref.path.name, f"{len(run.steps)} steps", reward, "")
+    if ref.kind == "sft":  # no rewards: the last step's loss stands in the reward column
+        run = load_rl_run(ref.path)
+        last = run.steps[-1] if run.steps else {}
+        return ("sft: " + ref.path.name, f"{len(run.steps)} steps", f"loss {last['loss']:.3f}" if "loss" in last else "", "")
     avg = meta.get("avg_reward")
     return (_eval_what(ref.path), f"{meta.get('num_rollouts', '?')} rollouts", "" if avg is None else f"{float(avg):.3f}",
             str(meta.get("status") or ("incomplete" if not meta else "")))
@@ -162,6 +166,8 @@ class RunScreen(Screen):
             run = load_gepa_run(self.ref.path)
             return [{"kind": "candidate", "idx": c.idx, "reward": c.score, "prompt_text": c.prompt, "parents": c.parents,
                      "calls": c.discovered_at_calls, "is_best": c.is_best, "subscores": c.subscores} for c in run.candidates]
+        if self.ref.kind == "sft":  # an SFT run has steps, not rollouts: one row per step
+            return [{"kind": "step", **metrics} for metrics in load_rl_run(self.ref.path).steps]
         if self.ref.kind == "rl":
             run = load_rl_run(self.ref.path)
             steps, total = [], 0
@@ -186,6 +192,12 @@ class RunScreen(Screen):
                 first = (row["prompt_text"].strip().splitlines() or [""])[0][:80]
                 table.add_row(f"{row['idx']}{' ★' if row['is_best'] else ''}", _fmt(row["reward"]), str(row["calls"] or ""),
                               ", ".join(map(str, row["parents"])), first, key=str(i))
+        elif self.ref.kind == "sft":
+            from evalkit.report.sft_data import STEP_COLUMNS
+
+            table.add_columns("step", *(title for _, title, _ in STEP_COLUMNS))
+            for i, row in enumerate(shown):
+                table.add_row(str(row.get("step")), *(_fmt(row.get(key), digits) for key, _, digits in STEP_COLUMNS), key=str(i))
         else:
             columns = (["step"] if self.ref.kind == "rl" else []) + ["example", "rollout", "reward", "stop", "error", "completion"]
             table.add_columns(*columns)
@@ -204,6 +216,8 @@ class RunScreen(Screen):
             await box.action_submit()
             return
         table = self.query_one("#rows", DataTable)
+        if self.ref.kind == "sft":  # a step's numbers are all in its row; there is no rollout to open
+            return
         if self.shown and table.cursor_row is not None and table.cursor_row < len(self.shown):
             self.app.push_screen(RolloutScreen(self.shown, table.cursor_row, self.ref.kind))
 
@@ -331,9 +345,9 @@ def _preview(row: Row) -> str:
     return text[:60] + ("…" if len(text) > 60 else "")
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, digits: int = 3) -> str:
     try:
-        return f"{float(value):.3f}"
+        return f"{float(value):.{digits}f}"
     except (TypeError, ValueError):
         return "n/a"
 

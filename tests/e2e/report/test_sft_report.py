@@ -64,3 +64,24 @@ def test_the_checkpoint_sweep_of_an_sft_run_names_it(sft_run: Path) -> None:
     record(sweep, SimpleNamespace(env_id="arithmetic", env_args={}, num_examples=1, rollouts_per_example=1))
     assert detect_kind(sweep.folder) == "sweep"
     assert ("SFT run", str(sft_run.resolve())) in sweep_header(load_sweep(sweep.folder))
+
+
+async def test_the_runs_browser_lists_an_sft_run_and_shows_its_steps(sft_run: Path) -> None:
+    from evalkit.report.tui import RunListScreen, RunsBrowser, RunScreen, run_summary
+
+    app = RunsBrowser(sft_run.parent.parent)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        runs = app.screen
+        assert isinstance(runs, RunListScreen) and [r.kind for r in runs.runs] == ["sft"]
+        what, size, loss, _ = run_summary(runs.runs[0])
+        assert what == f"sft: {sft_run.name}" and size == "2 steps" and loss.startswith("loss ")
+        await pilot.press("enter")
+        await pilot.pause()
+        steps = app.screen
+        assert isinstance(steps, RunScreen) and [row["step"] for row in steps.shown] == [1, 2]
+        table = steps.query_one("#rows")
+        assert [str(c.label) for c in table.columns.values()][:3] == ["step", "loss", "grad norm"]
+        await pilot.press("enter")  # nothing to open under a step: the screen stays
+        await pilot.pause()
+        assert app.screen is steps
