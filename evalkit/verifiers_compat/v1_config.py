@@ -168,12 +168,26 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
     if runtime_type == RUNTIME and not extra:
         return
     if runtime_type != RUNTIME:
-        needs = {"docker": "a docker daemon, which primekit does not drive",
-                 "modal": "a Modal account", "prime": "a Prime Intellect account (hosted sandboxes)"}
+        docker = ("a docker daemon (one answers here, but primekit does not drive the docker runtime yet)"
+                  if runtime_type == "docker" and _docker_answers() else "a docker daemon (`docker info` does not answer here)")
+        needs = {"docker": docker, "modal": "a Modal account", "prime": "a Prime Intellect account (hosted sandboxes)"}
         need = needs.get(str(runtime_type), "a runtime primekit does not run")
         raise UserError(f"{where}: runtime '{runtime_type}' needs {need}; primekit runs harness programs on the local "
                         f"'{RUNTIME}' runtime only: set [env.agent.runtime] type = \"{RUNTIME}\"")
     raise UserError(f"{where}: runtime setting(s) {sorted(extra)}: the {RUNTIME} runtime takes only 'type'")
+
+
+def _docker_answers() -> bool:
+    """Whether a docker daemon answers ``docker info`` here (only asked on the way to a refusal)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=15).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _refuse_bundled_harness(env_id: str, taskset_id: str) -> None:
