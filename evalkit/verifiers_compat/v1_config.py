@@ -44,8 +44,6 @@ OFFLINE_HARNESSES = ("null", "bash")
 """verifiers' ids of the programs in :data:`PROGRAMS`, as the messages name them."""
 RUNTIME = "subprocess"
 """The one runtime primekit runs a harness program on (the user's machine)."""
-EXECUTES_COMMANDS = ("bash",)
-"""Programs that run the model's shell commands: they run only on a runtime the user chose explicitly."""
 PARTS = ("taskset", "harness", "runtime")
 
 

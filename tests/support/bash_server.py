@@ -6,7 +6,7 @@ Run as a script (``python tests/support/bash_server.py [--log FILE]``); it print
 usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply differs:
 
 - a ``bash`` tool is offered and no tool result follows the last user message -> one ``bash`` call whose
-  command computes the answer: ``What is A+B?`` -> ``python3 -c 'print(A+B)'``; ``next number after N`` ->
+  command computes the answer: a command in backquotes in the text -> that command; ``What is A+B?`` -> ``python3 -c 'print(A+B)'``; ``next number after N`` ->
   ``python3 -c 'print(N+1)'``; ``The word is: W`` -> ``echo '<word>W</word>'``; anything else -> ``echo`` of the text's
   length. The call id is a hash of the conversation, so it is the same on both sides;
 - a tool result follows the last user message -> the result's text, stripped (what the command printed);
@@ -31,6 +31,9 @@ else:  # run as a script: its own folder is on sys.path
 
 def command_for(text: str) -> str:
     """The shell command that answers ``text`` (see the module docstring)."""
+    quoted = re.search(r"`([^`]+)`", text)
+    if quoted:
+        return quoted.group(1)
     follow = re.search(r"next number after (-?\d+)", text)
     if follow:
         return f"python3 -c 'print({int(follow.group(1))}+1)'"
