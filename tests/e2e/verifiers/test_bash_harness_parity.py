@@ -111,7 +111,7 @@ def test_bash_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, ser
     vf_rows, pk_rows = episodes(vf_traces), episodes(pk_traces)
     assert len(vf_rows) == len(pk_rows) > 0
     calls = [c for m in vf_rows[0]["traces"][0]["messages"] for c in m.get("message", {}).get("tool_calls") or []]
-    assert [c["name"] for c in calls] == ["bash"]  # the model asked for a command (vf_v1_pkg stops right there)
+    assert calls and {c["name"] for c in calls} == {"bash"}  # the model ran commands (vf_v1_pkg stops right there)
     rewards = [[sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in e["traces"]] for e in pk_rows]
     print(f"PARITY {taskset}: rc {theirs.returncode}/{ours.returncode}, rows {len(vf_rows)}/{len(pk_rows)}, "
           f"rewards {rewards}, first difference: {first_difference(vf_rows, pk_rows)}")  # the table in the docs
