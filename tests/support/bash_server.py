@@ -15,18 +15,18 @@ usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply dif
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 if __package__:  # imported by a test
-    from support.fault_server import ScriptServer, serve_forever
-    from support.hash_server import canonical, digest, make_app, text_of
+    from support.fault_server import ScriptServer
+    from support.hash_server import canonical, digest, text_of
 else:  # run as a script: its own folder is on sys.path
-    from fault_server import ScriptServer, serve_forever
-    from hash_server import canonical, digest, make_app, text_of
+    from fault_server import ScriptServer
+    from hash_server import canonical, digest, text_of
+    from hash_server import main as serve
 
 
 def command_for(text: str) -> str:
@@ -67,13 +67,5 @@ class BashServer(ScriptServer):
     SCRIPT = Path(__file__).resolve()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--log", type=Path, default=None, help="append each request as a JSON line here")
-    args = parser.parse_args()
-    serve_forever(make_app(args.log, bash_reply), args.port)
-
-
 if __name__ == "__main__":
-    main()
+    serve(bash_reply)

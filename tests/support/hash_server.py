@@ -335,12 +335,13 @@ class HashServer(ScriptServer):
     SCRIPT = Path(__file__).resolve()
 
 
-def main() -> None:
+def main(reply_for: Any = None) -> None:
+    """Serve from the command line (``--port``, ``--log``); ``reply_for`` as in :func:`make_app`."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=Path, default=None, help="append each request as a JSON line here")
     args = parser.parse_args()
-    serve_forever(make_app(args.log), args.port)
+    serve_forever(make_app(args.log, reply_for), args.port)
 
 
 if __name__ == "__main__":
