@@ -159,14 +159,15 @@ def anchor_sampling_keys(data: Any) -> Any:
     return data
 
 
-V1_PARTS = ("taskset", "harness")
-"""Sub-tables of an environment table for a verifiers v1 taskset (``[env.taskset]``, ``[eval.harness]``, ...)."""
+V1_PARTS = ("taskset", "harness", "runtime")
+"""Sub-tables of an environment table for a verifiers v1 taskset (``[env.taskset]``, ``[eval.harness]``,
+``[eval.runtime]``, ...)."""
 
 
 def anchor_env_keys(data: Any) -> Any:
     """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``, and the v1
-    sub-tables ``taskset``/``harness`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns = 8``),
-    which become ``args["taskset"]``/``args["harness"]`` (what ``-a '{"taskset": {...}}'`` gives; see
+    sub-tables ``taskset``/``harness``/``runtime`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns
+    = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what ``-a '{"taskset": {...}}'`` gives; see
     :mod:`evalkit.verifiers_compat.v1_config`)."""
     if not isinstance(data, dict):
         return data

@@ -285,8 +285,8 @@ def _check_env_args(env_id: str, loader: Any, env_args: dict[str, Any]) -> None:
         unknown = sorted(set(env_args) - set(signature.parameters))
         if unknown:
             accepted = ", ".join(signature.parameters) or "none"
-            v1_only = " (taskset/harness tables and args are for verifiers v1 tasksets)" if (
-                set(unknown) & {"taskset", "harness"}) else ""
+            v1_only = " (taskset/harness/runtime tables and args are for verifiers v1 tasksets)" if (
+                set(unknown) & {"taskset", "harness", "runtime"}) else ""
             raise UserError(f"environment '{env_id}' does not accept env arg(s) {unknown}; it accepts: "
                             f"{accepted}{v1_only}")
 

@@ -19,7 +19,9 @@ with a note, or refused in one line):
   / ``run.dir`` (primekit names its run dirs), a seat's ``model``/``client``/``sampling`` pins (the run's model
   plays every seat), an unset harness or runtime (verifiers' defaults are the ``bash`` harness on the hosted
   ``prime`` sandbox; primekit runs verifiers' ``null`` chat program as a local subprocess).
-- refused: a harness other than ``null``, a runtime other than ``subprocess``, a recipe env (``[env] id``),
+- mapped too: ``[env.agent.harness] id = "bash"`` (with its ``edit``/``compaction``/... keys), which runs only
+  with an explicit ``[env.agent.runtime] type = "subprocess"`` (the model's commands run on this machine).
+- refused: a harness other than ``null``/``bash``, a runtime other than ``subprocess``, a recipe env (``[env] id``),
   ``run.attach``, ``select`` ``include``/``exclude``/``skip``, ``client.headers_from_env``, a ``train`` client,
   ``max_concurrent = None``, a ``reflection_client`` other than the task client.
 """
@@ -33,10 +35,10 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from evalkit.verifiers_compat.v04_args import DialectArgs, raw_config
-from evalkit.verifiers_compat.v1_config import SEAT_KNOBS, env_config_data, seats
+from evalkit.verifiers_compat.v1_config import (PROGRAMS, RUNTIME, SEAT_KNOBS, check_runtime, env_config_data,
+                                                refusal, seats)
 
 NULL_HARNESS = "null"
-RUNTIME = "subprocess"
 SELECT_ALIASES = {"num_tasks": "limit", "num_examples": "limit", "batch_size": "limit", "shuffle": "shuffle"}
 """Top-level keys of verifiers' ``configs/`` files that the installed release spells ``select.<key>``."""
 
@@ -162,13 +164,12 @@ def _refuse_programs(raw: dict[str, Any]) -> None:
     env = raw.get("env")
     for name, seat in (env.items() if isinstance(env, dict) else ()):
         harness = seat.get("harness") if isinstance(seat, dict) else None
-        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) != NULL_HARNESS:
+        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) not in PROGRAMS:
             _refuse_harness(name, harness["id"])
 
 
 def _refuse_harness(seat: str, harness_id: Any) -> None:
-    raise UserError(f"env.{seat}.harness.id = '{harness_id}': primekit runs only verifiers' '{NULL_HARNESS}' chat "
-                    f"program (no agent harness programs yet); set [env.{seat}.harness] id = \"{NULL_HARNESS}\"")
+    raise UserError(f"env.{seat}.harness.id = '{harness_id}': {refusal(harness_id)}")
 
 
 def _map_dialect(raw: dict[str, Any], config_cls: type) -> list[str]:
@@ -311,8 +312,11 @@ def _env_args(env: Any, given: dict[str, Any], notes: list[str]) -> tuple[dict[s
     taskset.pop("id", None)
     args["taskset"] = taskset
     harness = _harness_knobs({name: getattr(env, name) for name in config_seats}, given, env.taskset.id, notes)
+    runtime = harness.pop("runtime", None)
     if harness:
         args["harness"] = harness
+    if runtime is not None:
+        args["runtime"] = runtime
     return args, timeout.get("episode")
 
 
@@ -345,15 +349,15 @@ def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, n
     if agent.harness is None:
         notes.append(f"env.{name}.harness: unset; verifiers would run '{default_harness_id(taskset_id)}', primekit "
                      f"runs verifiers' '{NULL_HARNESS}' chat program")
-    elif agent.harness.id != NULL_HARNESS:
+    elif agent.harness.id not in PROGRAMS:
         _refuse_harness(name, agent.harness.id)
     elif isinstance(given.get("harness"), dict):
-        knobs.update(agent.harness.model_dump(mode="json", include=set(given["harness"])), id=NULL_HARNESS)
+        knobs.update(agent.harness.model_dump(mode="json", include=set(given["harness"])), id=agent.harness.id)
     runtime = agent.runtime
     if "runtime" not in agent.model_fields_set:
         notes.append(f"env.{name}.runtime: unset; verifiers would use the hosted '{runtime.type}' sandbox, primekit "
-                     f"runs the chat program as a local {RUNTIME}")
-    elif runtime.type != RUNTIME:
-        raise UserError(f"env.{name}.runtime.type = '{runtime.type}': primekit runs seats on the local '{RUNTIME}' "
-                        f"runtime only; drop [env.{name}.runtime] or set type = \"{RUNTIME}\"")
+                     f"runs the harness program as a local {RUNTIME}")
+    else:
+        check_runtime(f"env.{name}.runtime", runtime.type)
+        knobs["runtime"] = {"type": runtime.type}  # the user's explicit choice (the bash harness asks for it)
     return knobs

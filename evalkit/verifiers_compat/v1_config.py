@@ -11,17 +11,22 @@ Env args (``-a``, ``args``/``env_args`` in TOML) take three shapes, all meaning 
 
 ``harness`` knobs go where verifiers keeps them, on every seat: a seat's own limits (``max_turns``,
 ``max_input_tokens``, ``max_output_tokens``, ``max_total_tokens``, ``timeout``, ``retries``: verifiers'
-``--env.agent.<knob>``) or its harness program's config (``tool_timeout``, ``env``, ``forward_env``,
-``disabled_tools``: ``--env.agent.harness.<knob>``). Any other key is a UserError naming both lists.
+``--env.agent.<knob>``) or its harness program's config (``id``, ``tool_timeout``, ``env``, ``forward_env``,
+``disabled_tools``, and the ``bash`` program's ``edit``/``compaction``...: ``--env.agent.harness.<knob>``). Any
+other key is a UserError naming both lists. A ``runtime`` part (``[env.agent.runtime]``: ``{"type":
+"subprocess"}``) is the user's explicit choice of the runtime; it is the only one primekit runs.
 
 Seats: the env's config class (``vf.env_config_type``: ``SingleAgentEnvConfig`` with its one ``agent`` seat for a
 plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env``) declares each seat as an
-``AgentConfig`` field. Every seat runs offline on primekit's harness (verifiers' ``null`` chat program, see
-:mod:`~evalkit.verifiers_compat.v1_harness`) on the ``subprocess`` runtime, and plays the run's model through the
-run's client (a seat's own ``model``/``client`` pins are dropped: primekit's client is the only model here). A seat
-pinned to another harness program (``bash``, ``codex``, ...) cannot run offline: one UserError says which. A
-taskset that ships its own harness (verifiers runs unpinned seats on it) is refused too, unless the env args name
-the chat program (``{"harness": {"id": "null"}}``): the rows would differ from verifiers' without that choice.
+``AgentConfig`` field. Every seat runs offline on one of primekit's harness plugins (verifiers' ``null`` chat
+program by default, or verifiers' ``bash`` harness, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the
+``subprocess`` runtime, and plays the run's model through the run's client (a seat's own ``model``/``client``
+pins are dropped: primekit's client is the only model here). ``bash`` runs the model's shell commands on this
+machine, so it runs only when the env args choose the runtime (``"runtime": {"type": "subprocess"}``); otherwise
+one UserError says how to opt in. Any other program (``codex``, ``rlm``, ...; verifiers runs them only in a
+container) is one UserError saying what it needs. A taskset that ships its own harness (verifiers runs unpinned
+seats on it) is refused too, unless the env args name a program (``{"harness": {"id": "null"}}``): the rows
+would differ from verifiers' without that choice.
 """
 
 from __future__ import annotations
@@ -29,23 +34,28 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v1_harness import HARNESS_ID
+from evalkit.verifiers_compat.v1_harness import BASH_HARNESS_ID, HARNESS_ID
 
 SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "timeout", "retries")
 """``harness`` knobs that are a seat's own (``AgentConfig`` fields in verifiers)."""
-OFFLINE_HARNESSES = ("null", HARNESS_ID)
-"""Harness ids a seat may pin: verifiers' ``null`` chat program is what primekit's harness runs offline."""
-PARTS = ("taskset", "harness")
+PROGRAMS = {"null": HARNESS_ID, HARNESS_ID: HARNESS_ID, "bash": BASH_HARNESS_ID, BASH_HARNESS_ID: BASH_HARNESS_ID}
+"""The harness programs primekit runs offline: verifiers' id (or primekit's plugin id) -> primekit's plugin id."""
+OFFLINE_HARNESSES = ("null", "bash")
+"""verifiers' ids of the programs in :data:`PROGRAMS`, as the messages name them."""
+RUNTIME = "subprocess"
+"""The one runtime primekit runs a harness program on (the user's machine)."""
+PARTS = ("taskset", "harness", "runtime")
 
 
-def split_env_args(env_id: str, env_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(taskset knobs, harness knobs)`` from env args in any of the three shapes (see the module docstring)."""
+def split_env_args(env_id: str, env_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(taskset knobs, harness knobs, runtime)`` from env args in any of the three shapes (see the module
+    docstring)."""
     args = dict(env_args)
     nested = args.pop("config", None)
     if nested is not None:
         if not isinstance(nested, dict) or set(nested) - set(PARTS):
-            raise UserError(f"env args of v1 taskset '{env_id}': 'config' must be an object with 'taskset' and/or "
-                            f"'harness' objects, got {nested!r}")
+            raise UserError(f"env args of v1 taskset '{env_id}': 'config' must be an object with 'taskset', "
+                            f"'harness' and/or 'runtime' objects, got {nested!r}")
         for part in PARTS:
             if part in nested and part in args:
                 raise UserError(f"env args of v1 taskset '{env_id}': '{part}' is given twice (top level and under "
@@ -61,28 +71,30 @@ def split_env_args(env_id: str, env_args: dict[str, Any]) -> tuple[dict[str, Any
     twice = sorted(set(args) & set(parts["taskset"]))
     if twice:
         raise UserError(f"env args of v1 taskset '{env_id}': {twice} set both as env args and in 'taskset'; set once")
-    return {**args, **parts["taskset"]}, parts["harness"]
+    return {**args, **parts["taskset"]}, parts["harness"], parts["runtime"]
 
 
 def env_config_data(env_id: str, taskset_id: str, env_args: dict[str, Any]) -> dict[str, Any]:
     """The ``[env]`` data verifiers validates (``vf.resolve_env_config``) for taskset module ``taskset_id``."""
     import verifiers.v1 as vf
 
-    flat, harness = split_env_args(env_id, env_args)
+    flat, harness, runtime = split_env_args(env_id, env_args)
+    check_runtime(f"v1 taskset '{env_id}'", runtime.get("type", RUNTIME), set(runtime) - {"type"})
     seat_knobs = {k: v for k, v in harness.items() if k in SEAT_KNOBS}
     program_knobs = {k: v for k, v in harness.items() if k not in SEAT_KNOBS}
-    chose_chat_program = "id" in program_knobs
-    _check_program_knobs(env_id, program_knobs)
+    chosen = program_knobs.pop("id", None)
+    checked = HARNESS_ID if chosen is None else offline_program(f"v1 taskset '{env_id}'", chosen, runtime)
+    _check_program_knobs(env_id, checked, program_knobs)
     config_cls = vf.env_config_type(taskset_id)
     env_knobs = _env_knobs(flat, config_cls, vf.taskset_config_type(taskset_id))
     data: dict[str, Any] = {**env_knobs, "taskset": {"id": taskset_id, **flat}}
     for name, seat in seats(config_cls).items():
-        if seat.harness is None and not chose_chat_program:
+        if seat.harness is None and chosen is None:
             _refuse_bundled_harness(env_id, taskset_id)
         data[name] = {
             **seat_knobs,
-            "harness": {**_pinned_program(env_id, name, seat), **program_knobs, "id": HARNESS_ID},
-            "runtime": {"type": "subprocess"},
+            "harness": {**_seat_program(env_id, name, seat, chosen, runtime), **program_knobs},
+            "runtime": {"type": RUNTIME},
             "model": None,
             "client": None,
         }
@@ -106,18 +118,74 @@ def seats(config_cls: type) -> dict[str, Any]:
             if isinstance(field.default, AgentConfig)}
 
 
-def _pinned_program(env_id: str, seat: str, agent: Any) -> dict[str, Any]:
-    """A seat's pinned harness knobs (kept on primekit's harness); UserError for a program that cannot run here."""
+def _seat_program(env_id: str, seat: str, agent: Any, chosen: str | None, runtime: dict[str, Any]) -> dict[str, Any]:
+    """A seat's harness: primekit's plugin for the program the user chose (else the one the seat pins, else
+    ``null``), with the seat's pinned knobs when it pins that same program; UserError for one that cannot run."""
     pinned = agent.harness
-    if pinned is None:
-        return {}
-    if pinned.id not in OFFLINE_HARNESSES:
+    name = chosen if chosen is not None else (pinned.id if pinned is not None else "null")
+    plugin = offline_program(f"v1 taskset '{env_id}': seat '{seat}'", name, runtime)
+    knobs: dict[str, Any] = {}
+    if pinned is not None and PROGRAMS.get(pinned.id) == plugin:
+        knobs = pinned.model_dump(exclude_unset=True)
+    return {**knobs, "id": plugin}
+
+
+def offline_program(where: str, harness_id: Any, runtime: dict[str, Any]) -> str:
+    """primekit's plugin id for verifiers' harness ``harness_id``; UserError (one line saying what it needs) for a
+    program primekit does not run, or for one that runs the model's commands on a runtime the user did not choose."""
+    plugin = PROGRAMS.get(harness_id) if isinstance(harness_id, str) else None
+    if plugin is None:
+        raise UserError(f"{where}: {refusal(harness_id)}")
+    if plugin == BASH_HARNESS_ID and "type" not in runtime:
         raise UserError(
-            f"v1 taskset '{env_id}': seat '{seat}' pins the '{pinned.id}' harness, which primekit cannot run: "
-            f"every seat runs offline on verifiers' null chat program (harness ids {', '.join(OFFLINE_HARNESSES)})")
-    knobs = pinned.model_dump(exclude_unset=True)
-    knobs.pop("id", None)
-    return knobs
+            f"{where}: the 'bash' harness runs the model's shell commands on this machine, so it runs only on a "
+            f"runtime you choose: add [env.agent.runtime] type = \"{RUNTIME}\" (--env.agent.runtime.type {RUNTIME}; "
+            f"""with -a: "runtime": {{"type": "{RUNTIME}"}})""")
+    return plugin
+
+
+def refusal(harness_id: Any) -> str:
+    """Why primekit does not run verifiers' harness ``harness_id``, and what it would need (for one error line)."""
+    from verifiers.v1.utils.loaders import builtin_harness_ids, harness_class
+
+    runs = f"primekit runs the {' and '.join(OFFLINE_HARNESSES)} harnesses, on the local {RUNTIME} runtime"
+    if harness_id in builtin_harness_ids():
+        try:
+            needs_container = harness_class(harness_id).NEEDS_CONTAINER
+        except (ImportError, AttributeError, TypeError, ValueError):
+            needs_container = False
+        if needs_container:
+            return (f"harness '{harness_id}' runs only in a container (verifiers marks it NEEDS_CONTAINER): it "
+                    f"needs the docker runtime with a docker daemon, or a hosted modal/prime sandbox (an account), and "
+                    f"installs its program there from the network; {runs}")
+    return f"harness '{harness_id}' cannot run in primekit; {runs}"
+
+
+def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str] = frozenset()) -> None:
+    """UserError for a runtime other than the local subprocess one, saying what it would need."""
+    if runtime_type == RUNTIME and not extra:
+        return
+    if runtime_type != RUNTIME:
+        docker = ("a docker daemon (one answers here, but primekit does not drive the docker runtime yet)"
+                  if runtime_type == "docker" and _docker_answers() else "a docker daemon (`docker info` does not answer here)")
+        needs = {"docker": docker, "modal": "a Modal account", "prime": "a Prime Intellect account (hosted sandboxes)"}
+        need = needs.get(str(runtime_type), "a runtime primekit does not run")
+        raise UserError(f"{where}: runtime '{runtime_type}' needs {need}; primekit runs harness programs on the local "
+                        f"'{RUNTIME}' runtime only: set [env.agent.runtime] type = \"{RUNTIME}\"")
+    raise UserError(f"{where}: runtime setting(s) {sorted(extra)}: the {RUNTIME} runtime takes only 'type'")
+
+
+def _docker_answers() -> bool:
+    """Whether a docker daemon answers ``docker info`` here (only asked on the way to a refusal)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=15).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _refuse_bundled_harness(env_id: str, taskset_id: str) -> None:
@@ -132,16 +200,13 @@ def _refuse_bundled_harness(env_id: str, taskset_id: str) -> None:
             """program instead, pass -a '{"harness": {"id": "null"}}' ([env.harness] id = "null")""")
 
 
-def _check_program_knobs(env_id: str, knobs: dict[str, Any]) -> None:
-    from verifiers.v1.harnesses.null.harness import NullHarnessConfig
+def _check_program_knobs(env_id: str, plugin: str, knobs: dict[str, Any]) -> None:
+    """UserError for a harness setting the chosen program's config (verifiers' own class) does not have."""
+    from verifiers.v1.utils.loaders import harness_config_type
 
-    if "id" in knobs and knobs["id"] not in OFFLINE_HARNESSES:
-        raise UserError(f"v1 taskset '{env_id}': harness id '{knobs['id']}' cannot run in primekit; every seat runs "
-                        f"offline on verifiers' null chat program (drop the id, or use {' or '.join(OFFLINE_HARNESSES)})")
-    knobs.pop("id", None)
-    program = set(NullHarnessConfig.model_fields) - {"id"}
+    program = set(harness_config_type(plugin).model_fields) - {"id"}
     unknown = sorted(set(knobs) - program)
     if unknown:
         raise UserError(
             f"v1 taskset '{env_id}': unknown harness setting(s) {unknown}; a [env.harness] table takes a seat's "
-            f"limits ({', '.join(SEAT_KNOBS)}) and the chat program's settings ({', '.join(sorted(program))})")
+            f"limits ({', '.join(SEAT_KNOBS)}) and the harness program's settings ({', '.join(sorted(program))})")

@@ -8,7 +8,8 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
   ``SingleAgentEnv`` for a plain taskset, or the taskset's own ``Env`` (several seats, a scripted user, ...).
 - **offline by default**: every seat runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
   program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the ``subprocess``
-  runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
+  runtime, or ``primekit-bash-harness`` (verifiers' ``bash`` harness, the same program with shell tools) when the
+  env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
   a ``uv`` it installs with pip; primekit never asks for them.
 - **serving**: :meth:`TasksetEnvironment.serving` holds verifiers' ``Env.serving()`` (the taskset-wide shared
   tool servers from ``Taskset.toolsets``, the interception server) while a batch of rollouts runs, as verifiers'

@@ -14,8 +14,12 @@ forked, with its imports already loaded, from one server per primekit process
 (:mod:`~evalkit.verifiers_compat.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
 goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
 
-verifiers finds harnesses by module name, so the plugin is exposed as the top-level module
-``primekit_harness`` (harness id ``primekit-harness``).
+:class:`OfflineBashHarness` does the same for verifiers' ``bash`` harness, which in verifiers is that same chat
+program started with ``--bash`` (and ``--edit``, ``--compaction``): the model's shell commands run on this
+machine, so primekit builds it only when the user chose the ``subprocess`` runtime.
+
+verifiers finds harnesses by module name, so the plugins are exposed as the top-level modules
+``primekit_harness`` (harness id ``primekit-harness``) and ``primekit_bash_harness`` (``primekit-bash-harness``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import hashlib
 import os
 from typing import Any
 
+from verifiers.v1.harnesses.bash.harness import BashHarness
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from evalkit.verifiers_compat.harness_workers import fallback_command, forked_request, is_harness_command, program_command
@@ -32,6 +37,7 @@ from evalkit.verifiers_compat.harness_workers.harness_env import allowed, declar
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
+BASH_HARNESS_ID = "primekit-bash-harness"
 
 
 class LocalInterpreterRuntime:
@@ -96,23 +102,40 @@ class LocalInterpreterRuntime:
         return program_command(path)
 
 
-class OfflineChatHarness(NullHarness):
+class _OfflineProgram:
+    """What the offline harnesses share: on the subprocess runtime nothing is installed (``setup``) and the
+    program runs with this interpreter (``launch`` on a :class:`LocalInterpreterRuntime`); on any other runtime
+    the verifiers harness's own ``setup`` and ``launch``. Mixed in before a verifiers harness class."""
+
+    async def setup(self, runtime: Any) -> None:
+        if not isinstance(runtime.config, SubprocessConfig):
+            await super().setup(runtime)  # type: ignore[misc]
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
+                     mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
+        """The verifiers harness's ``launch`` on a runtime that runs the program with this interpreter; keyword
+        arguments (0.4 adds ``tool_interception_url``) pass through unchanged."""
+        if isinstance(runtime.config, SubprocessConfig):
+            runtime = LocalInterpreterRuntime(runtime)
+        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
+
+
+class OfflineChatHarness(_OfflineProgram, NullHarness):
     """verifiers' ``null`` harness whose program runs offline on the subprocess runtime (see the module docstring).
 
     Its config is the ``null`` harness's (``env``, ``forward_env``, ``tool_timeout``); nothing is installed.
     """
 
-    async def setup(self, runtime: Any) -> None:
-        if not isinstance(runtime.config, SubprocessConfig):
-            await super().setup(runtime)
 
-    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
-                     mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
-        """``NullHarness.launch`` on a runtime that runs the program with this interpreter; keyword arguments
-        (0.4 adds ``tool_interception_url``) pass through unchanged."""
-        if isinstance(runtime.config, SubprocessConfig):
-            runtime = LocalInterpreterRuntime(runtime)
-        return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)
+class OfflineBashHarness(_OfflineProgram, BashHarness):
+    """verifiers' ``bash`` harness (the same chat program as ``null``, started with ``--bash``/``--edit``/
+    ``--compaction`` and a coding-agent system prompt) whose program runs offline on the subprocess runtime.
+
+    The model's shell commands run on this machine, in the rollout's working directory, with the program's
+    allowlisted environment; primekit builds it only when the user chose the ``subprocess`` runtime
+    (:mod:`~evalkit.verifiers_compat.v1_config`). Its config is the ``bash`` harness's (``edit``, ``search``,
+    ``compaction`` in 0.4, and the shared ``env``, ``forward_env``, ``tool_timeout``).
+    """
 
 
-__all__ = ["OfflineChatHarness"]
+__all__ = ["OfflineBashHarness", "OfflineChatHarness"]

@@ -201,10 +201,11 @@ def limit_of(body: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def answer_chat(body: dict[str, Any]) -> dict[str, Any]:
-    """A chat.completion body for ``body``."""
+def answer_chat(body: dict[str, Any], reply_for: Any = None) -> dict[str, Any]:
+    """A chat.completion body for ``body``; ``reply_for(messages, tools)`` picks the message (default
+    :func:`chat_reply`)."""
     messages = body.get("messages") or []
-    message = chat_reply(messages, body.get("tools"))
+    message = (reply_for or chat_reply)(messages, body.get("tools"))
     finish = "tool_calls" if message.get("tool_calls") else "stop"
     if message.get("content") is not None:
         message["content"], was_cut = cut(message["content"], limit_of(body))
@@ -285,7 +286,9 @@ async def stream(request: web.Request, chunks: list[dict[str, Any]], usage: dict
     return response
 
 
-def make_app(log: Path | None = None) -> web.Application:
+def make_app(log: Path | None = None, reply_for: Any = None) -> web.Application:
+    """The server's app; ``reply_for(messages, tools)`` replaces :func:`chat_reply` (another scripted model on
+    the same wire: streaming, usage, logging)."""
     seen: list[dict[str, Any]] = []
 
     def record(path: str, body: dict[str, Any]) -> None:
@@ -307,7 +310,7 @@ def make_app(log: Path | None = None) -> web.Application:
         return web.json_response(data)
 
     async def chat(request: web.Request) -> web.StreamResponse:
-        return await reply(request, answer_chat, chat_chunks)
+        return await reply(request, lambda body: answer_chat(body, reply_for), chat_chunks)
 
     async def completions(request: web.Request) -> web.StreamResponse:
         return await reply(request, answer_completion, completion_chunks)
@@ -332,12 +335,13 @@ class HashServer(ScriptServer):
     SCRIPT = Path(__file__).resolve()
 
 
-def main() -> None:
+def main(reply_for: Any = None) -> None:
+    """Serve from the command line (``--port``, ``--log``); ``reply_for`` as in :func:`make_app`."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=Path, default=None, help="append each request as a JSON line here")
     args = parser.parse_args()
-    serve_forever(make_app(args.log), args.port)
+    serve_forever(make_app(args.log, reply_for), args.port)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
         "vf-v1-chat", "hash", "http://127.0.0.1:9/v1", "HASH_KEY")
     assert (plan["num_examples"], plan["rollouts_per_example"], plan["max_concurrent"]) == (2, 1, 4)
     assert plan["sampling"] == {"temperature": 0.0, "max_tokens": 24}
-    assert plan["env_args"] == {"taskset": {}, "harness": {"max_turns": 4, "id": "null"}}
+    assert plan["env_args"] == {"taskset": {}, "harness": {"max_turns": 4, "id": "null"}, "runtime": {"type": "subprocess"}}
 
 
 @needs_04
@@ -178,10 +178,11 @@ def test_keys_primekit_does_not_use_are_notes(project):
 
 # ----- verifiers 0.4: refusals, one line each --------------------------------------------------------
 REFUSED = [
-    ('[env.agent.harness]\nid = "bash"\n', "env.agent.harness.id = 'bash': primekit runs only verifiers' 'null' chat program"),
+    ('[env.agent.harness]\nid = "bash"\n', "the 'bash' harness runs the model's shell commands on this machine, so it "
+                                           "runs only on a runtime you choose"),
+    ('[env.agent.harness]\nid = "codex"\n', "env.agent.harness.id = 'codex': harness 'codex' runs only in a container"),
     ('[env.agent.harness]\nid = "compact"\n', "env.agent.harness.id = 'compact'"),  # refused before verifiers imports it
-    ('[env.agent.runtime]\ntype = "docker"\n', "env.agent.runtime.type = 'docker': primekit runs seats on the local "
-                                               "'subprocess' runtime only"),
+    ('[env.agent.runtime]\ntype = "docker"\n', "env.agent.runtime: runtime 'docker' needs a docker daemon"),
     ('[env]\nid = "best-of-n"\n', "[env] id = 'best-of-n': primekit runs the taskset's own env"),
     ('[run]\nattach = "ev-1"\n', "run.attach streams into a run on the Prime Intellect platform"),
     ('[select]\nskip = 1\n', "select.skip: primekit takes the first num_tasks tasks"),
@@ -295,7 +296,8 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
     assert (fields["max_calls"], fields["minibatch_size"], fields["state_columns"], fields["initial_prompt"]) == (
         12, 2, ["turns"], "Answer with the number only.")
     assert fields["envs"] == [{"id": "vf-v1-chat", "args": {"taskset": {"num_tasks": 6},
-                                                            "harness": {"max_turns": 4, "id": "null"}},
+                                                            "harness": {"max_turns": 4, "id": "null"},
+                                                            "runtime": {"type": "subprocess"}},
                                "extra_env_kwargs": {}}]
     (project / "other.toml").write_text(toml.format(url="http://127.0.0.1:9/v1").replace(
         '[reflection_client]\nbase_url = "http://127.0.0.1:9/v1"', '[reflection_client]\nbase_url = "http://127.0.0.1:8/v1"'))

@@ -195,10 +195,15 @@ def test_v1_env_args_by_part_and_their_errors(tmp_path, monkeypatch):
     assert (seats.vf_env.config.solver.max_turns, seats.vf_env.config.checker.max_turns) == (3, 3)
     assert {seats.vf_env.config.solver.harness.id, seats.vf_env.config.checker.harness.id} == {"primekit-harness"}
     with pytest.raises(UserError, match=r"unknown harness setting\(s\) \['max_turn'\]; a \[env.harness\] table takes "
-                                        r"a seat's limits \(max_turns, .*\) and the chat program's settings"):
+                                        r"a seat's limits \(max_turns, .*\) and the harness program's settings"):
         load_environment("vf-v1-chat", {"harness": {"max_turn": 4}})
-    with pytest.raises(UserError, match=r"harness id 'bash' cannot run in primekit"):
+    with pytest.raises(UserError, match=r"the 'bash' harness runs the model's shell commands on this machine, so it "
+                                        r"runs only on a runtime you choose: add \[env.agent.runtime\]"):
         load_environment("vf-v1-chat", {"harness": {"id": "bash"}})
+    with pytest.raises(UserError, match=r"harness 'codex' runs only in a container"):
+        load_environment("vf-v1-chat", {"harness": {"id": "codex"}, "runtime": {"type": "subprocess"}})
+    bash = load_environment("vf-v1-chat", {"harness": {"id": "bash", "edit": False}, "runtime": {"type": "subprocess"}})
+    assert bash.vf_env.config.agent.harness.id == "primekit-bash-harness" and not bash.vf_env.config.agent.harness.edit
     with pytest.raises(UserError, match=r"\['num_tasks'\] set both as env args and in 'taskset'"):
         load_environment("vf-v1-chat", {"num_tasks": 2, "taskset": {"num_tasks": 3}})
     with pytest.raises(UserError, match=r"env args for v1 taskset 'vf-v1-chat' are invalid: taskset.num_taskz"):
@@ -222,7 +227,7 @@ def test_a_taskset_that_ships_its_own_harness_runs_on_the_chat_program_only_when
     assert chosen.vf_env.config.agent.harness.id == "primekit-harness" and len(chosen.get_eval_dataset()) == 3
 
 
-def test_a_seat_pinned_to_a_program_that_cannot_run_offline_is_one_line(tmp_path, monkeypatch):
+def test_a_seat_pinned_to_bash_runs_on_a_chosen_runtime_and_another_program_is_one_line(tmp_path, monkeypatch):
     folder = tmp_path / "environments" / "vf_v1_coder"
     folder.mkdir(parents=True)
     (folder / "vf_v1_coder.py").write_text(
@@ -237,9 +242,15 @@ def test_a_seat_pinned_to_a_program_that_cannot_run_offline_is_one_line(tmp_path
         "        return [vf.Task(vf.TaskData(idx=0, prompt='hi'))]\n\n"
         "__all__ = ['CoderEnv', 'Tasks']\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match=r"v1 taskset 'vf-v1-coder': seat 'coder' pins the 'bash' harness, which "
-                                        r"primekit cannot run: every seat runs offline on verifiers' null chat program"):
+    with pytest.raises(UserError, match=r"v1 taskset 'vf-v1-coder': seat 'coder': the 'bash' harness runs the "
+                                        r"model's shell commands on this machine"):
         load_environment("vf-v1-coder", {})
+    chosen = load_environment("vf-v1-coder", {"runtime": {"type": "subprocess"}})
+    assert chosen.vf_env.config.coder.harness.id == "primekit-bash-harness"
+    (folder / "vf_v1_coder.py").write_text((folder / "vf_v1_coder.py").read_text().replace("'bash'", "'codex'"))
+    sys.modules.pop("vf_v1_coder", None)
+    with pytest.raises(UserError, match=r"seat 'coder': harness 'codex' runs only in a container"):
+        load_environment("vf-v1-coder", {"runtime": {"type": "subprocess"}})
 
 
 def test_taskset_and_harness_tables_in_gepa_and_rl_toml(tmp_path):

@@ -1,0 +1,71 @@
+"""A scripted agent model on 127.0.0.1: it answers each user turn by running one ``bash`` command, then says
+what the command printed. For comparing verifiers' ``bash`` harness runs (primekit's and verifiers' own).
+
+Run as a script (``python tests/support/bash_server.py [--log FILE]``); it prints ``PORT <n>`` once listening.
+:class:`BashServer` starts it as a subprocess, keeps its PID and stops exactly that process. The wire (streaming,
+usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply differs:
+
+- a ``bash`` tool is offered and no tool result follows the last user message -> one ``bash`` call whose
+  command computes the answer: a command in backquotes in the text -> that command; ``What is A+B?`` -> ``python3 -c 'print(A+B)'``; ``next number after N`` ->
+  ``python3 -c 'print(N+1)'``; ``The word is: W`` -> ``echo '<word>W</word>'``; anything else -> ``echo`` of the text's
+  length. The call id is a hash of the conversation, so it is the same on both sides;
+- a tool result follows the last user message -> the result's text, stripped (what the command printed);
+- no ``bash`` tool offered -> ``no bash tool``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+if __package__:  # imported by a test
+    from support.fault_server import ScriptServer
+    from support.hash_server import canonical, digest, text_of
+else:  # run as a script: its own folder is on sys.path
+    from fault_server import ScriptServer
+    from hash_server import canonical, digest, text_of
+    from hash_server import main as serve
+
+
+def command_for(text: str) -> str:
+    """The shell command that answers ``text`` (see the module docstring)."""
+    quoted = re.search(r"`([^`]+)`", text)
+    if quoted:
+        return quoted.group(1)
+    follow = re.search(r"next number after (-?\d+)", text)
+    if follow:
+        return f"python3 -c 'print({int(follow.group(1))}+1)'"
+    add = re.search(r"What is (-?\d+)\s*\+\s*(-?\d+)", text)
+    if add:
+        return f"python3 -c 'print({int(add.group(1))}+{int(add.group(2))})'"
+    word = re.search(r"The word is: (\w+)", text)
+    if word:
+        return f"echo '<word>{word.group(1)}</word>'"
+    return f"echo {len(text)}"
+
+
+def bash_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The assistant message for this conversation."""
+    names = {str((t.get("function") or t).get("name")) for t in tools or []}
+    if "bash" not in names:
+        return {"role": "assistant", "content": "no bash tool"}
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
+    if results:
+        return {"role": "assistant", "content": (text_of(results[-1].get("content")) or "").strip()}
+    text = text_of(messages[last_user].get("content")) or "" if last_user >= 0 else ""
+    call = {"id": f"call_{digest(canonical(messages)) % 16**8:08x}", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command_for(text)})}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+class BashServer(ScriptServer):
+    """This file's scripted agent model, started as a subprocess (see :class:`fault_server.ScriptServer`)."""
+
+    SCRIPT = Path(__file__).resolve()
+
+
+if __name__ == "__main__":
+    serve(bash_reply)
