@@ -139,7 +139,15 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     env = make_env(args.examples)
     train, val = build_examples([env], ["gain"], args.train, args.val, seed)
     loop = LoopThread()
-    adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), max_concurrent=args.concurrency)
+    timeline: list[tuple[int, float]] = []  # (rollouts spent, seconds since the start) after each evaluation
+    spent = [0]
+
+    def on_rollouts(n: int, reward_sum: float, errored: object) -> None:
+        spent[0] += n
+        timeline.append((spent[0], time.perf_counter() - started))
+
+    adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), max_concurrent=args.concurrency,
+                                  on_rollouts=on_rollouts)
 
     def reflection_lm(prompt: str) -> str:
         time.sleep(args.latency)
@@ -158,7 +166,13 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     # count before adding its validation rollouts (every one of them, with full_eval and no cache)
     within = [score for score, calls in zip(scores, result.discovery_eval_counts) if calls + len(val) <= args.budget]
     return {"seed_score": scores[0], "best": max(scores), "calls": result.total_metric_calls,
-            "wall": time.perf_counter() - started, "candidates": len(scores), "within": max(within)}
+            "wall": time.perf_counter() - started, "candidates": len(scores), "within": max(within),
+            "timeline": timeline}
+
+
+def wall_at(timeline: list[tuple[int, float]], calls: int) -> float | None:
+    """When plain gepa had spent ``calls`` rollouts (the end of that evaluation), or None if it never did."""
+    return next((seconds for spent, seconds in timeline if spent >= calls), None)
 
 
 class _Quiet:
@@ -180,8 +194,10 @@ def main() -> None:
           f"· concurrency {args.concurrency} · components system_prompt+tools")
     print("best val: the best candidate's mean validation score; within budget: the best one found by the "
           "time the budget was spent (gepa may overspend)")
+    print("same work: plain gepa's wall time when it had spent as many rollouts as prime gepa run's whole run "
+          "(both searches take the same steps; plain's later ones run past the budget)")
     print(f"{'run':<27}{'seed':>5}{'seed val':>9}{'best val':>9}{'within budget':>14}{'calls':>7}{'cands':>6}"
-          f"{'wall s':>8}{'ms/call':>9}")
+          f"{'wall s':>8}{'ms/call':>9}{'same work s':>12}{'ms/call':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         ours(args, 99, False, Path(tmp))  # warm-up: imports and first-use costs are not either run's
         for merge in (False, True):
@@ -189,13 +205,17 @@ def main() -> None:
                 # alternate which goes first, so a noisy machine does not favour one
                 runs = [("prime gepa run", lambda: ours(args, seed, merge, Path(tmp))),
                         ("plain gepa.optimize", lambda: plain(args, seed, merge))]
-                for name, measure in runs if seed % 2 == 0 else runs[::-1]:
-                    row = measure()
-                    label = f"{name}{' +merge' if merge else ''}"
-                    print(f"{label:<27}{seed:>5}{row['seed_score']:>9.3f}{row['best']:>9.3f}{row['within']:>14.3f}"
-                          f"{row['calls']:>7}{row['candidates']:>6}{row['wall']:>8.2f}"
-                          f"{1000 * row['wall'] / max(1, row['calls']):>9.1f}")
+                rows = {name: measure() for name, measure in (runs if seed % 2 == 0 else runs[::-1])}
+                for name, _ in runs:
+                    _print_row(f"{name}{' +merge' if merge else ''}", seed, rows[name], rows["prime gepa run"]["calls"])
 
+
+def _print_row(label: str, seed: int, row: dict, same_calls: int) -> None:
+    at = wall_at(row["timeline"], same_calls) if "timeline" in row else row["wall"]
+    same = f"{at:>12.2f}{1000 * at / same_calls:>9.1f}" if at is not None else f"{'-':>12}{'-':>9}"
+    print(f"{label:<27}{seed:>5}{row['seed_score']:>9.3f}{row['best']:>9.3f}{row['within']:>14.3f}"
+          f"{row['calls']:>7}{row['candidates']:>6}{row['wall']:>8.2f}"
+          f"{1000 * row['wall'] / max(1, row['calls']):>9.1f}{same}", flush=True)
 
 if __name__ == "__main__":
     main()
