@@ -392,6 +392,10 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
+        if saved_state is None and self.resuming and (self.state_dir / "gepa_state.bin").exists():
+            # starting over would re-spend the seed's validation the plan counted as done, and lose the candidates
+            raise UserError(f"--resume: {self.state_dir / 'gepa_state.bin'} is damaged, so the search cannot go on "
+                            "from it; start a new run")
         if saved_state is not None and saved_state.program_candidates[0] != self._hidden_seed():
             raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
                             "started; start a new run")

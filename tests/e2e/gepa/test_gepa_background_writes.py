@@ -16,6 +16,7 @@ from gepa.core.state import GEPAState
 from support.scripted_client import ScriptedClient
 
 import evalkit.core.fileio as fileio
+from evalkit.core.errors import UserError
 from gepa_cli.budget import RolloutBudget, saved_usage
 from gepa_cli.runner import run_gepa
 
@@ -104,3 +105,12 @@ def test_the_last_files_are_synced_together_before_any_is_renamed(tmp_path, monk
     assert time.perf_counter() - started < 0.2  # five 50 ms syncs at once, not one after another
     assert [(tmp_path / f"f{i}").read_bytes() for i in range(4)] == [b"0", b"1", b"2", b"3"]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_damaged_saved_state_stops_the_resume(tmp_path):
+    run(tmp_path, max_calls=40)
+    (tmp_path / "run" / "state" / "gepa_state.bin").write_bytes(b"not a pickle")
+    with pytest.raises(UserError, match="gepa_state.bin is damaged"):
+        run_gepa(config(tmp_path, max_calls=80), resume=tmp_path / "run",
+                 clients=(ScriptedClient(task_model), ScriptedClient(teacher, model="teacher")), envs=[make_env()],
+                 show_progress=False)
