@@ -12,13 +12,16 @@ eight rule kinds (no tool), ``--tasks`` tasks; both commands split them into tra
 themselves (``-n``/``-N``, verifiers' ``--num-train``/``--num-val``), with the same seed and budget
 (``-B``, verifiers' ``--max-total-rollouts``) and minibatch size 3.
 
-verifiers 0.4 runs a harness program through uv, which it installs on first use with the program's
-dependencies: that needs the network. ``--vf-harness`` picks vf-gepa's harness: ``primekit-harness``
-(the default: verifiers' own ``null`` chat program run by this interpreter, the harness `prime gepa run`
-uses for v1 tasksets) or verifiers' default (``--vf-harness default``: prints why it cannot run offline).
+vf-gepa's own defaults cannot run offline: the ``bash`` harness on the ``prime`` sandbox runtime, whose host
+tunnel first downloads ``frpc`` (every rollout ends with ``SandboxError`` and scores 0, and the run goes on), and
+any harness program runs through uv, which verifiers installs on first use with the program's dependencies.
+So ``--vf-harness`` defaults to ``primekit-harness`` on the ``subprocess`` runtime: verifiers' own ``null``
+chat program run by this interpreter, the harness `prime gepa run` uses for v1 tasksets (``--vf-harness
+default`` keeps verifiers' choice, to see the failure).
 
-Printed per run: wall time (process start to exit), rollouts (task-model requests the server answered),
-teacher calls, the command's own best validation score, and its best prompt's score on every task of the
+Printed per run: wall time (process start to exit), rollouts (task requests the server answered: the tasks
+are single-turn, so one per rollout; preflight requests left out) beside the command's own count, teacher
+calls, candidates, the command's own best validation score, and its best prompt's score on every task of the
 taskset with the same deterministic model (the two commands draw different validation sets).
 """
 
@@ -58,6 +61,8 @@ def make_app(latency: float) -> Any:
 
     from aiohttp import web
 
+    from evalkit.clients.wire import completion_body, completion_events
+    from evalkit.core.types import Completion, Usage
     from gepa_gain import task_model, teacher_text
 
     counts: dict[str, int] = {}
@@ -71,18 +76,13 @@ def make_app(latency: float) -> Any:
         counts[kind] = counts.get(kind, 0) + 1  # "other": the commands' preflight requests
         await asyncio.sleep(latency)
         text = teacher_text(last) if kind == "teacher" else task_model(messages, None, None) if kind == "task" else "ok"
-        usage = {"prompt_tokens": 9, "completion_tokens": len(text.split()) or 1, "total_tokens": 9 + (len(text.split()) or 1)}
+        completion = Completion(text=text, usage=Usage(input_tokens=9, output_tokens=len(text.split()) or 1))
         if not body.get("stream"):
-            return web.json_response({"id": "c", "object": "chat.completion", "created": 0, "model": model, "usage": usage,
-                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                   "finish_reason": "stop"}]})
+            return web.json_response(completion_body(completion, model))
         reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await reply.prepare(request)
-        for delta, finish in (({"role": "assistant", "content": text}, None), ({}, "stop")):
-            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": model,
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            await reply.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await reply.write(f"data: {json.dumps({'id': 'c', 'object': 'chat.completion.chunk', 'created': 0, 'model': model, 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+        for event in completion_events(completion, model, include_usage=True):
+            await reply.write(event)
         return reply
 
     async def counted(request: web.Request) -> web.Response:
@@ -146,8 +146,10 @@ def run_prime(args: argparse.Namespace, seed: int, root: Path, url: str, env: di
     if code != 0:
         return {"error": _tail(root / f"prime-{seed}.log")}
     metadata = json.loads((run_dir / "metadata.json").read_text())
+    prompt = (run_dir / "system_prompt.txt").read_text()
     return {"wall": wall, "best_val": metadata["best_score"], "tool_calls": metadata["total_metric_calls"],
-            "prompt": (run_dir / "system_prompt.txt").read_text(), "candidates": metadata["num_candidates"]}
+            "prompt": prompt, "candidates": metadata["num_candidates"], "within_val": metadata["best_score"],
+            "within_prompt": prompt}  # it never spends past -B
 
 
 def run_verifiers(args: argparse.Namespace, seed: int, root: Path, url: str, env: dict[str, str]) -> dict[str, Any]:
@@ -166,10 +168,14 @@ def run_verifiers(args: argparse.Namespace, seed: int, root: Path, url: str, env
     sys.path.insert(0, str(root / "environments" / ENV_ID.replace("-", "_")))  # its pickled rollouts name the taskset's classes
     with (run_dir / "gepa_state.bin").open("rb") as handle:
         state = pickle.load(handle)  # gepa's own state file (written by gepa in this bench, read back here only)
-    scores = list(state["program_full_scores_val_set"]) if "program_full_scores_val_set" in state else \
-        [sum(s.values()) / max(1, len(s)) for s in state["prog_candidate_val_subscores"]]
+    scores = [sum(sub.values()) / max(1, len(sub)) for sub in state["prog_candidate_val_subscores"]]
+    # gepa checks max_metric_calls only before an iteration, so its last one may overspend: within the budget
+    # are the candidates whose validation pass had finished by then (as in bench/gepa_gain.py)
+    within = max((i for i, calls in enumerate(state["num_metric_calls_by_discovery"]) if calls + args.val <= args.budget),
+                 key=lambda i: (scores[i], -i))
     return {"wall": wall, "best_val": max(scores), "tool_calls": state["total_num_evals"],
-            "prompt": (run_dir / "best_system_prompt.txt").read_text(), "candidates": len(scores)}
+            "prompt": (run_dir / "best_system_prompt.txt").read_text(), "candidates": len(scores),
+            "within_val": scores[within], "within_prompt": state["program_candidates"][within]["system_prompt"]}
 
 
 def _tail(log: Path, lines: int = 12) -> str:
@@ -194,8 +200,9 @@ def main() -> None:
         return
     print(f"budget {args.budget} rollouts · {args.tasks} tasks · train {args.train} · val {args.val} · "
           f"latency {args.latency * 1000:.0f} ms · concurrency {args.concurrency} · vf-gepa harness {args.vf_harness}")
+    print("within budget: the best candidate whose validation pass had finished when the budget was spent")
     print(f"{'command':<16}{'seed':>5}{'wall s':>8}{'rollouts':>9}{'(own count)':>12}{'teacher':>8}{'cands':>6}"
-          f"{'best val':>9}{'all tasks':>10}")
+          f"{'best val':>9}{'all tasks':>10}{'within budget: val':>19}{'all tasks':>10}")
     server = Models("--serve", "--latency", str(args.latency))
     env = {**os.environ, "OPENAI_API_KEY": "unused", "PRIME_API_KEY": "unused", "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -216,7 +223,8 @@ def main() -> None:
                         print(f"{name:<16}{seed:>5}  failed:\n{row['error']}")
                         continue
                     print(f"{name:<16}{seed:>5}{row['wall']:>8.2f}{used['task']:>9}{row['tool_calls']:>12}{used['teacher']:>8}"
-                          f"{row['candidates']:>6}{row['best_val']:>9.3f}{score_on_all(row['prompt'], folder):>10.3f}", flush=True)
+                          f"{row['candidates']:>6}{row['best_val']:>9.3f}{score_on_all(row['prompt'], folder):>10.3f}"
+                          f"{row['within_val']:>19.3f}{score_on_all(row['within_prompt'], folder):>10.3f}", flush=True)
     finally:
         server.stop()
 
