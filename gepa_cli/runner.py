@@ -448,6 +448,8 @@ class _Job:
         # the files written below replace those the tracker queued, which must not land after them; gepa's
         # last state snapshot, queued after those, is written meanwhile
         write_error = _caught(self.tracker.supersede) if self.tracker is not None else None
+        if self.tracker is None or self.tracker.state is None:  # the files come from gepa's saved state, if any
+            write_error = write_error or _caught(self.writer.drain)
         files = {**self._candidate_files(), runs.METADATA: self._end_metadata(status, error, write_error)}
         budget_file = self.run_dir / runs.BUDGET  # none when the run failed before its first rollout
         outputs.write_files(self.run_dir, files, sync_too=[budget_file] if budget_file.exists() else [])
