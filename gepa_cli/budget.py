@@ -11,17 +11,13 @@ written before every evaluation: the file holds a *reservation* (``reserved``), 
 up to without writing again, extended by one iteration's worth (``chunk``) at the end of each iteration.
 An evaluation that would pass the ceiling writes a new one first. A resumed run counts the whole
 reservation as spent (``max(used, reserved)``), so a killed run never overspends; the price is that a
-kill may forfeit up to one iteration's unspent reservation. The end-of-iteration record is written at
-once but synced on the runner's writer thread, while the search picks its next step; the next
-evaluation waits for that sync before its rollouts start.
+kill may forfeit up to one iteration's unspent reservation.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,11 +68,6 @@ class RolloutBudget:
         self.reserved = self.used
         """The ceiling on disk: a resumed run counts this much as spent."""
         self._written = (self.used, self.reserved, self.reflection_calls)
-        self.sync_later: Callable[..., Future[None]] | None = None
-        """Runs a checkpoint's file sync on another thread (the runner's writer): the record is written at
-        once (a killed process leaves it in the file), its sync overlaps what the search does before its
-        next evaluation, and :meth:`reserve` waits for the sync before any rollout it allows starts."""
-        self._syncing: Future[None] | None = None
 
     @property
     def remaining(self) -> int:
@@ -89,47 +80,31 @@ class RolloutBudget:
             raise BudgetExceeded(f"{n} rollouts requested but only {self.remaining} of {self.max_calls} remain")
         self.used += n
         if self.used > self.reserved:
-            self._extend(sync_now=True)
-        self._wait_for_sync()  # the reservation these rollouts run under is on disk before they start
+            self.checkpoint()
 
     def count_reflection_call(self) -> None:
         """Counted in memory; written with the next checkpoint (the count is reported, it limits nothing)."""
         self.reflection_calls += 1
 
     def checkpoint(self) -> None:
-        """Write the exact count and a reservation ``chunk`` past it (the runner calls this after each
-        iteration); its sync goes to ``sync_later`` when there is one."""
-        self._extend(sync_now=self.sync_later is None)
-
-    def _extend(self, sync_now: bool) -> None:
-        """Write the exact count and a reservation ``chunk`` past it."""
-        self._wait_for_sync()
+        """Write the exact count and a reservation ``chunk`` past it (the runner calls this after each iteration)."""
         self.reserved = max(self.used, min(self.max_calls, self.used + self.chunk))
-        self._save(sync_now)
+        self._save(sync=True)
 
     def settle(self, sync: bool = True) -> None:
         """Write the exact count with no reservation beyond it: the run is ending and spends nothing more
         (``sync=False``: the caller syncs the file, with the run's last files)."""
-        self._wait_for_sync()
         self.reserved = self.used
-        self._save(sync_now=sync, later=False)
+        self._save(sync)
 
-    def _save(self, sync_now: bool, later: bool = True) -> None:
+    def _save(self, sync: bool) -> None:
         state = (self.used, self.reserved, self.reflection_calls)
         if self.path is None or state == self._written:
             return
         record = json.dumps({"max_calls": self.max_calls, "used": self.used, "reserved": self.reserved,
                              "reflection_calls": self.reflection_calls})
-        write_record(self.path, record.encode(), sync=sync_now)
-        if not sync_now and later and self.sync_later is not None:
-            self._syncing = self.sync_later(sync_file, self.path)
+        write_record(self.path, record.encode(), sync=sync)
         self._written = state
-
-    def _wait_for_sync(self) -> None:
-        """Wait for the checkpoint sync under way (raising its error, if it failed)."""
-        syncing, self._syncing = self._syncing, None
-        if syncing is not None:
-            syncing.result()
 
 
 RECORD_BYTES = 256
@@ -138,7 +113,7 @@ RECORD_BYTES = 256
 
 def write_record(path: Path, record: bytes, *, sync: bool = True) -> None:
     """Overwrite ``path`` in place with ``record`` padded to :data:`RECORD_BYTES`, then sync its data
-    (``sync=False``: the caller syncs it later, with :func:`sync_file`, before anything relies on it).
+    (``sync=False``: the caller syncs it, before anything relies on it).
 
     Why not a temp file and a rename (:func:`evalkit.core.fileio.write_bytes_atomic`): that costs a new
     file, a rename and a metadata sync per write, several ms on a busy disk. One ``pwrite`` of a fixed-size
@@ -155,15 +130,6 @@ def write_record(path: Path, record: bytes, *, sync: bool = True) -> None:
         os.pwrite(fd, record.ljust(RECORD_BYTES - 1) + b"\n", 0)
         if sync:
             getattr(os, "fdatasync", os.fsync)(fd)
-    finally:
-        os.close(fd)
-
-
-def sync_file(path: Path) -> None:
-    """Sync the data of ``path`` (written without a sync by :func:`write_record`) to the disk."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        getattr(os, "fdatasync", os.fsync)(fd)
     finally:
         os.close(fd)
 

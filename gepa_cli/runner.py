@@ -357,7 +357,6 @@ class _Job:
         budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
                                        accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
         self.budget.chunk = budget_stopper.iteration_cost  # one budget.json write per iteration (budget.py)
-        self.budget.sync_later = self.writer.submit  # its sync overlaps the search's own work between evaluations
         stoppers.append(Named("budget_exhausted", budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:

@@ -1,6 +1,6 @@
 """The per-iteration files of a GEPA run are written beside the search, not inside it, and still count:
-gepa's state and the candidate files are written by another thread, a failed write fails the run, the
-budget's sync is awaited before the rollouts it allows, and the last files are synced together."""
+gepa's state and the candidate files are written by another thread, a failed write fails the run, and the
+last files are synced together."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from support.scripted_client import ScriptedClient
 
 import evalkit.core.fileio as fileio
 from evalkit.core.errors import UserError
-from gepa_cli.budget import RolloutBudget, saved_usage
 from gepa_cli.runner import run_gepa
 
 from test_gepa_job import config, make_env, task_model, teacher  # noqa: E402
@@ -64,23 +62,6 @@ def test_a_failed_background_write_fails_the_run(tmp_path, monkeypatch):
     metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert metadata["status"] == "failed" and "No space left" in metadata["error"]
     assert "stopped_by" not in metadata
-
-
-def test_reserve_waits_for_the_checkpoint_sync_before_its_rollouts(tmp_path):
-    budget = RolloutBudget(100, tmp_path / "budget.json", chunk=20)
-    syncing: Future[None] = Future()
-    budget.sync_later = lambda fn, *args: syncing
-    budget.reserve(5)  # past the reservation: written and synced at once (reserving up to 25)
-    budget.reserve(10)  # within it: nothing written
-    budget.checkpoint()  # the iteration's end: written now (a killed process leaves it), synced later
-    assert saved_usage(tmp_path / "budget.json")[0] == 35
-    reserved = threading.Event()
-    worker = threading.Thread(target=lambda: (budget.reserve(3), reserved.set()))
-    worker.start()
-    assert not reserved.wait(0.2)  # within the reservation, yet held until the sync finished
-    syncing.set_result(None)
-    assert reserved.wait(5)
-    worker.join()
 
 
 def test_the_last_files_are_synced_together_before_any_is_renamed(tmp_path, monkeypatch):
