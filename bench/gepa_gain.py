@@ -75,15 +75,21 @@ def exact(completion, answer) -> float:
     return float(str(completion[-1].get("content") or "").strip() == answer)
 
 
-def make_env(n: int, seed: int = 7) -> ToolEnv:
+def make_rows(n: int, seed: int = 7, kinds: list[str] | None = None) -> list[dict[str, str]]:
+    """``n`` tasks ``{"question": "KIND: word", "answer": ...}``, the kinds in turn, shuffled."""
     rng = random.Random(seed)
-    kinds = [*RULES, "lookup"]
+    kinds = kinds or [*RULES, "lookup"]
     rows = []
     for i in range(n):
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 7)))
         kind = kinds[i % len(kinds)]
         rows.append({"question": f"{kind}: {word}", "answer": codebook(word) if kind == "lookup" else RULES[kind][1](word)})
     rng.shuffle(rows)
+    return rows
+
+
+def make_env(n: int, seed: int = 7) -> ToolEnv:
+    rows = make_rows(n, seed)
     return ToolEnv(dataset=rows[: n // 2], eval_dataset=rows[n // 2:], system_prompt=SEED_PROMPT,
                    rubric=Rubric([exact]), tools=[lookup], max_turns=3)
 
@@ -121,19 +127,22 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
                            run_dir=str(root / f"ours-{seed}-{merge}"), components=["system_prompt", "tools"],
                            use_merge=merge, reflection_sampling={"max_tokens": 256},
                            perfect_score=1.0)  # gepa's default: no reflection on a minibatch the parent aces
-    task = ScriptedClient(task_model, delay_s=args.latency)
+    stamps = Stamps(args.latency)
+    task = ScriptedClient(stamps, delay_s=args.latency)
     teacher = ScriptedClient(lambda m, s, t: teacher_text(m[0]["content"]), model="teacher", delay_s=args.latency)
     started = time.perf_counter()
     outcome = run_gepa(config, clients=(task, teacher), envs=[make_env(args.examples)], show_progress=False,
                        console=Console(quiet=True))
     return {"seed_score": outcome.seed_val_score, "best": outcome.best_val_score, "calls": outcome.total_metric_calls,
-            "wall": time.perf_counter() - started, "candidates": outcome.num_candidates, "within": outcome.best_val_score}
+            "wall": time.perf_counter() - started, "candidates": outcome.num_candidates, "within": outcome.best_val_score,
+            "search": stamps.span()}
 
 
 def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     import gepa
 
-    task = ScriptedClient(task_model, delay_s=args.latency)
+    stamps = Stamps(args.latency)
+    task = ScriptedClient(stamps, delay_s=args.latency)
     # timed from the same point as ``ours``: building the environment and splitting its examples included
     started = time.perf_counter()
     env = make_env(args.examples)
@@ -158,7 +167,25 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     # count before adding its validation rollouts (every one of them, with full_eval and no cache)
     within = [score for score, calls in zip(scores, result.discovery_eval_counts) if calls + len(val) <= args.budget]
     return {"seed_score": scores[0], "best": max(scores), "calls": result.total_metric_calls,
-            "wall": time.perf_counter() - started, "candidates": len(scores), "within": max(within)}
+            "wall": time.perf_counter() - started, "candidates": len(scores), "within": max(within),
+            "search": stamps.span()}
+
+
+class Stamps:
+    """The task model, noting when each call's reply is made (after the client's latency): from the first
+    call's start to the last call's end is the search itself; the rest of a run's wall time is what it does
+    before (setup, the run dir) and after (the last files)."""
+
+    def __init__(self, latency: float):
+        self.latency = latency
+        self.times: list[float] = []
+
+    def __call__(self, messages, sampling, tools):
+        self.times.append(time.perf_counter())
+        return task_model(messages, sampling, tools)
+
+    def span(self) -> float:
+        return self.times[-1] - self.times[0] + self.latency
 
 
 class _Quiet:
@@ -180,8 +207,9 @@ def main() -> None:
           f"· concurrency {args.concurrency} · components system_prompt+tools")
     print("best val: the best candidate's mean validation score; within budget: the best one found by the "
           "time the budget was spent (gepa may overspend)")
+    print("search: from the first task-model call to the last; outside: the rest of the wall time (setup, run files)")
     print(f"{'run':<27}{'seed':>5}{'seed val':>9}{'best val':>9}{'within budget':>14}{'calls':>7}{'cands':>6}"
-          f"{'wall s':>8}{'ms/call':>9}")
+          f"{'wall s':>8}{'ms/call':>9}{'search s':>10}{'ms/call':>9}{'outside s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         ours(args, 99, False, Path(tmp))  # warm-up: imports and first-use costs are not either run's
         for merge in (False, True):
@@ -189,12 +217,16 @@ def main() -> None:
                 # alternate which goes first, so a noisy machine does not favour one
                 runs = [("prime gepa run", lambda: ours(args, seed, merge, Path(tmp))),
                         ("plain gepa.optimize", lambda: plain(args, seed, merge))]
-                for name, measure in runs if seed % 2 == 0 else runs[::-1]:
-                    row = measure()
-                    label = f"{name}{' +merge' if merge else ''}"
-                    print(f"{label:<27}{seed:>5}{row['seed_score']:>9.3f}{row['best']:>9.3f}{row['within']:>14.3f}"
-                          f"{row['calls']:>7}{row['candidates']:>6}{row['wall']:>8.2f}"
-                          f"{1000 * row['wall'] / max(1, row['calls']):>9.1f}")
+                rows = {name: measure() for name, measure in (runs if seed % 2 == 0 else runs[::-1])}
+                for name, _ in runs:
+                    _print_row(f"{name}{' +merge' if merge else ''}", seed, rows[name])
+
+
+def _print_row(label: str, seed: int, row: dict) -> None:
+    calls = max(1, row["calls"])
+    print(f"{label:<27}{seed:>5}{row['seed_score']:>9.3f}{row['best']:>9.3f}{row['within']:>14.3f}"
+          f"{row['calls']:>7}{row['candidates']:>6}{row['wall']:>8.2f}{1000 * row['wall'] / calls:>9.1f}"
+          f"{row['search']:>10.2f}{1000 * row['search'] / calls:>9.1f}{row['wall'] - row['search']:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -89,20 +89,21 @@ class RolloutBudget:
     def checkpoint(self) -> None:
         """Write the exact count and a reservation ``chunk`` past it (the runner calls this after each iteration)."""
         self.reserved = max(self.used, min(self.max_calls, self.used + self.chunk))
-        self._save()
+        self._save(sync=True)
 
-    def settle(self) -> None:
-        """Write the exact count with no reservation beyond it: the run is ending and spends nothing more."""
+    def settle(self, sync: bool = True) -> None:
+        """Write the exact count with no reservation beyond it: the run is ending and spends nothing more
+        (``sync=False``: the caller syncs the file, with the run's last files)."""
         self.reserved = self.used
-        self._save()
+        self._save(sync)
 
-    def _save(self) -> None:
+    def _save(self, sync: bool) -> None:
         state = (self.used, self.reserved, self.reflection_calls)
         if self.path is None or state == self._written:
             return
         record = json.dumps({"max_calls": self.max_calls, "used": self.used, "reserved": self.reserved,
                              "reflection_calls": self.reflection_calls})
-        write_record(self.path, record.encode())
+        write_record(self.path, record.encode(), sync=sync)
         self._written = state
 
 
@@ -110,8 +111,9 @@ RECORD_BYTES = 256
 """``budget.json``'s fixed size: every write overwrites the same bytes, within one disk sector."""
 
 
-def write_record(path: Path, record: bytes) -> None:
-    """Overwrite ``path`` in place with ``record`` padded to :data:`RECORD_BYTES`, then sync its data.
+def write_record(path: Path, record: bytes, *, sync: bool = True) -> None:
+    """Overwrite ``path`` in place with ``record`` padded to :data:`RECORD_BYTES`, then sync its data
+    (``sync=False``: the caller syncs it, before anything relies on it).
 
     Why not a temp file and a rename (:func:`evalkit.core.fileio.write_bytes_atomic`): that costs a new
     file, a rename and a metadata sync per write, several ms on a busy disk. One ``pwrite`` of a fixed-size
@@ -126,7 +128,8 @@ def write_record(path: Path, record: bytes) -> None:
         if os.fstat(fd).st_size != RECORD_BYTES:  # new, or an older primekit's file of another size
             os.ftruncate(fd, RECORD_BYTES)
         os.pwrite(fd, record.ljust(RECORD_BYTES - 1) + b"\n", 0)
-        getattr(os, "fdatasync", os.fsync)(fd)
+        if sync:
+            getattr(os, "fdatasync", os.fsync)(fd)
     finally:
         os.close(fd)
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from evalkit.envs.tool_descriptions import descriptions_of
 from evalkit.core.errors import UserError
-from evalkit.core.fileio import write_text_atomic
 from gepa_cli.adapter import COMPONENT, TOOLS
 
 FILES = {TOOLS: "tools.json"}
@@ -100,12 +99,10 @@ def check_text(name: str, seed: dict[str, str]) -> Callable[[str], str | None] |
     return check
 
 
-def write_component_files(run_dir: Path, candidate: dict[str, str], *, durable: bool = True) -> None:
-    """One file per component other than the system prompt (``tools.json``), from ``candidate``."""
-    for name, file in FILES.items():
-        if name in candidate:
-            text = json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n"
-            write_text_atomic(run_dir / file, text, durable=durable)
+def component_files(candidate: dict[str, str]) -> dict[str, str]:
+    """File name -> text: one file per component other than the system prompt (``tools.json``), from ``candidate``."""
+    return {file: json.dumps(json.loads(candidate[name]), indent=2, ensure_ascii=False) + "\n"
+            for name, file in FILES.items() if name in candidate}
 
 
 def listing(envs: list[Any], ids: list[str] | None = None) -> list[str]:

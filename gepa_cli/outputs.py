@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.core.fileio import write_bytes_atomic, write_text_atomic
+from evalkit.core.fileio import write_files_atomic
 from evalkit.core.runs import PARETO_FRONTIER, RESULTS, SYSTEM_PROMPT
 from evalkit.core.untrusted import row_line, utf8
 from gepa_cli.adapter import COMPONENT
-from gepa_cli.components import write_component_files
+from gepa_cli.components import component_files
 
 STATE_SUBDIR = "state"
 """The library's own run dir (``gepa_state.bin``, its logs) inside ours, kept apart from our files."""
@@ -110,18 +112,56 @@ def frontier_rows(state: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int], *,
-                          durable: bool = True) -> tuple[int, list[dict[str, Any]]]:
-    """``results.jsonl``, ``pareto_frontier.jsonl`` and ``system_prompt.txt`` from the current state.
+@dataclass(frozen=True)
+class Candidates:
+    """What the candidate files are built from, copied out of gepa's state (which the library goes on
+    changing): cheap to take on the search thread, so the files can be built and written on another."""
 
-    ``durable=False`` (after each iteration) skips the file syncs: the files are rebuilt from the state,
-    durably, when the run ends or resumes (:func:`evalkit.core.fileio.write_bytes_atomic`)."""
+    program_candidates: list[dict[str, str]]
+    prog_candidate_val_subscores: list[dict[Any, float]]
+    parent_program_for_candidate: list[list[int | None]]
+    num_metric_calls_by_discovery: list[int]
+    discovered_at: dict[int, int]
+
+    @classmethod
+    def of(cls, state: Any, discovered_at: dict[int, int]) -> "Candidates":
+        return cls([dict(c) for c in state.program_candidates], [dict(s) for s in state.prog_candidate_val_subscores],
+                   [list(p) for p in state.parent_program_for_candidate],
+                   list(getattr(state, "num_metric_calls_by_discovery", []) or []), dict(discovered_at))
+
+
+def write_candidates(run_dir: Path, candidates: Candidates) -> None:
+    """The candidate files of ``candidates``, without syncs (after an iteration; rebuilt durably at the end)."""
+    write_files(run_dir, candidate_files(candidates, candidates.discovered_at)[2], durable=False)
+
+
+def candidate_files(state: Any, discovered_at: dict[int, int]) -> tuple[int, list[dict[str, Any]], dict[str, bytes]]:
+    """The best candidate's index, the ``results.jsonl`` rows, and every candidate file's bytes by name
+    (``results.jsonl``, ``pareto_frontier.jsonl``, ``system_prompt.txt``, one per other component), built
+    from ``state`` (gepa's, or :class:`Candidates`)."""
     rows = candidate_rows(state, discovered_at)
     lines, rows = zip(*(row_line(row) for row in rows))
     rows = list(rows)
-    write_bytes_atomic(run_dir / RESULTS, b"".join(lines), durable=durable)
-    write_bytes_atomic(run_dir / PARETO_FRONTIER, b"".join(row_line(row)[0] for row in frontier_rows(state)), durable=durable)
     best = best_index(state)
-    write_text_atomic(run_dir / SYSTEM_PROMPT, rows[best]["info"]["system_prompt"], durable=durable)
-    write_component_files(run_dir, state.program_candidates[best], durable=durable)
+    files = {RESULTS: b"".join(lines),
+             PARETO_FRONTIER: b"".join(row_line(row)[0] for row in frontier_rows(state)),
+             SYSTEM_PROMPT: utf8(rows[best]["info"]["system_prompt"])}
+    files.update({name: utf8(text) for name, text in component_files(state.program_candidates[best]).items()})
+    return best, rows, files
+
+
+def write_files(run_dir: Path, files: dict[str, bytes], *, durable: bool = True, sync_too: Sequence[Path] = ()) -> None:
+    """Each of ``files`` (name -> bytes) into ``run_dir``, atomically (``sync_too``: files written in
+    place, synced with them).
+
+    ``durable=False`` (after each iteration) skips the file syncs: the files are rebuilt from the state,
+    durably, when the run ends or resumes (:func:`evalkit.core.fileio.write_bytes_atomic`)."""
+    write_files_atomic({run_dir / name: data for name, data in files.items()}, durable=durable, sync_too=sync_too)
+
+
+def write_candidate_files(run_dir: Path, state: Any, discovered_at: dict[int, int]) -> tuple[int, list[dict[str, Any]]]:
+    """The candidate files (:func:`candidate_files`) from the current state, durably; returns the best
+    candidate's index and the ``results.jsonl`` rows."""
+    best, rows, files = candidate_files(state, discovered_at)
+    write_files(run_dir, files)
     return best, rows

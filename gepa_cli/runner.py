@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,12 +26,14 @@ from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
+from evalkit.core.untrusted import json_bytes
 from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.core.runs import detect_kind
 from evalkit.core.types import SamplingArgs
 from evalkit.core.redact import redact
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
+from gepa_cli.background import BackgroundWriter, StateSaver
 from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
@@ -64,16 +67,18 @@ class GepaOutcome:
 
 
 class _StateTracker:
-    """Keeps the newest in-memory state and rewrites the candidate files after every iteration that added a
-    candidate (their content depends only on the candidates; an iteration whose proposal was rejected
-    would rewrite the same bytes, each write a file sync)."""
+    """Keeps the newest in-memory state and has the writer thread rewrite the candidate files after every
+    iteration that added a candidate (their content depends only on the candidates; an iteration whose
+    proposal was rejected would rewrite the same bytes)."""
 
-    def __init__(self, run_dir: Path, adapter: SystemPromptAdapter):
+    def __init__(self, run_dir: Path, adapter: SystemPromptAdapter, writer: BackgroundWriter):
         self.run_dir = run_dir
         self.state: Any = None
         self.adapter = adapter
+        self.writer = writer
         self.written = 0
-        """How many candidates the files on disk hold."""
+        """How many candidates the files on disk (or queued for it) hold."""
+        self.queued: Future[None] | None = None
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
@@ -82,11 +87,27 @@ class _StateTracker:
         self.state = event["state"]
         self.adapter.budget.checkpoint()  # the exact count, and the next iteration's reservation
         if len(self.state.program_candidates) != self.written:
-            outputs.write_candidate_files(self.run_dir, self.state, self.adapter.discovered_at_calls, durable=False)
+            candidates = outputs.Candidates.of(self.state, self.adapter.discovered_at_calls)
+            self.queued = self.writer.submit(outputs.write_candidates, self.run_dir, candidates)
             self.written = len(self.state.program_candidates)
+
+    def supersede(self) -> None:
+        """Drop the candidate files queued last if they have not started (the caller writes newer ones),
+        else wait for them (raising the error of a failed write)."""
+        if self.queued is not None and not self.queued.cancel():
+            self.queued.result()
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
+
+
+def _caught(call: Any) -> BaseException | None:
+    """``call()``'s exception (None when it returned)."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    return None
 
 
 def load_envs(config: GepaJobConfig) -> list[Environment]:
@@ -252,6 +273,9 @@ class _Job:
         self.logger = FileLogger(run_dir / runs.GEPA_LOG, console, verbose)
         self.owned_clients: list[ModelClient] = []
         self.tracker: _StateTracker | None = None
+        self.writer = BackgroundWriter()
+        self.saver: StateSaver | None = None
+        """Saves gepa's state when we own that (a new run); a resumed run's gepa loads and saves it itself."""
         self.adapter: SystemPromptAdapter | None = None
         self.summary: dict[str, Any] = {}
         self.cost = self._reflection_cost()
@@ -281,7 +305,7 @@ class _Job:
         proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks,
                             hide=self.mask.hide)
         record = StopRecord()
-        stoppers = [FatalStopper(proposer), *self._stoppers(record, len(val))]
+        stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record, len(val))]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -289,9 +313,12 @@ class _Job:
         with ProgressReporter(self.console, self.budget, enabled=show_progress, log=self.logger.log) as progress:
             adapter = self._adapter(task, progress.on_rollouts, saved_state)
             self.adapter = adapter
-            self.tracker = _StateTracker(self.run_dir, adapter)
+            self.tracker = _StateTracker(self.run_dir, adapter, self.writer)
             if saved_state is not None:
                 progress.restore(saved_state)
+            else:  # gepa loads a saved state only from its run_dir, and then saves it there itself
+                self.saver = StateSaver(self.state_dir, self.writer, adapter)
+                stoppers.insert(0, self.saver)  # first: gepa stops asking at the first stopper that fires
             try:
                 gepa.optimize(
                     seed_candidate=self._hidden_seed(),
@@ -304,7 +331,7 @@ class _Job:
                     skip_perfect_score=config.perfect_score is not None,
                     stop_callbacks=stoppers,
                     logger=self.logger,
-                    run_dir=str(self.state_dir),
+                    run_dir=None if self.saver is not None else str(self.state_dir),
                     callbacks=[progress, self.tracker],
                     track_best_outputs=False,
                     seed=config.seed,
@@ -364,6 +391,10 @@ class _Job:
     def _saved_state(self) -> Any:
         """The library's saved state of a resumed run (None for a new run), checked against the seed prompt."""
         saved_state = _try_load_state(self.state_dir) if self.resuming else None
+        if saved_state is None and self.resuming and (self.state_dir / "gepa_state.bin").exists():
+            # starting over would re-spend the seed's validation the plan counted as done, and lose the candidates
+            raise UserError(f"--resume: {self.state_dir / 'gepa_state.bin'} is damaged, so the search cannot go on "
+                            "from it; start a new run")
         if saved_state is not None and saved_state.program_candidates[0] != self._hidden_seed():
             raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
                             "started; start a new run")
@@ -402,27 +433,60 @@ class _Job:
         )
 
     def finish(self, status: str, error: BaseException | None) -> None:
-        """Close clients and the loop; write the candidate files and the final metadata, whatever happened."""
+        """Close clients and the loop; write the candidate files and the final metadata, whatever happened.
+
+        A write of the writer thread that failed fails the run (``metadata.json`` says so) and is raised
+        here when the run had no error of its own."""
         for client in self.owned_clients:
             try:
                 self.loop.run(client.aclose())
             except Exception:
                 pass
         self.loop.close()
-        self.budget.settle()  # every rollout reserved in memory counts; nothing more will be spent
+        self.budget.settle(sync=False)  # every rollout reserved in memory counts; nothing more will be spent
+        # the files written below replace those the tracker queued, which must not land after them; gepa's
+        # last state snapshot, queued after those, is written meanwhile
+        write_error = _caught(self.tracker.supersede) if self.tracker is not None else None
+        if self.tracker is None or self.tracker.state is None:  # the files come from gepa's saved state, if any
+            write_error = write_error or _caught(self.writer.drain)
+        files = {**self._candidate_files(), runs.METADATA: self._end_metadata(status, error, write_error)}
+        budget_file = self.run_dir / runs.BUDGET  # none when the run failed before its first rollout
+        outputs.write_files(self.run_dir, files, sync_too=[budget_file] if budget_file.exists() else [])
+        drained = _caught(self.writer.close)
+        if drained is not None and write_error is None:
+            write_error = drained
+            outputs.write_files(self.run_dir, {runs.METADATA: self._end_metadata(status, error, write_error)})
+        if write_error is not None:
+            self.logger.log(f"writing the run's files failed: {type(write_error).__name__}: {write_error}")
+        budget = self.budget
+        self.logger.log(f"finished: status={status if write_error is None else 'failed'} calls={budget.used}/"
+                        f"{budget.max_calls} reflection_calls={budget.reflection_calls}")
+        self.logger.close()
+        if write_error is not None and error is None:
+            raise write_error  # the run itself went well; its files did not (everything else is written)
+
+    def _candidate_files(self) -> dict[str, bytes]:
+        """The end state's candidate files (none before the seed's validation finished); sets ``summary``."""
         tracked = self.tracker.state if self.tracker is not None else None
         state = tracked if tracked is not None else _try_load_state(self.state_dir)
-        if state is not None:
-            discovered = self.tracker.adapter.discovered_at_calls if self.tracker is not None else {}
-            best_idx, rows = outputs.write_candidate_files(self.run_dir, state, discovered)
-            self.summary = {
-                "seed_val_score": rows[0]["score"],
-                "best_score": rows[best_idx]["score"],
-                "best_idx": best_idx,
-                "num_candidates": len(rows),
-                "initial_prompt_sha256": rows[0]["info"]["system_prompt_sha256"],
-                "best_prompt_sha256": rows[best_idx]["info"]["system_prompt_sha256"],
-            }
+        if state is None:
+            return {}
+        discovered = self.tracker.adapter.discovered_at_calls if self.tracker is not None else {}
+        best_idx, rows, files = outputs.candidate_files(state, discovered)
+        self.summary = {
+            "seed_val_score": rows[0]["score"],
+            "best_score": rows[best_idx]["score"],
+            "best_idx": best_idx,
+            "num_candidates": len(rows),
+            "initial_prompt_sha256": rows[0]["info"]["system_prompt_sha256"],
+            "best_prompt_sha256": rows[best_idx]["info"]["system_prompt_sha256"],
+        }
+        return files
+
+    def _end_metadata(self, status: str, error: BaseException | None, write_error: BaseException | None) -> bytes:
+        """``metadata.json`` as the run ends; a run without an error of its own whose files failed to write failed."""
+        if error is None and write_error is not None:
+            status, error = "failed", write_error
         metadata = self._metadata(status)
         metadata.update(self.summary, duration_s=self.duration_s, **self._error_counts())
         if self.cost is not None:
@@ -432,10 +496,7 @@ class _Job:
         metadata["completed_at"] = datetime.now().isoformat()
         if error is not None:
             metadata["error"] = f"{type(error).__name__}: {error}"
-        write_json_atomic(self.run_dir / runs.METADATA, metadata)
-        budget = self.budget
-        self.logger.log(f"finished: status={status} calls={budget.used}/{budget.max_calls} reflection_calls={budget.reflection_calls}")
-        self.logger.close()
+        return json_bytes(metadata, indent=2) + b"\n"
 
     def _error_counts(self) -> dict[str, Any]:
         """Rollouts that errored (scored 0 for gepa), this invocation's plus the killed runs' before it."""

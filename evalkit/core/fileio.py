@@ -13,7 +13,8 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,18 +36,49 @@ def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None
     all-or-nothing for a killed process, but after a power loss the file may be empty or old. Only for
     files rewritten later from durable ones (a GEPA run's candidate files, rebuilt from its state when it
     ends or resumes)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    write_files_atomic({path: data}, durable=durable)
+
+
+def write_files_atomic(files: Mapping[Path, bytes], *, durable: bool = True, sync_too: Sequence[Path] = ()) -> None:
+    """Replace each of ``files`` (path -> bytes) as :func:`write_bytes_atomic` does, syncing them together.
+
+    Every temp file is written first and all are synced at once, one thread each: the file system then
+    commits them in one journal transaction instead of one each (several times faster on ext4). Only then
+    is each renamed into place, in the order given, so each file is old or new, never half, and never new
+    before its data is on disk. ``sync_too``: files the caller wrote in place, synced in the same batch."""
+    temps: list[tuple[Path, str, Any]] = []
+    extra = [os.open(path, os.O_RDWR) for path in sync_too] if durable else []
     try:
-        with os.fdopen(fd, "wb") as handle:
+        for path, data in files.items():
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            handle = os.fdopen(fd, "wb")
+            temps.append((path, tmp, handle))
             handle.write(data)
             handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by others
-        os.replace(tmp, path)
+        if durable:
+            _sync_all([handle.fileno() for _, _, handle in temps] + extra)
+        for path, tmp, handle in temps:
+            handle.close()
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by others
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for _, tmp, handle in temps:
+            handle.close()
+            Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        for fd in extra:
+            os.close(fd)
+
+
+def _sync_all(fds: list[int]) -> None:
+    """``os.fsync`` each of ``fds``, all at once when there are several; raises the first failure."""
+    if len(fds) == 1:
+        os.fsync(fds[0])
+        return
+    with ThreadPoolExecutor(max_workers=len(fds), thread_name_prefix="fsync") as pool:
+        for future in [pool.submit(os.fsync, fd) for fd in fds]:
+            future.result()
 
 
 def keep_lines_atomic(path: Path, keep: Callable[[bytes], bool]) -> None:

@@ -23,9 +23,9 @@ def test_one_write_per_iteration_and_disk_covers_every_reservation(tmp_path, mon
     reserves: list[tuple[int, int]] = []  # (in memory, on disk) right after each reservation returned
     real_write, real_reserve = budget_module.write_record, RolloutBudget.reserve
 
-    def write(path: Path, record: bytes) -> None:
+    def write(path: Path, record: bytes, **kwargs) -> None:
         writes.append(json.loads(record))
-        real_write(path, record)
+        real_write(path, record, **kwargs)
 
     def reserve(self: RolloutBudget, n: int) -> None:
         real_reserve(self, n)
