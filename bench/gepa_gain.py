@@ -135,7 +135,7 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
                        console=Console(quiet=True))
     return {"seed_score": outcome.seed_val_score, "best": outcome.best_val_score, "calls": outcome.total_metric_calls,
             "wall": time.perf_counter() - started, "candidates": outcome.num_candidates, "within": outcome.best_val_score,
-            "search": stamps.span()}
+            "search": stamps.span(), "replies": stamps.since(started)}
 
 
 def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
@@ -168,7 +168,7 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     within = [score for score, calls in zip(scores, result.discovery_eval_counts) if calls + len(val) <= args.budget]
     return {"seed_score": scores[0], "best": max(scores), "calls": result.total_metric_calls,
             "wall": time.perf_counter() - started, "candidates": len(scores), "within": max(within),
-            "search": stamps.span()}
+            "search": stamps.span(), "replies": stamps.since(started)}
 
 
 class Stamps:
@@ -186,6 +186,10 @@ class Stamps:
 
     def span(self) -> float:
         return self.times[-1] - self.times[0] + self.latency
+
+    def since(self, started: float) -> list[float]:
+        """When each task-model reply was made, counted from the run's start."""
+        return [t - started + self.latency for t in self.times]
 
 
 class _Quiet:
@@ -208,8 +212,10 @@ def main() -> None:
     print("best val: the best candidate's mean validation score; within budget: the best one found by the "
           "time the budget was spent (gepa may overspend)")
     print("search: from the first task-model call to the last; outside: the rest of the wall time (setup, run files)")
+    print("same work: ms per task-model reply over the first N replies, N the smaller count of the pair (the runs "
+          "differ in length: gepa's last iteration overspends, and a long validation pass costs less per call)")
     print(f"{'run':<27}{'seed':>5}{'seed val':>9}{'best val':>9}{'within budget':>14}{'calls':>7}{'cands':>6}"
-          f"{'wall s':>8}{'ms/call':>9}{'search s':>10}{'ms/call':>9}{'outside s':>10}")
+          f"{'wall s':>8}{'ms/call':>9}{'search s':>10}{'ms/call':>9}{'outside s':>10}{'same work':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         ours(args, 99, False, Path(tmp))  # warm-up: imports and first-use costs are not either run's
         for merge in (False, True):
@@ -218,15 +224,17 @@ def main() -> None:
                 runs = [("prime gepa run", lambda: ours(args, seed, merge, Path(tmp))),
                         ("plain gepa.optimize", lambda: plain(args, seed, merge))]
                 rows = {name: measure() for name, measure in (runs if seed % 2 == 0 else runs[::-1])}
+                shared = min(len(row["replies"]) for row in rows.values())
                 for name, _ in runs:
-                    _print_row(f"{name}{' +merge' if merge else ''}", seed, rows[name])
+                    _print_row(f"{name}{' +merge' if merge else ''}", seed, rows[name], shared)
 
 
-def _print_row(label: str, seed: int, row: dict) -> None:
+def _print_row(label: str, seed: int, row: dict, shared: int) -> None:
     calls = max(1, row["calls"])
+    same = f"{1000 * row['replies'][shared - 1] / shared:.2f}@{shared}" if shared else "n/a"
     print(f"{label:<27}{seed:>5}{row['seed_score']:>9.3f}{row['best']:>9.3f}{row['within']:>14.3f}"
           f"{row['calls']:>7}{row['candidates']:>6}{row['wall']:>8.2f}{1000 * row['wall'] / calls:>9.1f}"
-          f"{row['search']:>10.2f}{1000 * row['search'] / calls:>9.1f}{row['wall'] - row['search']:>10.2f}", flush=True)
+          f"{row['search']:>10.2f}{1000 * row['search'] / calls:>9.1f}{row['wall'] - row['search']:>10.2f}{same:>11}", flush=True)
 
 
 if __name__ == "__main__":
