@@ -144,6 +144,10 @@ def main() -> None:
           f"model={args.model} tokens/request={args.tokens} load_avg_1m={load:.1f}")  # fmt: skip
     if load > 1.5 and device == "cpu":
         print("note: the machine is busy; rates are lower than on an idle machine")
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper().startswith("AVX2") and not os.environ.get("MKL_ENABLE_INSTRUCTIONS"):
+        # transformers' fp32 linears run on MKL, which these two variables do not cap: without it the
+        # baseline computes with AVX-512 while the engine is held to AVX2 (1.4x on prefill-sized GEMMs here)
+        print("note: emulating AVX2 without MKL_ENABLE_INSTRUCTIONS=AVX2 leaves transformers.generate on AVX-512 MKL")
     engine = Engine.from_name(args.model, dtype=args.dtype, max_batch=max(levels), device=device, threads=args.threads)
     reference = None if args.no_hf else copy.deepcopy(engine.model).to(device=engine.device, dtype=engine.dtype).eval()
     print(f"engine backend: {engine.backend}; CUDA graphs: {getattr(engine, '_graphs', False)}")
