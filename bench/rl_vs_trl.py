@@ -178,6 +178,7 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                       task_type="CAUSAL_LM")  # fmt: skip
     trainer = _timed_trainer(GRPOTrainer)(model=model, reward_funcs=[correct_answer], args=config, train_dataset=data,
                                           processing_class=tokenizer, peft_config=lora)  # fmt: skip
+    trainer.step_log = out / "trl" / f"steps-{os.getpid()}.jsonl"  # what --arm-timeout reads back
     trainer.train()
     trained = trainer.model.eval()
     after = held_out(trained, tokenizer, evals, system_prompt, args.tokens)
@@ -187,11 +188,13 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def _timed_trainer(base: type) -> type:
-    """``base`` (GRPOTrainer) recording each optimizer step's seconds and the generation inside it."""
+    """``base`` (GRPOTrainer) recording each optimizer step's seconds and the generation inside it,
+    also one JSON line per finished step to ``step_log`` (when set), as primekit's metrics.jsonl."""
 
     class Timed(base):  # type: ignore[misc,valid-type]
         gen_times: list[float]
         step_times: list[float]
+        step_log: Path | None = None
 
         def _generate_and_score_completions(self, *a: Any, **k: Any) -> Any:
             started = time.perf_counter()
@@ -206,6 +209,12 @@ def _timed_trainer(base: type) -> type:
                 return super().training_step(*a, **k)
             finally:
                 self.step_times = [*getattr(self, "step_times", []), time.perf_counter() - started]
+                if self.step_log is not None:
+                    gen = getattr(self, "gen_times", [0.0])[-1]
+                    step = {"step_s": self.step_times[-1], "gen_s": gen, "train_s": self.step_times[-1] - gen, "loss": None}
+                    self.step_log.parent.mkdir(parents=True, exist_ok=True)
+                    with self.step_log.open("a") as log:
+                        log.write(json.dumps(step) + "\n")
 
     return Timed
 
@@ -252,8 +261,10 @@ def spawn(arm: str, args: argparse.Namespace, out: Path, argv: list[str]) -> dic
 
 
 def _partial(out: Path, pid: int, seconds: float) -> dict[str, Any]:
-    """What a prime arm stopped by ``--arm-timeout`` finished: its steps' times from metrics.jsonl."""
-    steps = [json.loads(line) for path in out.glob(f"rl/prime-*-{pid}/metrics.jsonl") for line in path.read_text().splitlines()]
+    """What an arm stopped by ``--arm-timeout`` finished: its steps' times from metrics.jsonl (prime)
+    or the step log of :func:`_timed_trainer` (TRL)."""
+    logs = [*out.glob(f"rl/prime-*-{pid}/metrics.jsonl"), *out.glob(f"trl/steps-{pid}.jsonl")]
+    steps = [json.loads(line) for path in logs for line in path.read_text().splitlines()]
     finished = [m for m in steps if "loss" in m]
     steps = finished or [{"step_s": math.nan, "gen_s": math.nan, "train_s": math.nan}]
     return {"step_s": [m["step_s"] for m in steps], "gen_s": [m["gen_s"] for m in steps], "train_s": [m["train_s"] for m in steps],

@@ -105,18 +105,20 @@ def rope_tables(model: Any, positions: int, dtype: torch.dtype, device: torch.de
 
 
 class Linear:
-    """``y = x @ W.T + b``. On CPU, ``W`` is prepacked into oneDNN's blocked layout when this
-    torch build can (AMX/AVX-512 kernels then skip re-laying out the weight on every call: 15-35%
-    faster per matmul at decode sizes, measured); elsewhere, and when packing is unavailable,
+    """``y = x @ W.T + b``. On CPU, ``W`` is prepacked into oneDNN's blocked layout when that pays
+    (:func:`packing_pays`: AMX/AVX-512 kernels then skip re-laying out the weight on every call,
+    15-35% faster per matmul at decode sizes, measured); elsewhere, and when packing is unavailable,
     ``F.linear``. An unpacked Linear can be overwritten in place (:meth:`copy_`), which keeps
-    captured CUDA graphs valid across weight updates."""
+    captured CUDA graphs valid across weight updates.
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, batch_hint: int = 32):
+    ``owned=False``: ``weight`` belongs to someone else (the master module); packing copies it, and
+    an unpacked Linear keeps a clone, so the snapshot never aliases the master."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, batch_hint: int = 32, owned: bool = True):
         self.out_features = weight.shape[0]
         self.bias = bias
-        packable = weight.device.type == "cpu" and _packing_works(weight.dtype)
-        self.packed = _pack(weight, batch_hint) if packable else None
-        self.weight = weight if self.packed is None else None
+        self.packed = _pack(weight, batch_hint) if packing_pays(weight.dtype, weight.device) else None
+        self.weight = None if self.packed is not None else weight if owned else weight.clone()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
@@ -133,6 +135,27 @@ def _pack(weight: torch.Tensor, batch_hint: int) -> torch.Tensor | None:
         return torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint)
     except (AttributeError, RuntimeError):
         return None
+
+
+def packing_pays(dtype: torch.dtype, device: torch.device | str) -> bool:
+    """Whether a CPU linear in ``dtype`` is worth prepacking: always in bf16 (when packing works
+    here); in fp32 only where oneDNN runs AVX-512 kernels. With oneDNN on AVX2 (``ONEDNN_MAX_CPU_ISA=
+    AVX2``, as on an AVX2-only CPU) an fp32 decode step took the same time packed or not (15 and 32
+    rows, SmolLM2-135M), while packing added ~0.9 s of CPU to every engine load; on AVX-512 packed
+    fp32 was ~1.7x faster at 15 rows."""
+    if torch.device(device).type != "cpu" or not _packing_works(dtype):
+        return False
+    return dtype != torch.float32 or _onednn_avx512()
+
+
+@functools.cache
+def _onednn_avx512() -> bool:
+    from evalkit.model.dtypes import cpu_info
+
+    cpu = cpu_info()
+    isa = (cpu.onednn_isa or "").upper()
+    capped = bool(isa) and not any(part in isa for part in ("AVX512", "AVX10", "AMX", "DEFAULT", "ALL"))
+    return "avx512f" in cpu.flags and not capped
 
 
 @functools.cache
@@ -217,6 +240,9 @@ class DecoderWeights:
             pairs = [effective_linear(m) for m in modules]
             biases = [b for _, b in pairs]
             bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
+            weight = pairs[0][0].detach()
+            if len(pairs) == 1 and weight.dtype == dtype and weight.device == torch.device(device):
+                return Linear(weight, bias, batch_hint, owned=False)  # packing copies it once, not twice
             return Linear(cast(*(w for w, _ in pairs)), bias, batch_hint)
 
         with torch.no_grad():
