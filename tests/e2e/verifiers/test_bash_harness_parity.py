@@ -3,7 +3,7 @@
 scripted agent model (tests/support/bash_server.py: it answers each user turn with one ``bash`` call, then with
 what the command printed), compared episode by episode from the ``traces.jsonl`` both write with verifiers'
 writer: rewards, metrics, stop condition, errors, every message (tool calls and tool output included), the tools
-offered, the model calls and token counts.
+offered, the model calls and token counts. The ``null`` harness (primekit's default) gets the same comparison.
 
 verifiers prepares the harness program with uv (``pip install --user uv``, then ``uv sync`` from PyPI): its side
 needs the package index, so these tests are marked ``network``; ``HOME`` is a folder of the test's, so nothing is
@@ -115,4 +115,26 @@ def test_bash_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, ser
     rewards = [[sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in e["traces"]] for e in pk_rows]
     print(f"PARITY {taskset}: rc {theirs.returncode}/{ours.returncode}, rows {len(vf_rows)}/{len(pk_rows)}, "
           f"rewards {rewards}, first difference: {first_difference(vf_rows, pk_rows)}")  # the table in the docs
+    assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)
+
+
+@pytest.mark.parametrize("taskset", TASKSETS)
+def test_null_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, server, home, taskset):
+    """primekit's default seat program (verifiers' ``null`` chat program, run offline) against verifiers' own eval
+    with ``--env.agent.harness.id null``: the same comparison, no shell."""
+    project = verifiers_project
+    folder = project / "environments" / taskset
+    client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
+    null = ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
+    theirs = run(project, [str(Path(sys.executable).with_name("vf-eval")), taskset, *client, *null, "--no-push",
+                           "-o", str(project / "vf-null")], [folder], home)
+    assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
+    ours = run(project, [sys.executable, "-m", "primekit_cli", "eval", "run", taskset, *client, *null,
+                         "-o", str(project / "pk-null")], [REPO], project / "home")
+    assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
+    (vf_traces,) = (project / "vf-null").glob("*/traces.jsonl")
+    (pk_traces,) = (project / "pk-null").glob("evals/*/*/traces.jsonl")
+    vf_rows, pk_rows = episodes(vf_traces), episodes(pk_traces)
+    assert len(vf_rows) == len(pk_rows) > 0
+    print(f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, first difference: {first_difference(vf_rows, pk_rows)}")
     assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)
