@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.verifiers, pytest.mark.network,
 
 TASKSETS = ("vf_v1_math", "vf_v1_chat", "vf_v1_shared", "vf_v1_pkg")
 KEY_VAR = "BASH_SERVER_KEY"
-FLAGS = ["--env.agent.harness.id", "bash", "--env.agent.runtime.type", "subprocess"]
 VOLATILE = {"id", "timestamp", "time", "timing", "start", "end", "run", "runtime", "key", "hash", "workdir"}
 """Keys whose values differ between any two runs (ids, clocks, the run's folders)."""
 
@@ -95,26 +94,32 @@ def first_difference(a: Any, b: Any, where: str = "") -> str | None:
     return None if a == b else f"{where}: {json.dumps(a)[:300]} != {json.dumps(b)[:300]}"
 
 
-@pytest.mark.parametrize("taskset", TASKSETS)
-def test_bash_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, server, home, taskset):
-    project = verifiers_project
-    folder = project / "environments" / taskset
+def rows_of_both(project: Path, server: BashServer, home: Path, taskset: str, harness: str) -> tuple[list, list]:
+    """The episodes of ``taskset`` run by verifiers' own ``vf-eval`` and by ``prime eval run``, both with
+    ``harness`` on the subprocess runtime against ``server``, each asserted to exit 0."""
     client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
-    theirs = run(project, [str(Path(sys.executable).with_name("vf-eval")), taskset, *client, *FLAGS, "--no-push",
-                           "-o", str(project / "vf")], [folder], home)
+    flags = ["--env.agent.harness.id", harness, "--env.agent.runtime.type", "subprocess"]
+    theirs = run(project, [str(Path(sys.executable).with_name("vf-eval")), taskset, *client, *flags, "--no-push",
+                           "-o", str(project / f"vf-{harness}")], [project / "environments" / taskset], home)
     assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
-    ours = run(project, [sys.executable, "-m", "primekit_cli", "eval", "run", taskset, *client, *FLAGS,
-                         "-o", str(project / "pk")], [REPO], project / "home")
+    ours = run(project, [sys.executable, "-m", "primekit_cli", "eval", "run", taskset, *client, *flags,
+                         "-o", str(project / f"pk-{harness}")], [REPO], project / "home")
     assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
-    (vf_traces,) = (project / "vf").glob("*/traces.jsonl")
-    (pk_traces,) = (project / "pk").glob("evals/*/*/traces.jsonl")
+    (vf_traces,) = (project / f"vf-{harness}").glob("*/traces.jsonl")
+    (pk_traces,) = (project / f"pk-{harness}").glob("evals/*/*/traces.jsonl")
     vf_rows, pk_rows = episodes(vf_traces), episodes(pk_traces)
     assert len(vf_rows) == len(pk_rows) > 0
+    return vf_rows, pk_rows
+
+
+@pytest.mark.parametrize("taskset", TASKSETS)
+def test_bash_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, server, home, taskset):
+    vf_rows, pk_rows = rows_of_both(verifiers_project, server, home, taskset, "bash")
     calls = [c for m in vf_rows[0]["traces"][0]["messages"] for c in m.get("message", {}).get("tool_calls") or []]
     assert calls and {c["name"] for c in calls} == {"bash"}  # the model ran commands (vf_v1_pkg stops right there)
     rewards = [[sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in e["traces"]] for e in pk_rows]
-    print(f"PARITY {taskset}: rc {theirs.returncode}/{ours.returncode}, rows {len(vf_rows)}/{len(pk_rows)}, "
-          f"rewards {rewards}, first difference: {first_difference(vf_rows, pk_rows)}")  # the table in the docs
+    print(f"PARITY {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, rewards {rewards}, "
+          f"first difference: {first_difference(vf_rows, pk_rows)}")  # the table in the docs
     assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)
 
 
@@ -122,19 +127,6 @@ def test_bash_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, ser
 def test_null_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, server, home, taskset):
     """primekit's default seat program (verifiers' ``null`` chat program, run offline) against verifiers' own eval
     with ``--env.agent.harness.id null``: the same comparison, no shell."""
-    project = verifiers_project
-    folder = project / "environments" / taskset
-    client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
-    null = ["--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess"]
-    theirs = run(project, [str(Path(sys.executable).with_name("vf-eval")), taskset, *client, *null, "--no-push",
-                           "-o", str(project / "vf-null")], [folder], home)
-    assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
-    ours = run(project, [sys.executable, "-m", "primekit_cli", "eval", "run", taskset, *client, *null,
-                         "-o", str(project / "pk-null")], [REPO], project / "home")
-    assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
-    (vf_traces,) = (project / "vf-null").glob("*/traces.jsonl")
-    (pk_traces,) = (project / "pk-null").glob("evals/*/*/traces.jsonl")
-    vf_rows, pk_rows = episodes(vf_traces), episodes(pk_traces)
-    assert len(vf_rows) == len(pk_rows) > 0
+    vf_rows, pk_rows = rows_of_both(verifiers_project, server, home, taskset, "null")
     print(f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, first difference: {first_difference(vf_rows, pk_rows)}")
     assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)
