@@ -646,10 +646,15 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
+def is_sft_table(data: dict[str, Any]) -> bool:
+    """Whether a parsed config is `prime sft run`'s (it names a ``data`` file and no ``[[env]]``), not RL's."""
+    return "data" in data and "env" not in data
+
+
 def load_rl_config(path: str | Path, overrides: list[str] | None = None) -> RLConfig:
     """Read, override and validate a config; a local model path resolves against the config's folder."""
     data = deep_merge(load_toml(path), parse_overrides(list(overrides or [])))
-    if "data" in data and "env" not in data:  # the likeliest wrong file: an SFT config has rows, not environments
+    if is_sft_table(data):  # the likeliest wrong file: an SFT config has rows, not environments
         raise ConfigError(f"{path} is an SFT config (it names `data` and no [[env]]); train on it with "
                           f"`prime sft run {path}`")
     try:

@@ -17,7 +17,7 @@ from types import ModuleType
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_text_atomic
 from evalkit.core.tomlio import load_toml
-from rl_backend.config import RLConfig, load_rl_config
+from rl_backend.config import RLConfig, is_sft_table, load_rl_config
 from rl_backend.export import prime_rl, skyrl, tinker
 from rl_backend.export.common import Export
 
@@ -35,8 +35,7 @@ def export_config(config: RLConfig, target: str, output: Path | None = None) -> 
 
 def is_sft_config(path: Path) -> bool:
     """Whether ``path`` is a `prime sft run` config (it names a ``data`` file and no ``[[env]]``)."""
-    data = load_toml(path)
-    return "data" in data and "env" not in data
+    return is_sft_table(load_toml(path))
 
 
 def export_file(path: Path, overrides: list[str], target: str, output: Path | None = None) -> Export:
