@@ -11,6 +11,7 @@ import pytest
 from support import VERIFIERS_ENVS
 
 from support.fault_server import FaultServer
+from support.solver_server import SolverServer
 
 
 @pytest.fixture
@@ -38,3 +39,11 @@ def verifiers_project(tmp_path: Path) -> Path:
     shutil.copytree(envs, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
     (tmp_path / "home").mkdir()
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def solver() -> Iterator[SolverServer]:
+    """A model on 127.0.0.1 that answers right (tests/support/solver_server.py), one per test module."""
+    server = SolverServer()
+    yield server
+    server.stop()

@@ -19,20 +19,7 @@ from typer.testing import CliRunner
 from evalkit.core.types import SamplingArgs
 from primekit_cli.app import app
 from rl_backend.config import RLConfig
-
-ENV_CODE = '''
-from evalkit.envs import Rubric, SingleTurnEnv
-
-
-def digit_fraction(completion) -> float:
-    text = completion[-1]["content"] if completion else ""
-    return sum(c.isdigit() for c in text) / max(1, len(text))
-
-
-def load_environment(**kwargs):
-    rows = [{"question": f"Say a number like {i}", "answer": str(i)} for i in range(24)]
-    return SingleTurnEnv(dataset=rows, eval_dataset=rows[:4], rubric=Rubric([digit_fraction]))
-'''
+from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
 
 
 @pytest.fixture(scope="module")

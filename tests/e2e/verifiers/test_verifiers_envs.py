@@ -18,16 +18,6 @@ import pytest
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
-from support.solver_server import SolverServer
-
-
-
-@pytest.fixture(scope="module")
-def solver():
-    server = SolverServer()
-    yield server
-    server.stop()
-
 
 @pytest.fixture
 def project(verifiers_project: Path) -> Path:

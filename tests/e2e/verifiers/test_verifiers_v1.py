@@ -23,7 +23,6 @@ from support import VERIFIERS_ENVS
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
-from support.solver_server import SolverServer
 
 from evalkit.core.errors import UserError
 from evalkit.loading.resolve import load_environment
@@ -31,13 +30,6 @@ from evalkit.loading.resolve import load_environment
 pytestmark = pytest.mark.verifiers
 CURRENT = str(verifiers.__version__).startswith("0.4.")
 """verifiers 0.4.x (v1 only) is installed, else 0.3.1."""
-
-
-@pytest.fixture(scope="module")
-def solver():
-    server = SolverServer()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
