@@ -16,6 +16,7 @@ server that is already running elsewhere (``url`` set), or one whose class regis
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -71,14 +72,20 @@ async def _list(toolsets: list[Any]) -> list[dict[str, Any]]:
 
 def _mcp_server(name: str) -> Any:
     """The MCP server class verifiers registers toolsets on: ``MCPServer`` (mcp 2, verifiers 0.4) or
-    ``FastMCP`` (mcp 1, verifiers 0.3.1)."""
+    ``FastMCP`` (mcp 1, verifiers 0.3.1). Building one configures the root logger (``logging.basicConfig``
+    with a rich handler at INFO), which in this process would print every library's INFO lines; what the
+    root logger had is put back."""
     try:
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import MCPServer as server_class
     except ImportError:
-        from mcp.server.fastmcp import FastMCP
-
-        return FastMCP(name)
-    return MCPServer(name)
+        from mcp.server.fastmcp import FastMCP as server_class
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return server_class(name)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def _input_schema(tool: Any) -> dict[str, Any]:

@@ -115,3 +115,17 @@ def test_gepa_rewrites_a_v1_tasksets_tool_descriptions(verifiers_project, monkey
     assert outcome.seed_val_score == 0.0 and outcome.best_val_score == 1.0
     assert json.loads((outcome.run_dir / "tools.json").read_text()) == {"calc_add": f"{SEED} CALL ME."}
     assert described(client.requests) == {SEED, f"{SEED} CALL ME."}  # the seed's, then the candidate's
+
+
+def test_listing_the_tools_leaves_the_root_logger_as_it_was(verifiers_project, monkeypatch):
+    """The MCP server object the tools are registered on configures logging when built; a GEPA run's terminal
+    then filled with verifiers' INFO lines."""
+    import logging
+
+    monkeypatch.chdir(verifiers_project)
+    env = load_environment("vf-v1-shared", {})
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # as in `prime` (pytest's own handlers would hide a change)
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    assert [schema["function"]["name"] for schema in env.tool_schemas] == ["calc_add"]
+    assert root.handlers == [] and root.level == logging.WARNING
