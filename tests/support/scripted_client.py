@@ -7,7 +7,6 @@ directly. It records every request so tests can assert what the environment sent
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,26 +66,3 @@ class ScriptedClient:
 def tool_call_reply(name: str, arguments: str, call_id: str = "call_0", text: str = "") -> Completion:
     """A Completion asking for one tool call (helper for scripted tool-using tests)."""
     return Completion(text=text, tool_calls=[ToolCall(id=call_id, name=name, arguments=arguments)], finish_reason="tool_calls")
-
-
-def sum_tool_task(tool: str) -> ReplyFn:
-    """A task model for ``What is A+B?`` questions that calls ``tool`` only when the description it was sent says
-    ``CALL ME``, answers "No idea." otherwise, and states a tool result (GEPA's ``tools`` component tests)."""
-
-    def reply(messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None) -> Reply:
-        if messages[-1]["role"] == "tool":
-            return f"The answer is {messages[-1]['content']}."
-        a, b = str(messages[-1]["content"]).split("What is ")[1].split("?")[0].split("+")
-        called = "CALL ME" in " ".join(t["function"]["description"] for t in tools or [])
-        return tool_call_reply(tool, json.dumps({"a": int(a), "b": int(b)})) if called else "No idea."
-
-    return reply
-
-
-def describing_teacher(messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None) -> Reply:
-    """A GEPA teacher that appends " CALL ME." to every tool description it is shown (a ``tools`` component, a JSON
-    object in the fenced block) and " Think." to a system prompt."""
-    current = str(messages[0]["content"]).split("```")[1].strip()
-    if current.startswith("{"):
-        return "```\n" + json.dumps({k: v + " CALL ME." for k, v in json.loads(current).items()}) + "\n```"
-    return f"```\n{current} Think.\n```"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import VERIFIERS_ENVS
-from support.scripted_client import ScriptedClient, describing_teacher, sum_tool_task, tool_call_reply
+from support.scripted_client import ScriptedClient, tool_call_reply
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 
@@ -67,10 +67,23 @@ def test_gepa_rewrites_a_legacy_tool_envs_descriptions(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     env = load_environment("vf-tools", {"num_examples": 12})
 
-    client = ScriptedClient(sum_tool_task("add"))
+    def task(messages, sampling, tools):
+        if messages[-1]["role"] == "tool":
+            return f"The answer is {messages[-1]['content']}."
+        a, b = messages[-1]["content"].split("What is ")[1].split("?")[0].split("+")
+        called = "CALL ME" in " ".join(t["function"]["description"] for t in tools or [])
+        return tool_call_reply("add", json.dumps({"a": int(a), "b": int(b)})) if called else "No idea."
+
+    def teacher(messages, sampling, tools):
+        current = messages[0]["content"].split("```")[1].strip()
+        if current.startswith("{"):
+            return "```\n" + json.dumps({k: v + " CALL ME." for k, v in json.loads(current).items()}) + "\n```"
+        return f"```\n{current} Think.\n```"
+
+    client = ScriptedClient(task)
     outcome = run_gepa(config(tmp_path, max_calls=40, num_train=6, num_val=4, components=["system_prompt", "tools"],
                               envs=[{"id": "vf-tools"}]),
-                       clients=(client, ScriptedClient(describing_teacher, model="teacher")), envs=[env], show_progress=False)
+                       clients=(client, ScriptedClient(teacher, model="teacher")), envs=[env], show_progress=False)
     assert outcome.seed_val_score == 0.0 and outcome.best_val_score == 1.0
     assert json.loads((outcome.run_dir / "tools.json").read_text()) == {"add": "Add two integers. CALL ME."}
     assert {"Add two integers.", "Add two integers. CALL ME."} <= sent(client)  # the seed's, then the candidate's

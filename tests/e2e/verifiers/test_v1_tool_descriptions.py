@@ -2,9 +2,8 @@
 
 verifiers' chat program lists the taskset's MCP tools itself, so the descriptions are put into the model requests
 at primekit's model bridge. Real parts: `prime` in a subprocess, verifiers' chat program and the taskset's MCP tool
-server (tests/verifiers_envs/vf_v1_shared) as subprocesses, tests/support/solver_server.py on 127.0.0.1 recording
-what the model was sent, and an in-process GEPA run whose scripted task model calls the tool only when its
-description says so.
+server (tests/verifiers_envs/vf_v1_shared) as subprocesses, and tests/support/solver_server.py on 127.0.0.1
+recording what the model was sent (for GEPA, a model that calls the tool only when its description says so).
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession
 
-from support.scripted_client import ScriptedClient, describing_teacher, sum_tool_task
+from support.scripted_client import ScriptedClient
+from support.solver_server import SolverServer
 
 pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
@@ -98,23 +98,25 @@ async def test_the_bridge_rewrites_only_the_tools_a_set_names():
     assert tools[0]["function"]["description"] == "a as is"  # the request's own list is not touched
 
 
-@pytest.mark.slow  # ~25 s: a dozen rollouts, each verifiers' chat program with the MCP tool server
-def test_gepa_rewrites_a_v1_tasksets_tool_descriptions(verifiers_project, monkeypatch):
-    """A whole run: the task model calls ``calc_add`` only when its description says CALL ME; the teacher adds it."""
-    from gepa_cli.config import EnvSpec, GepaJobConfig
-    from gepa_cli.runner import run_gepa
-
-    monkeypatch.chdir(verifiers_project)
-    monkeypatch.setenv("HOME", str(verifiers_project / "home"))
-    env = load_environment("vf-v1-shared", {"num_tasks": 8})
-    client = ScriptedClient(sum_tool_task("calc_add"))
-    config = GepaJobConfig(envs=[EnvSpec(id="vf-v1-shared", args={"num_tasks": 8})], model="scripted", max_calls=30,
-                           num_train=4, num_val=4, minibatch_size=2, max_concurrent=4, stop_at_score=1.0,
-                           run_dir=str(verifiers_project / "run"), components=["system_prompt", "tools"])
-    outcome = run_gepa(config, clients=(client, ScriptedClient(describing_teacher, model="teacher")), envs=[env], show_progress=False)
-    assert outcome.seed_val_score == 0.0 and outcome.best_val_score == 1.0
-    assert json.loads((outcome.run_dir / "tools.json").read_text()) == {"calc_add": f"{SEED} CALL ME."}
-    assert described(client.requests) == {SEED, f"{SEED} CALL ME."}  # the seed's, then the candidate's
+@pytest.mark.slow  # ~30 s: a dozen rollouts, each verifiers' chat program with the MCP tool server
+def test_prime_gepa_run_writes_the_proposed_descriptions_to_tools_json(verifiers_project):
+    """The command as a user runs it: the task model (tests/support/solver_server.py) calls the tool only when its
+    description says "Double-check", which the same server, as the teacher (-M), adds to each description."""
+    server = SolverServer("--call-only-if", "Double-check")
+    try:
+        done = prime(verifiers_project, "gepa", "run", "vf-v1-shared", "-a", '{"num_tasks": 8}', "-m", "solver",
+                     "-b", server.base_url, "-M", "solver", "--components", "system_prompt,tools", "-B", "30",
+                     "--num-train", "4", "--num-val", "4", "--minibatch-size", "2", "--stop-at-score", "1",
+                     "-o", "run")
+        sent = server.requests()
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((verifiers_project / "run" / "tools.json").read_text()) == {
+        "calc_add": f"{SEED} Double-check the sum."}
+    metadata = json.loads((verifiers_project / "run" / "metadata.json").read_text())
+    assert "--tools-file" in metadata["verify_command"]
+    assert described(sent) == {SEED, f"{SEED} Double-check the sum."}  # the seed's, then the proposal's
 
 
 def test_listing_the_tools_leaves_the_root_logger_as_it_was(verifiers_project, monkeypatch):
