@@ -80,6 +80,22 @@ def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
         "error: --tools-file: no tool named 'add' in this environment (its tools: calc_add)"]
 
 
+def test_a_tool_server_per_rollout_is_listed_and_described_too(verifiers_project, solver):
+    """``Task.toolsets`` (one server per rollout) advertised without a prefix: the tool is ``add``."""
+    done = prime(verifiers_project, "gepa", "run", "vf-v1-task-tools", "-m", "m", "-b", "http://127.0.0.1:9/v1",
+                 "--list-components")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.split("tools:\n", 1)[1]) == {"add": SEED}
+    (verifiers_project / "tools.json").write_text(json.dumps({"add": "Adds. CALL ME."}))
+    before = len(solver.requests())
+    done = prime(verifiers_project, "eval", "run", "vf-v1-task-tools", "-m", "solver", "-b", solver.base_url, "-n", "2",
+                 "-r", "1", "--tools-file", "tools.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    sent = [request for request in solver.requests()[before:] if request.get("tools")]
+    assert len(sent) == 4 and {(t["function"]["name"], t["function"]["description"]) for r in sent for t in r["tools"]} == {
+        ("add", "Adds. CALL ME.")}
+
+
 async def test_the_bridge_rewrites_only_the_tools_a_set_names():
     client = ScriptedClient(["ok"])
     tools = [{"type": "function", "function": {"name": n, "description": f"{n} as is", "parameters": {}}}
