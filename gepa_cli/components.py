@@ -8,10 +8,13 @@ environment offers, with the seed text of each. A candidate is gepa's ``{name: t
 * ``system_prompt:<env>`` (a multi-environment run): environment ``<env>``'s own system prompt, which
   replaces ``system_prompt`` for its rollouts; the teacher sees only that environment's examples for it;
 * ``tools``: a JSON object ``{"tool name": "description"}`` over the tools of every environment of the
-  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv` or a legacy verifiers ``vf.ToolEnv``
-  (:class:`~evalkit.verifiers_compat.legacy_env.VerifiersEnvironment`), written to ``tools.json``, which
-  ``prime eval run --tools-file`` applies. A proposal for it must stay such an object naming the same
-  tools (:func:`check_text`); the teacher is asked again otherwise.
+  run that is a native :class:`~evalkit.envs.tool_env.ToolEnv`, a legacy verifiers ``vf.ToolEnv``
+  (:class:`~evalkit.verifiers_compat.legacy_env.VerifiersEnvironment`) or a verifiers v1 taskset with MCP tool
+  servers (:class:`~evalkit.verifiers_compat.v1_env.TasksetEnvironment`: its descriptions are put into the model
+  requests at the bridge), written to ``tools.json``, which ``prime eval run --tools-file`` applies. A proposal
+  for it must stay such an object naming the same tools (:func:`check_text`); the teacher is asked again
+  otherwise. The tools are listed only when asked for (``--list-components``, or ``tools`` chosen): listing a
+  v1 taskset's tools can fail, and a system-prompt-only run should not pay for it.
 """
 
 from __future__ import annotations
@@ -56,24 +59,28 @@ def env_prompt(env_id: str) -> str:
     return f"{ENV_PROMPT}{env_id}"
 
 
-def available(envs: list[Any], ids: list[str] | None = None) -> dict[str, str]:
+def available(envs: list[Any], ids: list[str] | None = None, tools: bool = True) -> dict[str, str]:
     """The components these environments offer, with their seed text. With several environments (and their
     ``ids``), each one's own system prompt too: ``system_prompt:<id>``, which replaces the shared
-    ``system_prompt`` for that environment's rollouts (seeded with its own prompt, or the shared one)."""
+    ``system_prompt`` for that environment's rollouts (seeded with its own prompt, or the shared one).
+    ``tools=False`` leaves the tools out without listing them."""
     found = {COMPONENT: seed_prompt(envs)}
     if ids and len(envs) > 1:
         found.update({env_prompt(env_id): env.system_prompt or found[COMPONENT] for env, env_id in zip(envs, ids)})
-    tools = tool_descriptions(envs)
-    if tools:
-        found[TOOLS] = json.dumps(tools, indent=2, ensure_ascii=False)
+    if not tools:
+        return found
+    described = tool_descriptions(envs)
+    if described:
+        found[TOOLS] = json.dumps(described, indent=2, ensure_ascii=False)
     return found
 
 
 def seed_candidate(envs: list[Any], names: list[str], ids: list[str] | None = None) -> dict[str, str]:
     """The seed candidate of the chosen components; UserError naming what the environments offer."""
-    offered = available(envs, ids)
+    offered = available(envs, ids, tools=TOOLS in names)
     missing = [name for name in names if name not in offered]
     if missing:
+        offered = available(envs, ids)
         raise UserError(f"--components: the environment has no {', '.join(missing)} component "
                         f"(it offers: {', '.join(offered)}; see --list-components)")
     return {name: offered[name] for name in names}

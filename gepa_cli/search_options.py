@@ -63,8 +63,8 @@ class GepaSearchFields(BaseModel):
     proposal_selection: Literal["all", "best"] = "all"
     """Of one iteration's children that pass acceptance, validate all, or only the best improvement."""
     components: list[str] = Field(default_factory=lambda: ["system_prompt"])
-    """What a candidate is made of: system_prompt, tools (the descriptions of a tool environment's tools, written
-    to tools.json), and in a multi-environment run system_prompt:<env> (that environment's own prompt); see
+    """What a candidate is made of: system_prompt, tools (the descriptions of a tool environment's tools: native,
+    legacy verifiers or a v1 taskset's MCP tools; written to tools.json), and in a multi-environment run system_prompt:<env> (that environment's own prompt); see
     --list-components."""
     module_selector: Literal["round_robin", "all"] = "round_robin"
     """With several components: rewrite one per proposal in turn (round_robin), or all of them at once."""

@@ -171,9 +171,11 @@ class Trainer:
         from rl_backend.policy import Policy
         from rl_backend.sources import make_source
 
+        from evalkit.eval.vf_fields import env_tool_defs
+
         members = [load_train_env(spec) for spec in self.config.env]
         for member in members:
-            if backend == "vllm" and getattr(member.env, "tool_schemas", None) and not self.config.inference.tool_call_parser:
+            if backend == "vllm" and env_tool_defs(member.env) and not self.config.inference.tool_call_parser:
                 raise ConfigError(
                     f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
                     "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"

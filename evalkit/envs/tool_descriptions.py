@@ -34,7 +34,8 @@ def describe(schemas: list[dict[str, Any]], descriptions: dict[str, str]) -> lis
 
 
 def descriptions_of(env: Any) -> dict[str, str]:
-    """``{tool name: description}`` of a native tool environment's tools (empty for any other environment)."""
+    """``{tool name: description}`` of an environment's ``tool_schemas`` (a native tool environment, a legacy
+    verifiers ``vf.ToolEnv``, a v1 taskset's MCP tools; empty for any other environment)."""
     schemas = getattr(env, "tool_schemas", None) or []
     return {s["function"]["name"]: str(s["function"].get("description") or "") for s in schemas if "function" in s}
 
@@ -57,7 +58,7 @@ def apply_descriptions(env: Any, descriptions: dict[str, str], source: str) -> N
     """Replace ``env``'s tool descriptions for every later rollout (``prime eval run --tools-file``)."""
     known = descriptions_of(env)
     if not known:
-        raise UserError(f"{source}: the environment has no native tools whose descriptions could be replaced")
+        raise UserError(f"{source}: the environment has no tools whose descriptions could be replaced")
     env.tool_schemas = describe(env.tool_schemas, check_descriptions(descriptions, known, source))
 
 

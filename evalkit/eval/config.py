@@ -62,7 +62,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     system_prompt: str | None = None
     """Replaces the environment's system prompt (e.g. a GEPA result)."""
     tool_descriptions: dict[str, str] | None = None
-    """Replaces the named tools' descriptions of a native tool environment (``--tools-file``, e.g. a GEPA ``tools.json``)."""
+    """Replaces the named tools' descriptions (``--tools-file``, e.g. a GEPA ``tools.json``) of a native tool
+    environment, a legacy ``vf.ToolEnv``, or a v1 taskset's MCP tools (replaced in its model requests)."""
     shuffle: bool = False
     """Shuffle the eval split before taking ``num_examples``."""
     seed: int = 0

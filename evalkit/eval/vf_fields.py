@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.core.errors import UserError
 from evalkit.core.types import RolloutState
 
 
@@ -54,8 +55,12 @@ def anchor_summary_fields(meta: dict[str, Any], summary: dict[str, Any]) -> dict
 
 
 def env_tool_defs(env: Any) -> list[dict[str, Any]] | None:
-    """The OpenAI tool schemas an environment offers (``ToolEnv``), or None."""
-    return list(getattr(env, "tool_schemas", None) or []) or None
+    """The OpenAI tool schemas an environment offers (``ToolEnv``, a v1 taskset's MCP tools), or None; also None
+    for a v1 taskset whose tools cannot be listed offline (a record, not a reason to fail the run)."""
+    try:
+        return list(getattr(env, "tool_schemas", None) or []) or None
+    except UserError:
+        return None
 
 
 def with_anchor_fields(row: dict[str, Any], state: RolloutState, tool_defs: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -19,10 +19,19 @@ text, which verifiers records on the trace as a provider error. Requests must ca
 token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
 use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps
 out of harness programs.
+
+Tool descriptions (GEPA's ``tools`` component, ``prime eval run --tools-file``): a v1 taskset's tools are MCP
+servers that verifiers' chat program lists itself, so the only place a candidate's descriptions can reach the
+model is the request. :meth:`ModelBridgeServer.url_for` hands out a base URL under ``/described/<key>/`` for a
+set of descriptions; a request arriving there has the ``description`` of each tool its ``tools`` list names
+replaced by the set's text (tools the set does not name keep theirs), so the model sees the candidate's text.
+Each set has its own URL because verifiers' interception forwards nothing else of the rollout but its trace id.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
 from typing import Any
@@ -32,6 +41,7 @@ from aiohttp import web
 from evalkit.clients.base import ModelClient
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import Completion
+from evalkit.envs.tool_descriptions import describe
 from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 
 BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
@@ -57,12 +67,15 @@ class ModelBridgeServer:
         self._calls: dict[str | None, list[tuple[int, Completion]]] = {}
         """Per trace id (``X-Session-ID``; None for a request without one), its (arrival number, completion)s."""
         self._answered = 0
+        self._described: dict[str, dict[str, str]] = {}
+        """Per ``/described/<key>/`` path, the tool descriptions its requests get (:meth:`url_for`)."""
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
     async def start(self) -> "ModelBridgeServer":
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/described/{key}/v1/chat/completions", self._chat)
         # a client that hangs up cancels its handler, and with it the model call it was waiting for
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -71,6 +84,15 @@ class ModelBridgeServer:
         port = self._runner.addresses[0][1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self
+
+    def url_for(self, descriptions: dict[str, str] | None) -> str:
+        """The base URL whose requests get ``descriptions`` (tool name -> text) in their tools; the plain
+        :attr:`base_url` when there are none. One URL per distinct set, kept while the bridge runs."""
+        if not descriptions:
+            return self.base_url
+        key = hashlib.sha256(json.dumps(descriptions, sort_keys=True).encode()).hexdigest()[:24]
+        self._described.setdefault(key, dict(descriptions))
+        return self.base_url.removesuffix("/v1") + f"/described/{key}/v1"
 
     async def close(self) -> None:
         if self._runner is not None:
@@ -98,8 +120,14 @@ class ModelBridgeServer:
             chat = parse_request(await request.json())
         except ValueError as exc:  # not JSON, or not a chat request (WireError)
             return _error(400, f"bad chat request: {exc}")
+        tools = chat.tools
+        key = request.match_info.get("key")
+        if key is not None:
+            if key not in self._described:
+                return _error(404, "no tool descriptions are registered under this bridge path")
+            tools = describe(tools, self._described[key]) if tools else tools
         try:
-            completion = await self.client.chat(chat.messages, chat.sampling, chat.tools)
+            completion = await self.client.chat(chat.messages, chat.sampling, tools)
         except ModelCallError as exc:
             return _error(502, str(exc))
         self._answered += 1

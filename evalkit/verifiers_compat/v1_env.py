@@ -27,7 +27,10 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
   and ``configs/resolved/eval.json`` (the env config), which verifiers' replay reads
   (:mod:`~evalkit.verifiers_compat.v1_traces`).
 - **GEPA**: the system prompt is the tasks' ``system_prompt``; a candidate replaces it through
-  ``Task.with_system_prompt`` (what verifiers' ``taskset.system_prompt`` override does).
+  ``Task.with_system_prompt`` (what verifiers' ``taskset.system_prompt`` override does). The ``tools`` component
+  (and ``--tools-file``): the taskset's MCP tools, listed offline by :mod:`~evalkit.verifiers_compat.v1_tools`;
+  verifiers' chat program lists the tools itself, so a candidate's descriptions are put into the model requests
+  at the bridge (:meth:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer.url_for`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.core.errors import ENVIRONMENT, UserError
 from evalkit.core.types import Message, RolloutState, SamplingArgs
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.verifiers_compat import v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
@@ -88,6 +92,8 @@ class TasksetEnvironment(Environment):
         self.sampling_args = SamplingArgs()
         self._tasks: dict[str, Any] = {}
         self._serving: _Serving | None = None
+        self._listed_tools: list[dict[str, Any]] | None = None
+        self._descriptions: dict[str, str] = {}
         self._run_slot_takes_on_trace = "on_trace" in inspect.signature(vf_env.run_slot).parameters  # verifiers 0.4
         first = next(iter(self._iterate(v1_api.take(self.taskset, 1))), None)
         self.system_prompt = first.data.system_prompt if first is not None else None
@@ -149,6 +155,23 @@ class TasksetEnvironment(Environment):
             messages.insert(0, {"role": "system", "content": system_prompt})
         return messages
 
+    # ----- tool descriptions (GEPA's ``tools`` component, ``--tools-file``) -------------------------
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The taskset's MCP tools as the chat program offers them (listed once, without a model), with the
+        run's descriptions: what :mod:`evalkit.envs.tool_descriptions` reads and replaces. UserError when a
+        tool server's tools cannot be listed offline."""
+        if self._listed_tools is None:
+            from evalkit.verifiers_compat.v1_tools import list_tool_schemas
+
+            self._listed_tools = list_tool_schemas(self.vf_env, self.env_id)
+        return [{**schema, "function": {**schema["function"], "description": self._descriptions.get(
+            schema["function"]["name"], schema["function"]["description"])}} for schema in self._listed_tools]
+
+    @tool_schemas.setter
+    def tool_schemas(self, schemas: list[dict[str, Any]]) -> None:
+        self._descriptions = {s["function"]["name"]: str(s["function"].get("description") or "") for s in schemas}
+
     # ----- lifecycle -----------------------------------------------------------------------
     @asynccontextmanager
     async def serving(self) -> AsyncIterator["_Serving"]:
@@ -201,9 +224,11 @@ class TasksetEnvironment(Environment):
             return
         async with self.serving() as serving:
             bridge = await serving.bridge(client)
+            # the run's (--tools-file) or the GEPA candidate's tool descriptions, put into its requests by the bridge
+            described = bridge.url_for({**self._descriptions, **(TOOL_DESCRIPTIONS.get() or {})})
             ctx = vf.ModelContext(
                 model=client.model,
-                client=vf.EvalClientConfig(base_url=bridge.base_url, api_key_var=bridge_key_var()),
+                client=vf.EvalClientConfig(base_url=described, api_key_var=bridge_key_var()),
                 sampling=vf.SamplingConfig(**sampling.to_dict()),
             )
             slot = self.vf_env.slots(task, 1)[0]

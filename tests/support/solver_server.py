@@ -8,9 +8,11 @@ It reads the conversation and answers the way a model that always knows the answ
 - a judge prompt (verifiers' ``JudgeRubric`` template mentions the "ground truth") -> ``yes``; started with
   ``--grade``, a judge that reads the response: ``yes`` only when it states one number, the ground truth;
 - a GEPA reflection request (it shows the current instruction in a ```-fenced block) -> that instruction
-  plus " Double-check the sum." in a fenced block;
+  plus " Double-check the sum." in a fenced block; for a JSON object of tool descriptions (GEPA's ``tools``
+  component), the object with that sentence added to each description;
 - tools offered and the last message is the user's ``What is A+B?`` -> one call of the tool named ``add``
-  (or ``<server>_add``, an MCP server's prefixed name);
+  (or ``<server>_add``, an MCP server's prefixed name); started with ``--call-only-if WORD``, only when a
+  tool's description holds WORD ("No idea." otherwise: a model that needs to be told to use the tool);
 - the last message is a tool result -> ``The answer is <result>.``;
 - ``next number after N`` -> ``N+1``;
 - ``What is A+B?`` -> the sum, in the format the system prompt asks for: ``<answer>`` tags when it says
@@ -51,7 +53,20 @@ def grade(prompt: str) -> str:
     return "yes" if truth and numbers == [truth.group(1).strip()] else "no"
 
 
-def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, grading: bool = False) -> dict[str, Any]:
+def reflect(instruction: str) -> str:
+    """A teacher's rewrite of a fenced instruction: one more sentence (to each description of a tools object)."""
+    more = " Double-check the sum."
+    try:
+        described = json.loads(instruction)
+    except json.JSONDecodeError:
+        described = None
+    if isinstance(described, dict):
+        return json.dumps({name: f"{text}{more}" for name, text in described.items()})
+    return f"{instruction}{more}"
+
+
+def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, grading: bool = False,
+          call_only_if: str = "") -> dict[str, Any]:
     """The assistant message a correct model sends next."""
     system = " ".join(_text(m) for m in messages if m.get("role") == "system").lower()
     last = messages[-1] if messages else {"role": "user", "content": ""}
@@ -60,7 +75,7 @@ def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gr
         return {"role": "assistant", "content": grade(text) if grading else "yes"}
     fenced = re.search(r"```[^\n`]*\n(.*?)```", text, re.DOTALL)
     if last.get("role") == "user" and fenced:
-        return {"role": "assistant", "content": f"```\n{fenced.group(1).strip()} Double-check the sum.\n```"}
+        return {"role": "assistant", "content": f"```\n{reflect(fenced.group(1).strip())}\n```"}
     if last.get("role") == "tool":
         return {"role": "assistant", "content": f"The answer is {text.strip()}."}
     follow = re.search(r"next number after (-?\d+)", text)
@@ -70,6 +85,8 @@ def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gr
     if match is None:
         return {"role": "assistant", "content": "I do not know."}
     a, b = int(match.group(1)), int(match.group(2))
+    if tools and call_only_if and not any(call_only_if in str(t.get("function", {}).get("description")) for t in tools):
+        return {"role": "assistant", "content": "No idea."}
     if tools:
         names = [str(t.get("function", {}).get("name")) for t in tools]
         name = next((n for n in names if n == "add" or n.endswith("_add")), "add")
@@ -83,13 +100,13 @@ def solve(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gr
     return {"role": "assistant", "content": str(a + b)}
 
 
-def make_app(grading: bool = False) -> web.Application:
+def make_app(grading: bool = False, call_only_if: str = "") -> web.Application:
     seen: list[dict[str, Any]] = []
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
         seen.append(body)
-        message = solve(body.get("messages") or [], body.get("tools"), grading)
+        message = solve(body.get("messages") or [], body.get("tools"), grading, call_only_if)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         words = len(str(message.get("content") or "").split()) or 1
         return web.json_response({
@@ -117,9 +134,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--grade", action="store_true", help="judge prompts get a verdict that reads the response")
+    parser.add_argument("--call-only-if", default="", help="call a tool only when a tool description holds this text")
     args = parser.parse_args()
 
-    serve_forever(make_app(args.grade), args.port)
+    serve_forever(make_app(args.grade, args.call_only_if), args.port)
 
 
 if __name__ == "__main__":
