@@ -65,8 +65,6 @@ class ModuleTensors:
         return self.hf.get_parameter(name).detach()
 
     def linear(self, prefix: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-        from evalkit.model.weights import effective_linear
-
         weight, bias = effective_linear(self.hf.get_submodule(prefix))
         return weight.detach(), None if bias is None else bias.detach()
 
@@ -201,3 +199,16 @@ def _generation_eos(folder: Path, config: Any) -> Any:
 
 def _tied(config: Any) -> bool:
     return bool(getattr(config, "tie_word_embeddings", False))
+
+
+def effective_linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a linear layer as it computes now: a peft LoRA layer's active, unmerged
+    adapters are added to its base weight (a merged or disabled adapter adds nothing)."""
+    base = getattr(module, "base_layer", module)
+    weight = base.weight
+    bias = getattr(base, "bias", None)
+    if base is not module and not getattr(module, "merged", False) and not getattr(module, "disable_adapters", False):
+        for name in getattr(module, "active_adapters", []):
+            if name in getattr(module, "lora_A", {}):
+                weight = weight + module.get_delta_weight(name).to(weight.dtype)
+    return weight, bias

@@ -253,16 +253,3 @@ class DecoderWeights:
                 final_norm=cast(source.tensor("model.norm.weight")),
                 lm_head=linear("lm_head"),
             )
-
-
-def effective_linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight, bias) of a linear layer as it computes now: a peft LoRA layer's active, unmerged
-    adapters are added to its base weight (a merged or disabled adapter adds nothing)."""
-    base = getattr(module, "base_layer", module)
-    weight = base.weight
-    bias = getattr(base, "bias", None)
-    if base is not module and not getattr(module, "merged", False) and not getattr(module, "disable_adapters", False):
-        for name in getattr(module, "active_adapters", []):
-            if name in getattr(module, "lora_A", {}):
-                weight = weight + module.get_delta_weight(name).to(weight.dtype)
-    return weight, bias
