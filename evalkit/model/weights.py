@@ -192,9 +192,11 @@ class DecoderWeights:
 
     def copy_(self, other: "DecoderWeights") -> bool:
         """Overwrite this snapshot's tensors with ``other``'s; False (nothing written) when either
-        holds packed tensors or their layouts differ."""
+        holds packed tensors or their layouts differ (a tied output projection included)."""
         if any(lin.packed is not None for lin in self._linears() + other._linears()):
             return False
+        if (self.lm_head.weight is self.embed) != (other.lm_head.weight is other.embed):
+            return False  # a tied snapshot's lm_head is its embedding: writing an untied one into it would clobber it
         mine, theirs = self.tensors(), other.tensors()
         if len(mine) != len(theirs):
             return False
@@ -246,10 +248,19 @@ class DecoderWeights:
                 down=linear(f"{mlp}.down_proj"),
             )
 
+        def head(embedding: torch.Tensor, embed: torch.Tensor) -> Linear:
+            """The output projection; a tied one (the same tensor as the embedding, no bias) shares
+            the embedding's copy instead of making a second one."""
+            weight, bias = source.linear("lm_head")
+            tied = bias is None and weight.data_ptr() == embedding.data_ptr() and weight.shape == embedding.shape
+            return Linear(embed, None, batch_hint) if tied else linear("lm_head")
+
         with torch.no_grad():
+            embedding = source.tensor("model.embed_tokens.weight")
+            embed = cast(embedding)
             return cls(
-                embed=cast(source.tensor("model.embed_tokens.weight")),
+                embed=embed,
                 layers=[layer(prefix) for prefix in layer_prefixes(source.config)],
                 final_norm=cast(source.tensor("model.norm.weight")),
-                lm_head=linear("lm_head"),
+                lm_head=head(embedding, embed),
             )

@@ -152,3 +152,24 @@ def test_an_eval_on_the_embedded_model_never_builds_the_transformers_module(tmp_
     done = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "modeling modules: []" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_tied_output_projection_shares_the_embedding_copy_until_an_update_unties_it(monkeypatch):
+    """Tied: one copy serves both. A LoRA on lm_head unties them; the update then replaces the
+    snapshot instead of writing the head into the shared embedding. (Unpacked linears, as on CUDA
+    and AVX2 CPUs in fp32: a packed head holds its own copy anyway.)"""
+    peft = pytest.importorskip("peft")
+    from evalkit.model import weights
+    from evalkit.model.forward import LlamaForward
+
+    monkeypatch.setattr(weights, "packing_pays", lambda dtype, device: False)
+    model = build_arch("qwen2")  # tied
+    forward = LlamaForward(model, torch.float32)
+    assert forward.weights.lm_head.weight is forward.weights.embed
+    embed = model.get_input_embeddings().weight.detach().clone()
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["lm_head"], init_lora_weights=False))
+    forward.load(wrapped)
+    assert forward.weights.lm_head.weight is not forward.weights.embed
+    assert torch.equal(forward.weights.embed, embed)
+    head = wrapped.get_base_model().lm_head
+    assert torch.allclose(forward.weights.lm_head.weight, head.base_layer.weight + head.get_delta_weight("default"))
