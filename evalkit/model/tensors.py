@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from evalkit.core.errors import UserError
+
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 
@@ -165,8 +167,11 @@ class StoredModel:
             from safetensors.torch import load_file
 
             tensors: dict[str, torch.Tensor] = {}
-            for file in _weight_files(self.folder):
-                tensors.update(load_file(str(file)))  # memory-mapped: pages are read as the snapshot copies them
+            try:
+                for file in _weight_files(self.folder):
+                    tensors.update(load_file(str(file)))  # memory-mapped: pages are read as the snapshot copies them
+            except Exception as exc:  # safetensors' own error type, a broken index, a missing shard
+                raise UserError(f"cannot read the weights in {self.folder}: {type(exc).__name__}: {exc}") from None
             self._tensors = tensors
         return self._tensors
 

@@ -134,6 +134,16 @@ def test_the_embedded_cache_reads_as_transformers_reads_it():
     assert (direct.eos_token_id, direct.pad_token_id, direct.unk_token_id) == (auto.eos_token_id, auto.pad_token_id, auto.unk_token_id)
 
 
+def test_unreadable_weights_are_a_user_error(tmp_path):
+    from evalkit.core.errors import UserError
+    from evalkit.model.engine import Engine
+
+    build_arch("llama").save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(UserError, match="cannot read the weights in"):
+        Engine.from_name(str(tmp_path), dtype="fp32", max_batch=2, device="cpu")
+
+
 REPORT_IMPORTS = """
 import atexit, runpy, sys
 def report():
