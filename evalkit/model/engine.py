@@ -32,9 +32,10 @@ from evalkit.model.scheduler import Sequence as ScheduledSequence
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
 from evalkit.model.dtypes import AUTO, choose_dtype
-from evalkit.model.loading import load_model, log
+from evalkit.model.loading import log, open_model
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
+from evalkit.model.tensors import StoredModel, model_config
 from evalkit.model.threads import ThreadTuner
 from evalkit.core.types import Message, SamplingArgs
 
@@ -60,8 +61,9 @@ class _WeightUpdate:
 
 
 def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend: str = "auto", batch_hint: int = 32) -> Any:
-    """The forward the engine runs ``model`` with: fused when the architecture allows (``auto``) or
-    when asked (``fused``, a UserError if it cannot), else the Hugging Face fallback."""
+    """The forward the engine runs ``model`` (a module or a :class:`StoredModel`) with: fused when
+    the architecture allows (``auto``) or when asked (``fused``, a UserError if it cannot), else
+    the Hugging Face fallback (which runs the module, so a stored model builds it)."""
     from evalkit.model.weights import fused_unsupported
 
     if backend not in BACKENDS:
@@ -76,8 +78,8 @@ def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend:
     from evalkit.model.hf_forward import HFForward
 
     if backend == "auto":
-        log(f"note: running {getattr(model.config, 'model_type', 'this model')} through the Hugging Face forward (fused path: {reason})")
-    return HFForward(model, dtype, device)
+        log(f"note: running {getattr(model_config(model), 'model_type', 'this model')} through the Hugging Face forward (fused path: {reason})")
+    return HFForward(model.module() if isinstance(model, StoredModel) else model, dtype, device)
 
 
 class Engine:
@@ -87,7 +89,10 @@ class Engine:
     any ``AutoModelForCausalLM`` (peft-wrapped or holding LoRA layers is fine) and its tokenizer,
     or :meth:`from_name` for ``local/smollm2-135m``, a Hub id or a model folder. The engine keeps
     ``model`` as the *master copy* (``engine.model``, ``engine.tokenizer``) and samples from its
-    own snapshot of the effective weights in ``dtype`` on ``device``: fused for Llama-family models
+    own snapshot of the effective weights in ``dtype`` on ``device``. :meth:`from_name` reads that
+    snapshot straight from the folder's safetensors (a :class:`~evalkit.model.tensors.StoredModel`)
+    and builds the transformers module only when ``engine.model`` is first used (a weight update,
+    the Hugging Face fallback); serving alone never builds it. Fused for Llama-family models
     (``backend="auto"`` or ``"fused"``), a plain module copy run by the Hugging Face forward for the
     rest (``"hf"``). ``engine.backend`` says which. ``dtype="auto"`` is bf16 on CUDA and on CPUs with
     native bf16, else fp32 (:mod:`evalkit.model.dtypes`); ``engine.dtype_choice`` says which and why.
@@ -151,9 +156,9 @@ class Engine:
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
-        self.model = model
+        self._model = model
         self.tokenizer = tokenizer
-        self.name = name or str(getattr(model.config, "_name_or_path", "model"))
+        self.name = name or str(getattr(model_config(model), "_name_or_path", "model"))
         self.device = torch.device(resolve_device(device))
         self.dtype_choice = choose_dtype(dtype, str(self.device))
         self.dtype_name = self.dtype_choice.name
@@ -162,6 +167,8 @@ class Engine:
         self.weights_version = 0
         with torch.no_grad():
             self._forward = build_forward(model, self.dtype, self.device, backend, max_batch)
+        if isinstance(model, StoredModel):
+            model.release()  # the snapshot holds copies; the mapped file is not needed any more
         self.backend: str = self._forward.name
         self.vocab_size = self._forward.vocab_size
         self.context_length = self._forward.cache_shape.max_positions
@@ -200,10 +207,16 @@ class Engine:
         device = resolve_device(options.pop("device", "auto"))
         choice = choose_dtype(dtype, device)
         log(f"loading {source.name} on {device}, {choice.line()}...")
-        model, tokenizer = load_model(source, choice.name)  # a serving engine's master needs no float32
+        model, tokenizer = open_model(source, choice.name)  # a serving engine's master needs no float32
         engine = cls(model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options)
         engine.dtype_choice = choice  # keep the reason (auto's), not "asked for"
         return engine
+
+    @property
+    def model(self) -> Any:
+        """The master copy: the module the engine was given, or, for an engine loaded from a model
+        folder (:meth:`from_name`), that folder's transformers module, built on first access."""
+        return self._model.module() if isinstance(self._model, StoredModel) else self._model
 
     # -- requests -------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import torch
 
 from evalkit.core.errors import UserError
 from evalkit.model.kvcache import CacheShape, Extension, KVCache, extension, right_padded
-from evalkit.model.weights import effective_linear
+from evalkit.model.tensors import effective_linear
 
 KNOWN_LAYER_TYPES = ("full_attention", "sliding_attention")
 

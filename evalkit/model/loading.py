@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from evalkit.core.defaults import DEFAULT_MODEL
@@ -72,20 +73,62 @@ def load_model(source: ModelSource, dtype: str = "float32") -> tuple[Any, Any]:
     that only serves can load it in the dtype it serves in (half the memory). An adapter is merged
     into the weights.
     """
+    folder, tokenizer = _folder_and_tokenizer(source)
+    model = _load_folder(folder, dtype)
+    if isinstance(source, LocalDirModel) and source.adapter is not None:
+        model = _merge_adapter(model, source.adapter)
+    return _named(model, source.name), tokenizer
+
+
+def open_model(source: ModelSource, dtype: str) -> tuple[Any, Any]:
+    """(``model``, ``tokenizer``) for an engine that only serves ``source``: a
+    :class:`~evalkit.model.tensors.StoredModel` (its transformers module, in ``dtype``, built only
+    if something asks for it) when the weights are a folder's safetensors; else, with an adapter to
+    merge or other weight files, the module itself (:func:`load_model`)."""
+    from evalkit.model.tensors import StoredModel
+
+    if isinstance(source, LocalDirModel) and source.adapter is not None:
+        return load_model(source, dtype)
+    folder, tokenizer = _folder_and_tokenizer(source)
+    if not StoredModel.has_weights(folder):
+        return _named(_load_folder(folder, dtype), source.name), tokenizer
+    config = _stored_config(folder, embedded=isinstance(source, GgufModel))
+    config._name_or_path = source.name
+    return StoredModel(folder, config, lambda: _named(_load_folder(folder, dtype), source.name)), tokenizer
+
+
+def _stored_config(folder: Path, embedded: bool) -> Any:
+    """The config an engine serving ``folder`` reads: transformers' ``AutoConfig``; for the embedded
+    model's cache, whose config.json :func:`_convert` writes in full (every field, RoPE parameters
+    in transformers 5's form), a plain namespace of that file. That skips importing the model's
+    config class, which pulls in ~0.6 s of transformers' modeling dependencies."""
+    if embedded:
+        fields = json.loads((folder / "config.json").read_text())
+        if "rope_parameters" in fields:  # a cache converted by transformers 4 lacks it: read it as transformers does
+            return SimpleNamespace(**fields)
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the model in {folder}: {exc}") from None
+
+
+def _folder_and_tokenizer(source: ModelSource) -> tuple[Path, Any]:
+    """The folder holding ``source``'s weights (converting an embedded GGUF on first use) and its tokenizer."""
     if isinstance(source, GgufModel):
         folder = ensure_converted(source)
-        model = _load_folder(folder, dtype)
-        tokenizer = _exact_decoding(_load_tokenizer(folder))  # also for caches converted before this
+        tokenizer = _exact_decoding(_load_cached_tokenizer(folder))  # also for caches converted before this
     else:
         folder = source.path if source.path is not None else ensure_converted(_require_base(source))
-        model = _load_folder(folder, dtype)
         tokenizer = _tokenizer_for(source, folder)
-        if source.adapter is not None:
-            model = _merge_adapter(model, source.adapter)
-    model.config._name_or_path = source.name
     ensure_chat_template(tokenizer)
-    model.eval()
-    return model, tokenizer
+    return folder, tokenizer
+
+
+def _named(model: Any, name: str) -> Any:
+    model.config._name_or_path = name
+    return model.eval()
 
 
 def ensure_converted(spec: GgufModel) -> Path:
@@ -179,6 +222,22 @@ def _load_tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def _load_cached_tokenizer(folder: Path) -> Any:
+    """The embedded model cache's tokenizer. Its tokenizer_config.json names the class
+    ``AutoTokenizer`` chose when :func:`_convert` saved it; ``TokenizersBackend`` (what transformers
+    5 gives SmolLM2) is loaded directly, which is where ``AutoTokenizer`` ends for it too, without
+    loading the model's config class first (~0.6 s of imports). Anything else goes through ``AutoTokenizer``."""
+    try:
+        named = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, json.JSONDecodeError):
+        named = None
+    if named != "TokenizersBackend":
+        return _load_tokenizer(folder)
+    from transformers import TokenizersBackend
+
+    return TokenizersBackend.from_pretrained(str(folder), local_files_only=True)
 
 
 def _has_tokenizer(folder: Path) -> bool:

@@ -1,7 +1,8 @@
 """The engine's inference copy of a Llama-family model: fused, in the serving dtype and device.
 
 The engine never runs the Hugging Face module itself. It snapshots the module's *effective*
-weights (peft LoRA deltas merged in, when the module is a peft model or holds LoRA layers) into a
+weights (peft LoRA deltas merged in, when the module is a peft model or holds LoRA layers), or a
+model folder's safetensors when no module exists (:mod:`evalkit.model.tensors`), into a
 few fused tensors -- q/k/v as one matrix, gate/up as one -- in bf16 or fp32. Fewer, larger matmuls
 are what makes small-batch CPU decoding fast, and a snapshot lets the RL trainer keep training its
 float32 module while the engine samples from a consistent copy until it is told to refresh.
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from evalkit.model.kvcache import CacheShape
+from evalkit.model.tensors import layer_prefixes, rope_type, tensor_source
 
 FUSED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 """Architectures the fused forward computes exactly (when :func:`fused_unsupported` finds nothing
@@ -28,9 +30,10 @@ _STATIC_ROPE = ("default", "linear", "llama3", "yarn")
 
 
 def fused_unsupported(model: Any) -> str | None:
-    """Why the fused path cannot run ``model`` exactly (``None``: it can), from its config and modules."""
-    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = hf.config
+    """Why the fused path cannot run ``model`` exactly (``None``: it can): a module (peft-wrapped or
+    not) or a :class:`~evalkit.model.tensors.StoredModel`, judged by its config and its layout."""
+    source = tensor_source(model)
+    config = source.config
     model_type = getattr(config, "model_type", None)
     if model_type not in FUSED_MODEL_TYPES:
         return f"architecture '{model_type}'"
@@ -42,20 +45,9 @@ def fused_unsupported(model: Any) -> str | None:
     window = getattr(config, "sliding_window", None)
     if window is not None and not layer_types and window < config.max_position_embeddings:
         return f"a {window}-token sliding window"
-    rope_type = getattr(getattr(getattr(hf, "model", None), "rotary_emb", None), "rope_type", None)
-    if rope_type not in _STATIC_ROPE:
-        return f"RoPE type '{rope_type}'"
-    body = getattr(hf, "model", None)
-    layers = getattr(body, "layers", None)
-    if not layers or not all(hasattr(body, name) for name in ("embed_tokens", "norm")):
-        return "an unfamiliar module layout"
-    attn = layers[0].self_attn
-    if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
-        return "q/k normalisation"
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if abs(float(getattr(attn, "scaling", head_dim**-0.5)) - head_dim**-0.5) > 1e-9:
-        return "a non-standard attention scale"
-    return None
+    if rope_type(config) not in _STATIC_ROPE:
+        return f"RoPE type '{rope_type(config)}'"
+    return source.layout_unsupported()
 
 
 @dataclass(frozen=True)
@@ -93,13 +85,10 @@ class DecoderShape:
 
 
 def rope_tables(model: Any, positions: int, dtype: torch.dtype, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) ``[positions, head_dim / 2]`` from the model's own rotary embedding (its inverse
-    frequencies and attention scaling, so every static RoPE variant transformers knows is covered);
-    computed in float32 and cast, as transformers does."""
-    hf = model.get_base_model() if hasattr(model, "get_base_model") else model
-    rotary = hf.model.rotary_emb
-    inv_freq = rotary.inv_freq.detach().to(device="cpu", dtype=torch.float32)
-    scaling = float(getattr(rotary, "attention_scaling", 1.0))
+    """(cos, sin) ``[positions, head_dim / 2]`` from the model's rotary inverse frequencies and
+    attention scaling (a module's own rotary embedding, or a stored model's config: every static
+    RoPE variant transformers knows); computed in float32 and cast, as transformers does."""
+    inv_freq, scaling = tensor_source(model).rope()
     angles = torch.arange(positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
     return (angles.cos() * scaling).to(device=device, dtype=dtype), (angles.sin() * scaling).to(device=device, dtype=dtype)
 
@@ -203,9 +192,11 @@ class DecoderWeights:
 
     def copy_(self, other: "DecoderWeights") -> bool:
         """Overwrite this snapshot's tensors with ``other``'s; False (nothing written) when either
-        holds packed tensors or their layouts differ."""
+        holds packed tensors or their layouts differ (a tied output projection included)."""
         if any(lin.packed is not None for lin in self._linears() + other._linears()):
             return False
+        if (self.lm_head.weight is self.embed) != (other.lm_head.weight is other.embed):
+            return False  # a tied snapshot's lm_head is its embedding: writing an untied one into it would clobber it
         mine, theirs = self.tensors(), other.tensors()
         if len(mine) != len(theirs):
             return False
@@ -221,53 +212,55 @@ class DecoderWeights:
         return [self.lm_head, *(lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down))]
 
     @classmethod
-    def from_module(cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu") -> "DecoderWeights":
-        """Snapshot ``model`` (a Llama-family ``*ForCausalLM``, possibly peft-wrapped) in ``dtype`` on
-        ``device``; ``batch_hint`` is the batch size CPU packed layouts are tuned for."""
-        hf = model.get_base_model() if hasattr(model, "get_base_model") else model
-        body = hf.model
+    def build(cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu") -> "DecoderWeights":
+        """Snapshot ``model`` (a Llama-family ``*ForCausalLM``, possibly peft-wrapped, or a
+        :class:`~evalkit.model.tensors.StoredModel`) in ``dtype`` on ``device``; ``batch_hint`` is
+        the batch size CPU packed layouts are tuned for. Every tensor is copied: the snapshot never
+        aliases the master module nor the mapped file."""
+        source = tensor_source(model)
 
         def cast(*parts: torch.Tensor) -> torch.Tensor:
             """``parts`` stacked along dim 0 in ``dtype``: one allocation, cast while copying."""
             out = torch.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), dtype=dtype, device=device)
             offset = 0
             for part in parts:
-                out[offset : offset + part.shape[0]].copy_(part.detach())
+                out[offset : offset + part.shape[0]].copy_(part)
                 offset += part.shape[0]
             return out
 
-        def linear(*modules: Any) -> Linear:
-            pairs = [effective_linear(m) for m in modules]
+        def linear(*prefixes: str) -> Linear:
+            pairs = [source.linear(p) for p in prefixes]
             biases = [b for _, b in pairs]
             bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
-            weight = pairs[0][0].detach()
+            weight = pairs[0][0]
             if len(pairs) == 1 and weight.dtype == dtype and weight.device == torch.device(device):
                 return Linear(weight, bias, batch_hint, owned=False)  # packing copies it once, not twice
             return Linear(cast(*(w for w, _ in pairs)), bias, batch_hint)
 
+        def layer(prefix: str) -> LayerWeights:
+            attn, mlp = f"{prefix}.self_attn", f"{prefix}.mlp"
+            return LayerWeights(
+                attn_norm=cast(source.tensor(f"{prefix}.input_layernorm.weight")),
+                qkv=linear(f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj"),
+                o=linear(f"{attn}.o_proj"),
+                mlp_norm=cast(source.tensor(f"{prefix}.post_attention_layernorm.weight")),
+                gate_up=linear(f"{mlp}.gate_proj", f"{mlp}.up_proj"),
+                down=linear(f"{mlp}.down_proj"),
+            )
+
+        def head(embedding: torch.Tensor, embed: torch.Tensor) -> Linear:
+            """The output projection; a tied one (the same tensor as the embedding, no bias) shares
+            the embedding's copy instead of making a second one."""
+            weight, bias = source.linear("lm_head")
+            tied = bias is None and weight.data_ptr() == embedding.data_ptr() and weight.shape == embedding.shape
+            return Linear(embed, None, batch_hint) if tied else linear("lm_head")
+
         with torch.no_grad():
-            layers = [
-                LayerWeights(
-                    attn_norm=cast(layer.input_layernorm.weight),
-                    qkv=linear(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
-                    o=linear(layer.self_attn.o_proj),
-                    mlp_norm=cast(layer.post_attention_layernorm.weight),
-                    gate_up=linear(layer.mlp.gate_proj, layer.mlp.up_proj),
-                    down=linear(layer.mlp.down_proj),
-                )
-                for layer in body.layers
-            ]
-            return cls(embed=cast(body.embed_tokens.weight), layers=layers, final_norm=cast(body.norm.weight), lm_head=linear(hf.lm_head))
-
-
-def effective_linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight, bias) of a linear layer as it computes now: a peft LoRA layer's active, unmerged
-    adapters are added to its base weight (a merged or disabled adapter adds nothing)."""
-    base = getattr(module, "base_layer", module)
-    weight = base.weight
-    bias = getattr(base, "bias", None)
-    if base is not module and not getattr(module, "merged", False) and not getattr(module, "disable_adapters", False):
-        for name in getattr(module, "active_adapters", []):
-            if name in getattr(module, "lora_A", {}):
-                weight = weight + module.get_delta_weight(name).to(weight.dtype)
-    return weight, bias
+            embedding = source.tensor("model.embed_tokens.weight")
+            embed = cast(embedding)
+            return cls(
+                embed=embed,
+                layers=[layer(prefix) for prefix in layer_prefixes(source.config)],
+                final_norm=cast(source.tensor("model.norm.weight")),
+                lm_head=head(embedding, embed),
+            )
