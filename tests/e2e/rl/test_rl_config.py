@@ -131,8 +131,11 @@ def test_dry_run_plans_the_mixture_the_vllm_command_and_the_gpus(tmp_path, monke
     assert any(line.split() == ["rev", "reverse-text"] for line in plan)
     rollouts = next(line for line in plan if line.startswith("rollouts"))
     assert f"a server started with `{sys.executable} -m vllm.entrypoints.openai.api_server` on GPU 0" in rollouts
-    assert "gpu_memory_utilization 0.9;" in rollouts  # a CPU trainer here leaves the GPU to vLLM
-    assert "trainer      CPU (no CUDA GPU here)" in plan and "baseline     16 examples x 4 per environment" in " ".join(plan)
+    if torch.cuda.is_available():  # the trainer takes GPU 0 too, so vLLM gets half of it
+        assert "gpu_memory_utilization 0.5, shared with the trainer;" in rollouts and "trainer      GPU 0" in plan
+    else:  # a CPU trainer leaves the GPU to vLLM
+        assert "gpu_memory_utilization 0.9;" in rollouts and "trainer      CPU (no CUDA GPU here)" in plan
+    assert "baseline     16 examples x 4 per environment" in " ".join(plan)
     assert not (tmp_path / "o").exists()
 
     code, out = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
