@@ -8,3 +8,16 @@ REPO = TESTS.parent
 """The repository root."""
 VERIFIERS_ENVS = TESTS / "verifiers_envs"
 """Environments written for verifiers, used as test data."""
+
+
+def with_pythonpath(*first: Path | str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) with ``first`` put ahead of its ``PYTHONPATH``.
+
+    Prepended, not replaced: where packages come from ``PYTHONPATH`` (a GPU machine's ``--target`` install), a child
+    given only the repository cannot import them.
+    """
+    import os
+
+    base = dict(os.environ if env is None else env)
+    base["PYTHONPATH"] = os.pathsep.join([*map(str, first), *filter(None, [base.get("PYTHONPATH")])])
+    return base

@@ -11,7 +11,6 @@ values, and only their flags are checked.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -28,7 +27,7 @@ except ImportError:  # an older typer on the real click
     from click import exceptions as click_errors
 
 from primekit_cli.app import app
-from support import REPO
+from support import REPO, with_pythonpath
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
@@ -170,7 +169,7 @@ def test_doc_dry_run_runs(command: DocCommand, tmp_path: Path) -> None:
     scratch folder that sees the repo's configs/ and environments/, so nothing lands in the repo."""
     for name in ("configs", "environments"):
         (tmp_path / name).symlink_to(REPO / name)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-m", "primekit_cli", *command.argv[1:]], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"

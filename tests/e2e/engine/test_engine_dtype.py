@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from support import REPO
+from support import REPO, with_pythonpath
 
 import pytest
 
@@ -132,7 +132,7 @@ def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason)
         port = probe.getsockname()[1]
     log = tmp_path / "serve.log"
     root = REPO
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env = with_pythonpath(root) | {"HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder), "--port", str(port),
                                     "--device", "cpu", *flag], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)  # fmt: skip

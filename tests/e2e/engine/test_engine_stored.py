@@ -11,7 +11,6 @@ last test runs a real eval on the embedded model in a subprocess.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -19,7 +18,7 @@ import pytest
 import torch
 
 from evalkit.core.types import SamplingArgs
-from support import REPO
+from support import REPO, with_pythonpath
 from support.tiny_archs import build_arch
 
 pytestmark = pytest.mark.slow
@@ -157,7 +156,7 @@ runpy.run_module("primekit_cli", run_name="__main__")
 
 def test_an_eval_on_the_embedded_model_never_builds_the_transformers_module(tmp_path):
     """Not even its modeling code is imported: the module cannot have been built without it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     args = ["eval", "run", "reverse-text", "-m", "local/smollm2-135m", "-n", "1", "-r", "1", "-t", "4", "-o", str(tmp_path / "out")]
     done = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

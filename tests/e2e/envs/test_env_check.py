@@ -3,10 +3,9 @@ environments pass, the CLI prints one table or JSON and exits 1 on a fail; the t
 
 from __future__ import annotations
 
-from support import REPO, TESTS
+from support import REPO, TESTS, with_pythonpath
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +60,7 @@ def test_thresholds_are_the_rl_gates():
 
 
 def prime(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 

@@ -138,6 +138,7 @@ def test_dry_run_plans_the_mixture_the_vllm_command_and_the_gpus(tmp_path, monke
     assert "baseline     16 examples x 4 per environment" in " ".join(plan)
     assert not (tmp_path / "o").exists()
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without CUDA
     code, out = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
     assert code == 2 and out[-1] == "error: trainer.gpus = [1] but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO, TESTS
+from support import REPO, TESTS, with_pythonpath
 from support.prime_rl import prime_rl_python
 from typer.testing import CliRunner
 
@@ -277,7 +277,7 @@ def test_prime_rls_own_loader_accepts_the_export(tmp_path: Path, in_repo: Path, 
         expect = {"max_steps": [9, 9], "ratios": [3.0, 1.0], "names": ["digit-sums", "b"], "lora": None, "off_policy": 0,
                   "eval": None, "scheduler": "linear", "group_size": [8, 8]}
     result = subprocess.run([python, "-c", VALIDATE, str(file)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(REPO / "environments" / "digit_sums")})
+                            env=with_pythonpath(REPO / "environments" / "digit_sums"))
     assert result.returncode == 0, result.stderr[-3000:]
     resolved = json.loads(result.stdout.strip().splitlines()[-1])
     for key, value in expect.items():

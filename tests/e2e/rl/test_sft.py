@@ -4,7 +4,6 @@ resumes to the same losses as an uninterrupted one, and bad input is one error l
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from primekit_cli.app import app
 from rl_backend.sft import run
 from rl_backend.sft_config import load_sft_config
 from rl_backend.sft_samples import to_sample
-from support import REPO
+from support import REPO, with_pythonpath
 from support.tiny_model import build_tokenizer, write_tiny_model
 
 
@@ -92,7 +91,7 @@ def test_a_killed_run_resumes_to_the_same_losses(tmp_path: Path, tiny_model: Pat
     whole = run(load_sft_config(_config(tmp_path / "a", tiny_model, epochs=3, run_name="r")), output_dir=tmp_path / "a" / "out")
     config = _config(tmp_path / "b", tiny_model, epochs=3, run_name="r")
     command = [sys.executable, "-m", "primekit_cli", "sft", "run", str(config), "-o", str(tmp_path / "b" / "out")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = with_pythonpath(REPO)
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_dir = tmp_path / "b" / "out" / "sft" / "r"
     deadline = time.monotonic() + 120
