@@ -120,7 +120,6 @@ def test_rl_sampler_dtype_defaults_to_auto_and_a_key_forces_one():
 @pytest.mark.slow
 @pytest.mark.parametrize(("flag", "reason"), [((), "(auto: "), (("--dtype", "fp32"), "dtype float32 (asked for)")])
 def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason):
-    import os
     import socket
     import subprocess
     import sys
@@ -131,8 +130,7 @@ def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = tmp_path / "serve.log"
-    root = REPO
-    env = with_pythonpath(root) | {"HF_HUB_OFFLINE": "1"}
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder), "--port", str(port),
                                     "--device", "cpu", *flag], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)  # fmt: skip
