@@ -25,7 +25,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
-from evalkit.core.fileio import write_json_atomic
+from evalkit.core.fileio import write_bytes_atomic
 from evalkit.core.untrusted import json_bytes
 from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.core.runs import detect_kind
@@ -85,7 +85,7 @@ class _StateTracker:
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        self.adapter.budget.checkpoint()  # the exact count, and the next iteration's reservation
+        self.adapter.budget.checkpoint()  # extends the reservation when the next iteration may pass it
         if len(self.state.program_candidates) != self.written:
             candidates = outputs.Candidates.of(self.state, self.adapter.discovered_at_calls)
             self.queued = self.writer.submit(outputs.write_candidates, self.run_dir, candidates)
@@ -267,13 +267,15 @@ class _Job:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.previous: dict[str, Any] = read_object(run_dir / runs.METADATA, GEPA_METADATA) if resolved.resuming else {}
         # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
-        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET)
-        write_json_atomic(run_dir / runs.METADATA, self._metadata("running"))
+        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET, before_sync=self._started_durably)
+        self.writer = BackgroundWriter()
+        # durable before the first rollout (what --resume needs: budget.json waits for it), written meanwhile
+        self.start_write = self.writer.submit(write_bytes_atomic, run_dir / runs.METADATA,
+                                              json_bytes(self._metadata("running"), indent=2) + b"\n")
         self.loop = LoopThread()
         self.logger = FileLogger(run_dir / runs.GEPA_LOG, console, verbose)
         self.owned_clients: list[ModelClient] = []
         self.tracker: _StateTracker | None = None
-        self.writer = BackgroundWriter()
         self.saver: StateSaver | None = None
         """Saves gepa's state when we own that (a new run); a resumed run's gepa loads and saves it itself."""
         self.adapter: SystemPromptAdapter | None = None
@@ -282,6 +284,11 @@ class _Job:
         self.seed = seed_candidate(envs, config.components, [spec.id for spec in config.envs])
         if config.initial_prompt is not None:
             self.seed[COMPONENT] = config.initial_prompt
+
+    def _started_durably(self) -> None:
+        """Wait for the start's ``metadata.json`` (raising its write's error): called before the first budget
+        record, so no rollout runs before the run can be resumed."""
+        self.start_write.result()
 
     def _reflection_cost(self) -> ReflectionCost | None:
         """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""
@@ -356,7 +363,7 @@ class _Job:
         proposals = config.proposals_per_iteration
         budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
                                        accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
-        self.budget.chunk = budget_stopper.iteration_cost  # one budget.json write per iteration (budget.py)
+        self.budget.chunk = budget_stopper.iteration_cost  # reserved RESERVE_AHEAD at a time (budget.py)
         stoppers.append(Named("budget_exhausted", budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:
@@ -444,9 +451,11 @@ class _Job:
                 pass
         self.loop.close()
         self.budget.settle(sync=False)  # every rollout reserved in memory counts; nothing more will be spent
-        # the files written below replace those the tracker queued, which must not land after them; gepa's
-        # last state snapshot, queued after those, is written meanwhile
-        write_error = _caught(self.tracker.supersede) if self.tracker is not None else None
+        # the files written below replace the start's metadata.json and those the tracker queued, which must not
+        # land after them; gepa's last state snapshot, queued after those, is written meanwhile
+        write_error = _caught(self.start_write.result)
+        superseded = _caught(self.tracker.supersede) if self.tracker is not None else None
+        write_error = write_error or superseded
         if self.tracker is None or self.tracker.state is None:  # the files come from gepa's saved state, if any
             write_error = write_error or _caught(self.writer.drain)
         files = {**self._candidate_files(), runs.METADATA: self._end_metadata(status, error, write_error)}

@@ -1,0 +1,74 @@
+"""What a run syncs on the search thread (each sync waits on the disk between waves of rollouts): budget.json a
+few times a run (it reserves several iterations ahead), and nothing for the start's metadata.json, which the
+writer thread makes durable before the first rollout."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from support.scripted_client import ScriptedClient
+
+from gepa_cli.budget import RESERVE_AHEAD, saved_usage
+from gepa_cli.runner import run_gepa
+
+from test_gepa_job import config, make_env, task_model  # noqa: E402
+
+USELESS = "```\nSomething else.\n```"
+"""A teacher reply that never helps: every iteration spends its two minibatches (no acceptance), so only the
+budget ends the run."""
+
+
+def _synced(monkeypatch) -> list[tuple[str, bool]]:
+    """Record (file name, on the main thread) for each fsync/fdatasync the run makes."""
+    calls: list[tuple[str, bool]] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def sync(fd: int, real=real) -> None:
+            calls.append((Path(os.readlink(f"/proc/self/fd/{fd}")).name, threading.current_thread() is threading.main_thread()))
+            real(fd)
+
+        monkeypatch.setattr(os, name, sync)
+    return calls
+
+
+def test_budget_json_is_synced_once_per_reservation_of_several_iterations(tmp_path, monkeypatch):
+    synced = _synced(monkeypatch)
+    teacher = ScriptedClient(lambda m, s, t: USELESS, model="teacher")
+    outcome = run_gepa(config(tmp_path, max_calls=120), clients=(ScriptedClient(task_model), teacher),
+                       envs=[make_env()], show_progress=False)
+
+    assert outcome.status == "budget_exhausted" and outcome.total_metric_calls <= 120
+    iterations = outcome.num_reflection_calls
+    assert iterations >= 15  # the seed pass (6), then 6 per iteration
+    on_search_thread = [name for name, main in synced if name == "budget.json" and main]
+    # one iteration's most is 12 (two minibatches of 3, a validation pass of 6); a write reserves RESERVE_AHEAD of
+    # them, so 120 rollouts take at most 120 / 48 + 1 writes (the code before synced once per iteration: 19 times)
+    assert 1 <= len(on_search_thread) <= -(-120 // (RESERVE_AHEAD * 12)) + 1 < iterations
+    # the end's exact count is synced with the run's last files
+    assert saved_usage(tmp_path / "run" / "budget.json") == (outcome.total_metric_calls, iterations)
+
+
+def test_the_start_is_durable_before_the_first_rollout_without_a_sync_on_the_search_thread(tmp_path, monkeypatch):
+    synced = _synced(monkeypatch)
+    seen: list[tuple[dict, list[tuple[str, bool]]]] = []
+
+    def first_looks(messages, sampling, tools):
+        if not seen:  # the first rollout: what is on disk, and what was synced, by then
+            seen.append((json.loads((tmp_path / "run" / "metadata.json").read_text()), list(synced)))
+        return task_model(messages, sampling, tools)
+
+    teacher = ScriptedClient(lambda m, s, t: USELESS, model="teacher")
+    outcome = run_gepa(config(tmp_path, max_calls=30), clients=(ScriptedClient(first_looks), teacher), envs=[make_env()],
+                       show_progress=False)
+
+    assert outcome.status == "budget_exhausted"
+    metadata, before = seen[0]
+    assert metadata["status"] == "running" and metadata["job_config"]["max_calls"] == 30
+    # metadata.json's data was synced before the first rollout, by the writer thread; the search thread synced
+    # only budget.json's first reservation (the code before synced metadata.json on it too)
+    assert [main for name, main in before if name.startswith(".metadata.json.")] == [False]
+    assert [name for name, main in before if main] == ["budget.json"]
