@@ -47,6 +47,7 @@ class ProgressReporter:
     def __init__(self, console: Console, budget: RolloutBudget, enabled: bool = True,
                  log: Callable[[str], None] | None = None):
         self.budget = budget
+        self.enabled = enabled
         self.best_val: float | None = None
         self.seed_val: float | None = None
         self.accepted = 0
@@ -75,6 +76,8 @@ class ProgressReporter:
         self._progress.stop()
 
     def _refresh(self) -> None:
+        if not self.enabled:  # nothing to draw: the counts above are kept all the same
+            return
         best = "-" if self.best_val is None else f"{self.best_val:.3f}"
         errors = f"[red]{self.errors}[/red]" if self.errors else "0"
         self._progress.update(self._task, completed=self.budget.used, best=best, accepted=self.accepted, errors=errors)

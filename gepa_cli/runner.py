@@ -33,7 +33,7 @@ from evalkit.core.types import SamplingArgs
 from evalkit.core.redact import redact
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
-from gepa_cli.background import BackgroundWriter, StateSaver
+from gepa_cli.background import BackgroundWriter, StateSaver, Throttle
 from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
@@ -67,18 +67,22 @@ class GepaOutcome:
 
 
 class _StateTracker:
-    """Keeps the newest in-memory state and has the writer thread rewrite the candidate files after every
+    """Keeps the newest in-memory state and has the writer thread rewrite the candidate files after an
     iteration that added a candidate (their content depends only on the candidates; an iteration whose
-    proposal was rejected would rewrite the same bytes)."""
+    proposal was rejected would rewrite the same bytes), at most once per ``SAVE_EVERY_S``
+    (:mod:`gepa_cli.background`); the run's end writes them all."""
 
     def __init__(self, run_dir: Path, adapter: SystemPromptAdapter, writer: BackgroundWriter):
         self.run_dir = run_dir
         self.state: Any = None
+        self.ended = False
+        """gepa's loop ended by itself (a stopper): ``state`` is its final state."""
         self.adapter = adapter
         self.writer = writer
         self.written = 0
         """How many candidates the files on disk (or queued for it) hold."""
         self.queued: Future[None] | None = None
+        self.throttle = Throttle()
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
@@ -86,7 +90,7 @@ class _StateTracker:
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
         self.adapter.budget.checkpoint()  # extends the reservation when the next iteration may pass it
-        if len(self.state.program_candidates) != self.written:
+        if len(self.state.program_candidates) != self.written and self.throttle.due():
             candidates = outputs.Candidates.of(self.state, self.adapter.discovered_at_calls)
             self.queued = self.writer.submit(outputs.write_candidates, self.run_dir, candidates)
             self.written = len(self.state.program_candidates)
@@ -99,6 +103,7 @@ class _StateTracker:
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
+        self.ended = True
 
 
 def _caught(call: Any) -> BaseException | None:
@@ -456,6 +461,8 @@ class _Job:
         write_error = _caught(self.start_write.result)
         superseded = _caught(self.tracker.supersede) if self.tracker is not None else None
         write_error = write_error or superseded
+        if self.saver is not None and self.tracker is not None and self.tracker.ended:
+            write_error = write_error or _caught(lambda: self.saver.save_last(self.tracker.state))
         if self.tracker is None or self.tracker.state is None:  # the files come from gepa's saved state, if any
             write_error = write_error or _caught(self.writer.drain)
         files = {**self._candidate_files(), runs.METADATA: self._end_metadata(status, error, write_error)}

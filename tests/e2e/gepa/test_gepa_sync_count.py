@@ -14,7 +14,7 @@ from support.scripted_client import ScriptedClient
 from gepa_cli.budget import RESERVE_AHEAD, saved_usage
 from gepa_cli.runner import run_gepa
 
-from test_gepa_job import config, make_env, task_model  # noqa: E402
+from test_gepa_job import config, make_env, task_model, teacher  # noqa: E402
 
 USELESS = "```\nSomething else.\n```"
 """A teacher reply that never helps: every iteration spends its two minibatches (no acceptance), so only the
@@ -72,3 +72,42 @@ def test_the_start_is_durable_before_the_first_rollout_without_a_sync_on_the_sea
     # only budget.json's first reservation (the code before synced metadata.json on it too)
     assert [main for name, main in before if name.startswith(".metadata.json.")] == [False]
     assert [name for name, main in before if main] == ["budget.json"]
+
+
+def test_a_fast_run_saves_its_state_at_most_once_a_second_and_always_its_final_state(tmp_path, monkeypatch):
+    import time
+
+    from gepa.core.state import GEPAState
+
+    import gepa_cli.outputs as outputs
+    from gepa_cli.background import SAVE_EVERY_S
+
+    saves: list[int] = []  # iterations of the states saved
+    candidate_writes: list[int] = []
+    real_save, real_write = GEPAState.save, outputs.write_candidates
+
+    def save(self, run_dir, **kwargs):
+        if run_dir is not None:
+            saves.append(self.i)
+        real_save(self, run_dir, **kwargs)
+
+    def write_candidates(run_dir, candidates):
+        candidate_writes.append(len(candidates.program_candidates))
+        real_write(run_dir, candidates)
+
+    monkeypatch.setattr(GEPAState, "save", save)
+    monkeypatch.setattr(outputs, "write_candidates", write_candidates)
+    started = time.monotonic()
+    outcome = run_gepa(config(tmp_path, max_calls=120), clients=(ScriptedClient(task_model), ScriptedClient(teacher)),
+                       envs=[make_env()], show_progress=False)
+    took = time.monotonic() - started
+
+    iterations = outcome.num_reflection_calls
+    assert outcome.status == "budget_exhausted" and iterations >= 8 and outcome.num_candidates >= 2
+    # a save point after the seed and after every iteration, but one save a second at most, and the last state
+    # (the code before saved each: iterations + 1); likewise the candidate files (the end writes them all)
+    allowed = int(took / SAVE_EVERY_S) + 2
+    assert len(saves) <= allowed < iterations + 1 and len(candidate_writes) <= allowed
+    saved = GEPAState.load(str(tmp_path / "run" / "state"))
+    assert saves[-1] == saved.i and len(saved.program_candidates) == outcome.num_candidates
+    assert len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == outcome.num_candidates
