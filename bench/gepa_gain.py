@@ -7,7 +7,8 @@ the tool's description says what it is for; otherwise it answers wrongly. So acc
 the two texts, and a good instruction is findable. The reflection model is scripted: it reads the
 examples in gepa's reflection prompt and adds the instruction of the first rule there that the current
 text lacks (or, for the tool descriptions, what the tool is for). Every model call sleeps ``--latency``
-seconds, like a server would.
+seconds, like a server would. Both models are the test suite's scripted client, called on an event loop
+thread by both runs (plain gepa's ``reflection_lm`` too), so the route to a model costs both the same.
 
 Four runs with the same data, adapter (primekit's ``SystemPromptAdapter``), budget and seed: primekit's
 job (``run_gepa``: our budget, stoppers, proposer) and plain ``gepa.optimize`` (``max_metric_calls``,
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.scripted_client import ScriptedClient, tool_call_reply  # noqa: E402  (the test suite's scripted model)
 
 from evalkit.core.aio import LoopThread  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 from evalkit.envs import Rubric, ToolEnv  # noqa: E402
 from gepa_cli.adapter import SystemPromptAdapter  # noqa: E402
 from gepa_cli.budget import RolloutBudget  # noqa: E402
@@ -121,6 +123,12 @@ def teacher_text(prompt: str) -> str:
     return f"```\n{current} {RULES[missing[0]][0] if missing else ''}".rstrip() + "\n```"
 
 
+def scripted_teacher(latency: float) -> ScriptedClient:
+    """The reflection model both runs call: a client of the project's API on an event loop, as a real teacher
+    would be (plain gepa's ``reflection_lm`` calls it through the same loop, so neither pays a cheaper route)."""
+    return ScriptedClient(lambda m, s, t: teacher_text(m[0]["content"]), model="teacher", delay_s=latency)
+
+
 def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
     config = GepaJobConfig(envs=[EnvSpec(id="gain")], model="scripted", max_calls=args.budget, num_train=args.train,
                            num_val=args.val, minibatch_size=3, max_concurrent=args.concurrency, seed=seed,
@@ -129,7 +137,7 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
                            perfect_score=1.0)  # gepa's default: no reflection on a minibatch the parent aces
     stamps = Stamps(args.latency)
     task = ScriptedClient(stamps, delay_s=args.latency)
-    teacher = ScriptedClient(lambda m, s, t: teacher_text(m[0]["content"]), model="teacher", delay_s=args.latency)
+    teacher = scripted_teacher(args.latency)
     started = time.perf_counter()
     outcome = run_gepa(config, clients=(task, teacher), envs=[make_env(args.examples)], show_progress=False,
                        console=Console(quiet=True))
@@ -150,9 +158,10 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
     loop = LoopThread()
     adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), max_concurrent=args.concurrency)
 
+    teacher = scripted_teacher(args.latency)
+
     def reflection_lm(prompt: str) -> str:
-        time.sleep(args.latency)
-        return teacher_text(prompt)
+        return loop.run(teacher.chat([{"role": "user", "content": prompt}], SamplingArgs())).text or ""
 
     try:
         result = gepa.optimize(seed_candidate=dict(available([env])), trainset=train, valset=val, adapter=adapter,

@@ -25,7 +25,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.clients.routing import is_embedded
 from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
-from evalkit.core.fileio import write_bytes_atomic
+from evalkit.core.fileio import write_json_atomic
 from evalkit.core.untrusted import json_bytes
 from evalkit.core.readback import GEPA_METADATA, read_object
 from evalkit.core.runs import detect_kind
@@ -233,15 +233,15 @@ def run_gepa(
         return None
     if not resuming:  # a resumed run whose budget is spent just ends (nothing more is spent)
         plan.check()
-    console.print(plan.line(), highlight=False, markup=False)
+    _say(console, plan.line(), markup=False)
     if plan.warning():
-        console.print(plan.warning(), style="yellow", highlight=False, markup=False)
+        _say(console, plan.warning(), style="yellow", markup=False)
     with runs.RunLock(run_dir):  # one process per run dir, for the whole run
-        console.print(
+        _say(
+            console,
             f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
             f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
             + (f" · resuming {run_dir}" if resuming else ""),
-            highlight=False,
         )
         job = _Job(config, envs, resume, console, verbose)
         status, error = "failed", None
@@ -261,6 +261,12 @@ def run_gepa(
         return job.outcome(status)
 
 
+def _say(console: Console, text: str, **style: Any) -> None:
+    """``console.print`` without highlighting, and no work for a quiet console (rich renders the line first)."""
+    if not console.quiet:
+        console.print(text, highlight=False, **style)
+
+
 class _Job:
     """The steps of one run, split so each reads on a screen: set up, optimize, write the end state."""
 
@@ -275,8 +281,7 @@ class _Job:
         self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET, before_sync=self._started_durably)
         self.writer = BackgroundWriter()
         # durable before the first rollout (what --resume needs: budget.json waits for it), written meanwhile
-        self.start_write = self.writer.submit(write_bytes_atomic, run_dir / runs.METADATA,
-                                              json_bytes(self._metadata("running"), indent=2) + b"\n")
+        self.start_write = self.writer.submit(write_json_atomic, run_dir / runs.METADATA, self._metadata("running"))
         self.loop = LoopThread()
         self.logger = FileLogger(run_dir / runs.GEPA_LOG, console, verbose)
         self.owned_clients: list[ModelClient] = []
