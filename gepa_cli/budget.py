@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,18 +68,20 @@ class RolloutBudget:
     ``chunk``: one iteration's most (the runner sets it); a write reserves ``ahead`` chunks past the
     rollouts used. ``chunk=0`` writes before every evaluation that spends anything. ``before_sync``: called
     before the first synced write (the runner makes the run's ``metadata.json`` durable there, so a run that
-    has spent anything can be resumed).
+    has spent anything can be resumed). ``submit``: runs a write on another thread (the runner's writer), so
+    that a reservation is written ahead of need (:meth:`prefetch`) while the search goes on.
     """
 
     def __init__(self, max_calls: int, path: Path | None = None, chunk: int = 0, ahead: int = RESERVE_AHEAD,
-                 before_sync: Callable[[], None] | None = None):
+                 before_sync: Callable[[], None] | None = None, submit: Callable[..., Future[None]] | None = None):
         self.max_calls = max_calls
         self.path = path
         self.chunk = chunk
         self.ahead = ahead
         self.before_sync = before_sync
+        self.submit = submit
         self.syncs = 0
-        """Synced writes so far (each a file sync on the search's path)."""
+        """Synced writes so far on the caller's thread (each a file sync on the search's path)."""
         self.used = 0
         self.reflection_calls = 0
         if path is not None:
@@ -86,17 +89,24 @@ class RolloutBudget:
         self.reserved = self.used
         """The ceiling on disk: a resumed run counts this much as spent."""
         self._written = (self.used, self.reserved, self.reflection_calls)
+        self._pending: tuple[Future[None], int] | None = None
+        """A write queued on the other thread, and the ceiling it writes."""
 
     @property
     def remaining(self) -> int:
         return max(0, self.max_calls - self.used)
 
     def reserve(self, n: int) -> None:
-        """Claim ``n`` rollouts before running them; refuses (raises) rather than overshoot. Writes the file
-        (before any of them runs) only when they pass the reservation on disk."""
+        """Claim ``n`` rollouts before running them; refuses (raises) rather than overshoot. Returns only
+        when they are within the reservation on disk: a write queued ahead is waited for, else one is made."""
         if n > self.remaining:
             raise BudgetExceeded(f"{n} rollouts requested but only {self.remaining} of {self.max_calls} remain")
         self.used += n
+        if self.used > self.reserved and self._pending is not None:
+            future, ceiling = self._pending
+            self._pending = None
+            future.result()  # its error (a failed write) stops the evaluation before any rollout
+            self.reserved = ceiling
         if self.used > self.reserved:
             self._extend()
 
@@ -106,10 +116,30 @@ class RolloutBudget:
 
     def checkpoint(self) -> None:
         """At an iteration's end (the runner calls it): extend the reservation when what is left of it may not
-        pay for the next iteration, so that the write falls between iterations rather than inside one. None
-        when the budget cannot pay for another iteration (:class:`BudgetStopper` ends the run there)."""
-        if self.reserved < self.used + self.chunk <= self.max_calls:
+        pay for the next iteration, so that the write falls between iterations rather than inside one (with
+        ``submit``: when it may not pay for the one after, written meanwhile). None when the budget cannot pay
+        for another iteration (:class:`BudgetStopper` ends the run there)."""
+        if self.used + self.chunk > self.max_calls:
+            return
+        if self.submit is not None:
+            self.prefetch(2 * self.chunk)
+        elif self.reserved < self.used + self.chunk:
             self._extend()
+
+    def prefetch(self, upcoming: int, *, first: int = 0) -> None:
+        """Queue a write (on ``submit``'s thread) of a reservation ``ahead`` chunks past the rollouts used
+        (plus ``first``, rollouts about to be claimed) when the next ``upcoming`` may pass what is written or
+        queued; the :meth:`reserve` that needs it waits for it."""
+        ceiling = self._pending[1] if self._pending is not None else self.reserved
+        if self.submit is None or self.path is None or self.used + upcoming <= ceiling:
+            return
+        target = min(self.max_calls, self.used + first + self.chunk * self.ahead)
+        if self._pending is not None:  # one in flight at a time: the later one replaces it in reserve()
+            self._pending[0].result()
+            self.reserved = self._pending[1]
+        before, self.before_sync = self.before_sync, None
+        self._pending = (self.submit(_write_after, before, self.path, self._record(self.used, target)), target)
+        self._written = (self.used, target, self.reflection_calls)
 
     def _extend(self) -> None:
         """Write the count and a reservation ``ahead`` chunks past it (at least what is used), synced."""
@@ -121,19 +151,32 @@ class RolloutBudget:
 
     def settle(self, sync: bool = True) -> None:
         """Write the exact count with no reservation beyond it: the run is ending and spends nothing more
-        (``sync=False``: the caller syncs the file, with the run's last files)."""
+        (``sync=False``: the caller syncs the file, with the run's last files). A queued write lands first
+        (its error is the writer's to report)."""
+        if self._pending is not None:
+            wait([self._pending[0]])
+            self._pending = None
         self.reserved = self.used
         self._save(sync)
+
+    def _record(self, used: int, reserved: int) -> bytes:
+        return json.dumps({"max_calls": self.max_calls, "used": used, "reserved": reserved,
+                           "reflection_calls": self.reflection_calls}).encode()
 
     def _save(self, sync: bool) -> None:
         state = (self.used, self.reserved, self.reflection_calls)
         if self.path is None or state == self._written:
             return
-        record = json.dumps({"max_calls": self.max_calls, "used": self.used, "reserved": self.reserved,
-                             "reflection_calls": self.reflection_calls})
-        write_record(self.path, record.encode(), sync=sync)
+        write_record(self.path, self._record(self.used, self.reserved), sync=sync)
         self.syncs += sync
         self._written = state
+
+
+def _write_after(before: Callable[[], None] | None, path: Path, record: bytes) -> None:
+    """A queued record: first what must be durable before it (raising its error), then the synced record."""
+    if before is not None:
+        before()
+    write_record(path, record)
 
 
 RECORD_BYTES = 256

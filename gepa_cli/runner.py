@@ -243,7 +243,7 @@ def run_gepa(
             f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
             + (f" · resuming {run_dir}" if resuming else ""),
         )
-        job = _Job(config, envs, resume, console, verbose)
+        job = _Job(config, envs, resume, console, verbose, num_val=len(val), seed_cost=plan.seed_cost)
         status, error = "failed", None
         try:
             status = job.optimize(train, val, clients, show_progress)
@@ -270,7 +270,8 @@ def _say(console: Console, text: str, **style: Any) -> None:
 class _Job:
     """The steps of one run, split so each reads on a screen: set up, optimize, write the end state."""
 
-    def __init__(self, config: GepaJobConfig, envs: list[Environment], resolved: runs.ResolvedRun, console: Console, verbose: bool):
+    def __init__(self, config: GepaJobConfig, envs: list[Environment], resolved: runs.ResolvedRun, console: Console,
+                 verbose: bool, *, num_val: int, seed_cost: int):
         run_dir = resolved.run_dir
         self.config, self.envs, self.run_dir, self.resuming, self.console = config, envs, run_dir, resolved.resuming, console
         self.started = time.perf_counter()
@@ -278,10 +279,15 @@ class _Job:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.previous: dict[str, Any] = read_object(run_dir / runs.METADATA, GEPA_METADATA) if resolved.resuming else {}
         # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
-        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET, before_sync=self._started_durably)
         self.writer = BackgroundWriter()
+        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET, before_sync=self._started_durably,
+                                    submit=self.writer.submit)
         # durable before the first rollout (what --resume needs: budget.json waits for it), written meanwhile
         self.start_write = self.writer.submit(write_json_atomic, run_dir / runs.METADATA, self._metadata("running"))
+        self.budget_stopper = self._budget_stopper(num_val)
+        self.budget.chunk = self.budget_stopper.iteration_cost  # reserved RESERVE_AHEAD at a time (budget.py)
+        if seed_cost + self.budget.chunk <= self.budget.remaining:  # the first reservation, written meanwhile too
+            self.budget.prefetch(seed_cost + self.budget.chunk, first=seed_cost)
         self.loop = LoopThread()
         self.logger = FileLogger(run_dir / runs.GEPA_LOG, console, verbose)
         self.owned_clients: list[ModelClient] = []
@@ -322,7 +328,7 @@ class _Job:
         proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks,
                             hide=self.mask.hide)
         record = StopRecord()
-        stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record, len(val))]
+        stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record)]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -362,24 +368,25 @@ class _Job:
             raise proposer.fatal
         return record.reason or "stopped"
 
-    def _stoppers(self, record: StopRecord, num_val: int) -> list[Named]:
+    def _stoppers(self, record: StopRecord) -> list[Named]:
         """Every stopper but the fatal one, each named in ``record`` when it ends the run."""
-        from gepa_cli.search import val_cost
-
         config = self.config
         stoppers = []
         if config.stop_at_score is not None:
             stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
-        proposals = config.proposals_per_iteration
-        budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
-                                       accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
-        self.budget.chunk = budget_stopper.iteration_cost  # reserved RESERVE_AHEAD at a time (budget.py)
-        stoppers.append(Named("budget_exhausted", budget_stopper, record))
+        stoppers.append(Named("budget_exhausted", self.budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:
             clear_stop_files(stop_files, self.logger.log)
         return [*stoppers, *optional_stoppers(config, record, stop_files=stop_files, elapsed_s=self.earlier_s,
                                               cost=self.cost)]
+
+    def _budget_stopper(self, num_val: int) -> BudgetStopper:
+        from gepa_cli.search import val_cost
+
+        config, proposals = self.config, self.config.proposals_per_iteration
+        return BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+                             accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
 
     @property
     def earlier_s(self) -> float:

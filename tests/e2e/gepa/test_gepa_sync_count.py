@@ -1,6 +1,7 @@
-"""What a run syncs on the search thread (each sync waits on the disk between waves of rollouts): budget.json a
-few times a run (it reserves several iterations ahead), and nothing for the start's metadata.json, which the
-writer thread makes durable before the first rollout."""
+"""What a run writes, and where (a file sync or a rewrite on the search thread waits between waves of rollouts):
+budget.json a few times a run (it reserves several iterations ahead), queued on the writer thread before it is
+needed; the start's metadata.json made durable by that thread before the first rollout; gepa's state and the
+candidate files at most once a second."""
 
 from __future__ import annotations
 
@@ -44,10 +45,13 @@ def test_budget_json_is_synced_once_per_reservation_of_several_iterations(tmp_pa
     assert outcome.status == "budget_exhausted" and outcome.total_metric_calls <= 120
     iterations = outcome.num_reflection_calls
     assert iterations >= 15  # the seed pass (6), then 6 per iteration
-    on_search_thread = [name for name, main in synced if name == "budget.json" and main]
+    budget_syncs = [main for name, main in synced if name == "budget.json"]
     # one iteration's most is 12 (two minibatches of 3, a validation pass of 6); a write reserves RESERVE_AHEAD of
-    # them, so 120 rollouts take at most 120 / 48 + 1 writes (the code before synced once per iteration: 19 times)
-    assert 1 <= len(on_search_thread) <= -(-120 // (RESERVE_AHEAD * 12)) + 1 < iterations
+    # them past the rollouts used, queued when fewer than two are left, so each adds at least RESERVE_AHEAD - 2;
+    # with the start's and the end's, 120 rollouts take at most 120 / 24 + 2 (the code before synced once per
+    # iteration: 19 times, on the search thread), and the search never waits on one
+    assert 1 <= len(budget_syncs) <= 120 // ((RESERVE_AHEAD - 2) * 12) + 2 < iterations
+    assert not any(budget_syncs)
     # the end's exact count is synced with the run's last files
     assert saved_usage(tmp_path / "run" / "budget.json") == (outcome.total_metric_calls, iterations)
 
@@ -68,10 +72,10 @@ def test_the_start_is_durable_before_the_first_rollout_without_a_sync_on_the_sea
     assert outcome.status == "budget_exhausted"
     metadata, before = seen[0]
     assert metadata["status"] == "running" and metadata["job_config"]["max_calls"] == 30
-    # metadata.json's data was synced before the first rollout, by the writer thread; the search thread synced
-    # only budget.json's first reservation (the code before synced metadata.json on it too)
-    assert [main for name, main in before if name.startswith(".metadata.json.")] == [False]
-    assert [name for name, main in before if main] == ["budget.json"]
+    # metadata.json's data, then budget.json's first reservation, were synced before the first rollout, by the
+    # writer thread, none on the search thread (the code before synced both on it)
+    assert [name.split(".")[1] if name.startswith(".") else name for name, _ in before] == ["metadata", "budget.json"]
+    assert not any(main for _, main in before)
 
 
 def test_a_fast_run_saves_its_state_at_most_once_a_second_and_always_its_final_state(tmp_path, monkeypatch):
@@ -111,3 +115,30 @@ def test_a_fast_run_saves_its_state_at_most_once_a_second_and_always_its_final_s
     saved = GEPAState.load(str(tmp_path / "run" / "state"))
     assert saves[-1] == saved.i and len(saved.program_candidates) == outcome.num_candidates
     assert len((tmp_path / "run" / "results.jsonl").read_text().splitlines()) == outcome.num_candidates
+
+
+def test_a_failed_queued_write_stops_the_evaluation_that_needs_it(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pytest
+
+    import gepa_cli.budget as budget_module
+    from gepa_cli.budget import RolloutBudget
+
+    def no_space(path, record, sync=True):
+        raise OSError(28, "No space left on device")
+
+    with ThreadPoolExecutor(1) as pool:
+        # the start's metadata.json failed: the first reservation is not written, and nothing runs
+        budget = RolloutBudget(60, tmp_path / "a.json", chunk=12, submit=pool.submit,
+                               before_sync=lambda: no_space(None, None))
+        budget.prefetch(18, first=6)
+        with pytest.raises(OSError, match="No space"):
+            budget.reserve(6)
+        assert not (tmp_path / "a.json").exists()
+        # the record itself failed
+        monkeypatch.setattr(budget_module, "write_record", no_space)
+        budget = RolloutBudget(60, tmp_path / "b.json", chunk=12, submit=pool.submit)
+        budget.prefetch(18, first=6)
+        with pytest.raises(OSError, match="No space"):
+            budget.reserve(6)
