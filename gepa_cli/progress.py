@@ -18,21 +18,33 @@ from evalkit.core.types import RolloutState
 from gepa_cli.budget import RolloutBudget
 
 
+FLUSH_EVERY_S = 0.5
+"""The longest a ``gepa.log`` line waits in memory (gepa logs a dozen lines an iteration: one write each would
+be a system call between the search's waves of rollouts)."""
+
+
 class FileLogger:
-    """gepa's ``LoggerProtocol`` writing timestamped lines to ``gepa.log`` (and the screen with -v)."""
+    """gepa's ``LoggerProtocol`` writing timestamped lines to ``gepa.log`` (and the screen with -v).
+
+    Lines reach the file at most :data:`FLUSH_EVERY_S` after they are logged, and all of them when the run
+    ends (:meth:`close`, which the run's end calls whatever happened); a killed process loses that last part.
+    """
 
     def __init__(self, path: Path, console: Console | None = None, verbose: bool = False):
         self.path = path
         self.console = console
         self.verbose = verbose
         self._handle = path.open("a", encoding="utf-8", errors="replace")  # a lone surrogate from a model: "?"
+        self._flushed = time.monotonic()
 
     def log(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
         message = redact(str(message))  # teacher replies and rollout errors may echo a key
         for line in message.splitlines() or [""]:
             self._handle.write(f"{stamp} {line}\n")
-        self._handle.flush()
+        if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
+            self._handle.flush()
+            self._flushed = time.monotonic()
         if self.verbose and self.console is not None:
             self.console.print(str(message), style="dim", markup=False, highlight=False)
 
