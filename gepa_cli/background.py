@@ -10,8 +10,8 @@ What this keeps: each file is still replaced in one rename (a killed run leaves 
 version); writes land in the order they were asked for; a failed write is raised on the search thread at
 the next iteration boundary (:class:`StateSaver`) and when the run ends (:meth:`BackgroundWriter.close`),
 so it never passes silently. What it costs: a run killed while a write waits in line resumes from the
-snapshot before it (the rollout budget is kept apart, synced before any rollout it allows:
-:mod:`gepa_cli.budget`).
+snapshot before it. The rollout budget's records go through this thread too, queued ahead of need, and
+each is on disk before any rollout it allows (:mod:`gepa_cli.budget`).
 
 How often: at most once per :data:`SAVE_EVERY_S` (:class:`Throttle`), and always at the run's end. The
 writer's work (pickling the state, JSON, renames) holds the interpreter lock while the search thread and the

@@ -89,7 +89,7 @@ class _StateTracker:
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        self.adapter.budget.checkpoint()  # extends the reservation when the next iteration may pass it
+        self.adapter.budget.checkpoint()  # queues the next reservation when the one after next may pass it
         if len(self.state.program_candidates) != self.written and self.throttle.due():
             candidates = outputs.Candidates.of(self.state, self.adapter.discovered_at_calls)
             self.queued = self.writer.submit(outputs.write_candidates, self.run_dir, candidates)
