@@ -19,14 +19,15 @@ from gepa_cli.budget import RolloutBudget
 
 
 FLUSH_EVERY_S = 0.5
-"""The longest a ``gepa.log`` line waits in memory (gepa logs a dozen lines an iteration: one write each would
-be a system call between the search's waves of rollouts)."""
+"""The longest a ``gepa.log`` line waits in memory. gepa logs a dozen lines an iteration; stamping, redacting
+and writing each as it comes was ~2 ms of a 1 s run's search thread, done between its waves of rollouts."""
 
 
 class FileLogger:
     """gepa's ``LoggerProtocol`` writing timestamped lines to ``gepa.log`` (and the screen with -v).
 
-    Lines reach the file at most :data:`FLUSH_EVERY_S` after they are logged, and all of them when the run
+    A line is kept with its time and written, redacted, with the others of the last :data:`FLUSH_EVERY_S`
+    (one redaction and one write for them all) at the next line after that, and all of them when the run
     ends (:meth:`close`, which the run's end calls whatever happened); a killed process loses that last part.
     """
 
@@ -35,20 +36,34 @@ class FileLogger:
         self.console = console
         self.verbose = verbose
         self._handle = path.open("a", encoding="utf-8", errors="replace")  # a lone surrogate from a model: "?"
+        self._pending: list[tuple[float, str]] = []
         self._flushed = time.monotonic()
 
     def log(self, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-        message = redact(str(message))  # teacher replies and rollout errors may echo a key
-        for line in message.splitlines() or [""]:
-            self._handle.write(f"{stamp} {line}\n")
-        if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
-            self._handle.flush()
-            self._flushed = time.monotonic()
+        self._pending.append((time.time(), str(message)))
         if self.verbose and self.console is not None:
-            self.console.print(str(message), style="dim", markup=False, highlight=False)
+            self.console.print(redact(str(message)), style="dim", markup=False, highlight=False)
+        if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the lines kept so far (teacher replies and rollout errors may echo a key: redacted)."""
+        self._flushed = time.monotonic()
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        stamps: dict[int, str] = {}
+        lines = []
+        for when, message in pending:
+            second = int(when)
+            if second not in stamps:
+                stamps[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
+            lines += [f"{stamps[second]} {line}" for line in message.splitlines() or [""]]
+        self._handle.write(redact("\n".join(lines)) + "\n")
+        self._handle.flush()
 
     def close(self) -> None:
+        self.flush()
         self._handle.close()
 
 

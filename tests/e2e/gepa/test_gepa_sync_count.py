@@ -142,3 +142,29 @@ def test_a_failed_queued_write_stops_the_evaluation_that_needs_it(tmp_path, monk
         budget.prefetch(18, first=6)
         with pytest.raises(OSError, match="No space"):
             budget.reserve(6)
+
+
+def test_gepa_log_lines_are_written_together_redacted_and_all_at_the_end(tmp_path, monkeypatch):
+    import time
+
+    import gepa_cli.progress as progress
+    from evalkit.core.redact import register_secret
+
+    register_secret("log-SECRET-value-4242")
+    log = progress.FileLogger(tmp_path / "gepa.log")
+    log.log("Iteration 1: selected program 0")
+    log.log("teacher said: use log-SECRET-value-4242\nand more")
+    # a burst of lines waits in memory (the code before wrote and flushed each line as it came)
+    assert (tmp_path / "gepa.log").read_text() == ""
+    monkeypatch.setattr(progress, "FLUSH_EVERY_S", 0.0)
+    log.log("Iteration 2: selected program 1")  # past the interval: every line so far, in one write
+    text = (tmp_path / "gepa.log").read_text()
+    lines = text.splitlines()
+    assert [line[20:] for line in lines] == ["Iteration 1: selected program 0", "teacher said: use [redacted]",
+                                             "and more", "Iteration 2: selected program 1"]
+    assert all(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S") for line in lines)
+    monkeypatch.setattr(progress, "FLUSH_EVERY_S", 60.0)
+    log.log("finished")
+    log.close()  # the run's end writes what is left
+    assert (tmp_path / "gepa.log").read_text().splitlines()[-1].endswith(" finished")
+    assert "log-SECRET" not in (tmp_path / "gepa.log").read_text()
