@@ -168,3 +168,29 @@ def test_gepa_log_lines_are_written_together_redacted_and_all_at_the_end(tmp_pat
     log.close()  # the run's end writes what is left
     assert (tmp_path / "gepa.log").read_text().splitlines()[-1].endswith(" finished")
     assert "log-SECRET" not in (tmp_path / "gepa.log").read_text()
+
+
+def test_a_fast_run_looks_for_its_stop_files_at_most_every_quarter_second(tmp_path, monkeypatch):
+    import time
+
+    from gepa_cli.stoppers import STOP_FILE_EVERY_S
+
+    looks: list[str] = []
+    real_exists = os.path.exists
+
+    def exists(path) -> bool:
+        if str(path).endswith("gepa.stop"):
+            looks.append(str(path))
+        return real_exists(path)
+
+    monkeypatch.setattr(os.path, "exists", exists)
+    teacher = ScriptedClient(lambda m, s, t: USELESS, model="teacher")
+    started = time.monotonic()
+    outcome = run_gepa(config(tmp_path, max_calls=120), clients=(ScriptedClient(task_model), teacher),
+                       envs=[make_env()], show_progress=False)
+    took = time.monotonic() - started
+
+    assert outcome.status == "budget_exhausted" and outcome.num_reflection_calls >= 15
+    # the run dir's and the state dir's stop file, at one look in STOP_FILE_EVERY_S (the code before looked for
+    # both at every iteration's end: 2 x 18)
+    assert len(looks) <= 2 * (int(took / STOP_FILE_EVERY_S) + 1) < 2 * outcome.num_reflection_calls
