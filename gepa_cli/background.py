@@ -13,12 +13,13 @@ so it never passes silently. What it costs: a run killed while a write waits in 
 snapshot before it. The rollout budget's records go through this thread too, queued ahead of need, and
 each is on disk before any rollout it allows (:mod:`gepa_cli.budget`).
 
-How often: at most once per :data:`SAVE_EVERY_S` (:class:`Throttle`), and always at the run's end. The
-writer's work (pickling the state, JSON, renames) holds the interpreter lock while the search thread and the
-rollouts' event loop want it, so on a fast run (iterations of ~0.1 s) saving after every iteration slowed the
-search itself; on a run of real models an iteration takes longer than that and every one is saved. A run
-killed or interrupted mid-search resumes from the last saved iteration, up to that long before (the rollouts
-spent since stay counted).
+How often: at most once per :data:`SAVE_EVERY_S` (:class:`Throttle`), counted from the search's start, and
+always at the run's end. The writer's work (pickling the state, JSON, renames) holds the interpreter lock
+while the search thread and the rollouts' event loop want it, so on a fast run (iterations of ~0.1 s) saving
+after every iteration slowed the search itself; on a run of real models an iteration takes longer than that
+and every one is saved. A run killed or interrupted mid-search resumes from the last saved iteration, up to
+that long before (the rollouts spent since stay counted; one killed in its first second re-runs the seed's
+validation).
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ SAVE_EVERY_S = 1.0
 
 
 class Throttle:
-    """``due()`` is true at its first call and then at most once per ``every_s`` seconds."""
+    """``due()`` is true at most once per ``every_s`` seconds: at its first call (``wait_first=False``), or
+    once ``every_s`` has passed since it was made."""
 
-    def __init__(self, every_s: float = SAVE_EVERY_S):
+    def __init__(self, every_s: float = SAVE_EVERY_S, *, wait_first: bool = False):
         self.every_s = every_s
-        self._last: float | None = None
+        self._last: float | None = time.monotonic() if wait_first else None
 
     def due(self) -> bool:
         now = time.monotonic()
@@ -105,7 +107,7 @@ class StateSaver:
         self.state_dir = state_dir
         self.writer = writer
         self.adapter = adapter
-        self.throttle = Throttle(every_s)
+        self.throttle = Throttle(every_s, wait_first=True)
         self.behind = False
         """A save point was skipped since the last save (:meth:`save_last` saves the final state)."""
 

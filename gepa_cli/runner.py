@@ -82,7 +82,7 @@ class _StateTracker:
         self.written = 0
         """How many candidates the files on disk (or queued for it) hold."""
         self.queued: Future[None] | None = None
-        self.throttle = Throttle()
+        self.throttle = Throttle(wait_first=True)
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
