@@ -1,5 +1,6 @@
-"""budget.json is written once per iteration (a reservation), not before every evaluation, and what is on disk
-always covers what the run has started: a kill at any point leaves a count a resume cannot overspend from."""
+"""budget.json is written a few times a run (a reservation of several iterations), not before every evaluation,
+and what is on disk always covers what the run has started: a kill at any point leaves a count a resume cannot
+overspend from."""
 
 from __future__ import annotations
 
