@@ -84,8 +84,6 @@ class RolloutBudget:
         self.ahead = ahead
         self.before_sync = before_sync
         self.submit = submit
-        self.syncs = 0
-        """Synced writes so far on the caller's thread (each a file sync on the search's path)."""
         self.used = 0
         self.reflection_calls = 0
         if path is not None:
@@ -172,7 +170,6 @@ class RolloutBudget:
         if self.path is None or state == self._written:
             return
         write_record(self.path, self._record(self.used, self.reserved), sync=sync)
-        self.syncs += sync
         self._written = state
 
 
