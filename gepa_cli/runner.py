@@ -33,7 +33,7 @@ from evalkit.core.types import SamplingArgs
 from evalkit.core.redact import redact
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
-from gepa_cli.background import BackgroundWriter, StateSaver
+from gepa_cli.background import BackgroundWriter, StateSaver, Throttle
 from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
@@ -67,26 +67,30 @@ class GepaOutcome:
 
 
 class _StateTracker:
-    """Keeps the newest in-memory state and has the writer thread rewrite the candidate files after every
+    """Keeps the newest in-memory state and has the writer thread rewrite the candidate files after an
     iteration that added a candidate (their content depends only on the candidates; an iteration whose
-    proposal was rejected would rewrite the same bytes)."""
+    proposal was rejected would rewrite the same bytes), at most once per ``SAVE_EVERY_S``
+    (:mod:`gepa_cli.background`); the run's end writes them all."""
 
     def __init__(self, run_dir: Path, adapter: SystemPromptAdapter, writer: BackgroundWriter):
         self.run_dir = run_dir
         self.state: Any = None
+        self.ended = False
+        """gepa's loop ended by itself (a stopper): ``state`` is its final state."""
         self.adapter = adapter
         self.writer = writer
         self.written = 0
         """How many candidates the files on disk (or queued for it) hold."""
         self.queued: Future[None] | None = None
+        self.throttle = Throttle(wait_first=True)
 
     def on_valset_evaluated(self, event: Any) -> None:
         self.adapter.discovered_at_calls.setdefault(int(event["candidate_idx"]), self.adapter.budget.used)
 
     def on_iteration_end(self, event: Any) -> None:
         self.state = event["state"]
-        self.adapter.budget.checkpoint()  # the exact count, and the next iteration's reservation
-        if len(self.state.program_candidates) != self.written:
+        self.adapter.budget.checkpoint()  # queues the next reservation when the one after next may pass it
+        if len(self.state.program_candidates) != self.written and self.throttle.due():
             candidates = outputs.Candidates.of(self.state, self.adapter.discovered_at_calls)
             self.queued = self.writer.submit(outputs.write_candidates, self.run_dir, candidates)
             self.written = len(self.state.program_candidates)
@@ -99,6 +103,7 @@ class _StateTracker:
 
     def on_optimization_end(self, event: Any) -> None:
         self.state = event["final_state"]
+        self.ended = True
 
 
 def _caught(call: Any) -> BaseException | None:
@@ -228,17 +233,17 @@ def run_gepa(
         return None
     if not resuming:  # a resumed run whose budget is spent just ends (nothing more is spent)
         plan.check()
-    console.print(plan.line(), highlight=False, markup=False)
+    _say(console, plan.line(), markup=False)
     if plan.warning():
-        console.print(plan.warning(), style="yellow", highlight=False, markup=False)
+        _say(console, plan.warning(), style="yellow", markup=False)
     with runs.RunLock(run_dir):  # one process per run dir, for the whole run
-        console.print(
+        _say(
+            console,
             f"gepa: [bold]{config.env_label}[/bold] · model {config.model} · teacher {config.teacher} · "
             f"budget {config.max_calls} rollouts · train {len(train)} · val {len(val)}"
             + (f" · resuming {run_dir}" if resuming else ""),
-            highlight=False,
         )
-        job = _Job(config, envs, resume, console, verbose)
+        job = _Job(config, envs, resume, console, verbose, num_val=len(val), seed_cost=plan.seed_cost)
         status, error = "failed", None
         try:
             status = job.optimize(train, val, clients, show_progress)
@@ -256,10 +261,17 @@ def run_gepa(
         return job.outcome(status)
 
 
+def _say(console: Console, text: str, **style: Any) -> None:
+    """``console.print`` without highlighting, and no work for a quiet console (rich renders the line first)."""
+    if not console.quiet:
+        console.print(text, highlight=False, **style)
+
+
 class _Job:
     """The steps of one run, split so each reads on a screen: set up, optimize, write the end state."""
 
-    def __init__(self, config: GepaJobConfig, envs: list[Environment], resolved: runs.ResolvedRun, console: Console, verbose: bool):
+    def __init__(self, config: GepaJobConfig, envs: list[Environment], resolved: runs.ResolvedRun, console: Console,
+                 verbose: bool, *, num_val: int, seed_cost: int):
         run_dir = resolved.run_dir
         self.config, self.envs, self.run_dir, self.resuming, self.console = config, envs, run_dir, resolved.resuming, console
         self.started = time.perf_counter()
@@ -267,13 +279,19 @@ class _Job:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.previous: dict[str, Any] = read_object(run_dir / runs.METADATA, GEPA_METADATA) if resolved.resuming else {}
         # the count comes from disk on resume; the limit from this config (a resumed run may raise it with -B)
-        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET)
-        write_json_atomic(run_dir / runs.METADATA, self._metadata("running"))
+        self.writer = BackgroundWriter()
+        self.budget = RolloutBudget(config.max_calls, run_dir / runs.BUDGET, before_sync=self._started_durably,
+                                    submit=self.writer.submit)
+        # durable before the first rollout (what --resume needs: budget.json waits for it), written meanwhile
+        self.start_write = self.writer.submit(write_json_atomic, run_dir / runs.METADATA, self._metadata("running"))
+        self.budget_stopper = self._budget_stopper(num_val)
+        self.budget.chunk = self.budget_stopper.iteration_cost  # reserved RESERVE_AHEAD at a time (budget.py)
+        if seed_cost + self.budget.chunk <= self.budget.remaining:  # the first reservation, written meanwhile too
+            self.budget.prefetch(seed_cost + self.budget.chunk, first=seed_cost)
         self.loop = LoopThread()
         self.logger = FileLogger(run_dir / runs.GEPA_LOG, console, verbose)
         self.owned_clients: list[ModelClient] = []
         self.tracker: _StateTracker | None = None
-        self.writer = BackgroundWriter()
         self.saver: StateSaver | None = None
         """Saves gepa's state when we own that (a new run); a resumed run's gepa loads and saves it itself."""
         self.adapter: SystemPromptAdapter | None = None
@@ -282,6 +300,11 @@ class _Job:
         self.seed = seed_candidate(envs, config.components, [spec.id for spec in config.envs])
         if config.initial_prompt is not None:
             self.seed[COMPONENT] = config.initial_prompt
+
+    def _started_durably(self) -> None:
+        """Wait for the start's ``metadata.json`` (raising its write's error): called before the first budget
+        record, so no rollout runs before the run can be resumed."""
+        self.start_write.result()
 
     def _reflection_cost(self) -> ReflectionCost | None:
         """The teacher's spend (carried over from the earlier invocations), tracked when a cap is set."""
@@ -305,7 +328,7 @@ class _Job:
         proposer = Proposer(self._reflection(teacher), template=config.reflection_prompt_template, checks=checks,
                             hide=self.mask.hide)
         record = StopRecord()
-        stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record, len(val))]
+        stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record)]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
             f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
@@ -345,24 +368,25 @@ class _Job:
             raise proposer.fatal
         return record.reason or "stopped"
 
-    def _stoppers(self, record: StopRecord, num_val: int) -> list[Named]:
+    def _stoppers(self, record: StopRecord) -> list[Named]:
         """Every stopper but the fatal one, each named in ``record`` when it ends the run."""
-        from gepa_cli.search import val_cost
-
         config = self.config
         stoppers = []
         if config.stop_at_score is not None:
             stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
-        proposals = config.proposals_per_iteration
-        budget_stopper = BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
-                                       accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
-        self.budget.chunk = budget_stopper.iteration_cost  # one budget.json write per iteration (budget.py)
-        stoppers.append(Named("budget_exhausted", budget_stopper, record))
+        stoppers.append(Named("budget_exhausted", self.budget_stopper, record))
         stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
         if self.resuming:
             clear_stop_files(stop_files, self.logger.log)
         return [*stoppers, *optional_stoppers(config, record, stop_files=stop_files, elapsed_s=self.earlier_s,
                                               cost=self.cost)]
+
+    def _budget_stopper(self, num_val: int) -> BudgetStopper:
+        from gepa_cli.search import val_cost
+
+        config, proposals = self.config, self.config.proposals_per_iteration
+        return BudgetStopper(self.budget, config.minibatch_size, val_cost(config, num_val), proposals=proposals,
+                             accepts=1 if config.proposal_selection == "best" else proposals, merge=config.use_merge)
 
     @property
     def earlier_s(self) -> float:
@@ -444,9 +468,13 @@ class _Job:
                 pass
         self.loop.close()
         self.budget.settle(sync=False)  # every rollout reserved in memory counts; nothing more will be spent
-        # the files written below replace those the tracker queued, which must not land after them; gepa's
-        # last state snapshot, queued after those, is written meanwhile
-        write_error = _caught(self.tracker.supersede) if self.tracker is not None else None
+        # the files written below replace the start's metadata.json and those the tracker queued, which must not
+        # land after them; gepa's last state snapshot, queued after those, is written meanwhile
+        write_error = _caught(self.start_write.result)
+        superseded = _caught(self.tracker.supersede) if self.tracker is not None else None
+        write_error = write_error or superseded
+        if self.saver is not None and self.tracker is not None and self.tracker.ended:
+            write_error = write_error or _caught(lambda: self.saver.save_last(self.tracker.state))
         if self.tracker is None or self.tracker.state is None:  # the files come from gepa's saved state, if any
             write_error = write_error or _caught(self.writer.drain)
         files = {**self._candidate_files(), runs.METADATA: self._end_metadata(status, error, write_error)}

@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
+from gepa_cli.background import Throttle
 
 STOP_FILE = "gepa.stop"
-"""``touch RUN_DIR/gepa.stop`` ends a run after its current proposal (gepa's own stop-file name)."""
+"""``touch RUN_DIR/gepa.stop`` ends a run after its current proposal (gepa's own stop-file name), the first
+one that ends :data:`STOP_FILE_EVERY_S` or more after the last look."""
+
+STOP_FILE_EVERY_S = 0.25
+"""The least time between two looks for the stop files: a look is a file-system call between waves of
+rollouts, and a fast run ends its proposals every few milliseconds (a run of real models is looked at after
+every proposal)."""
 
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1": (2.0, 8.0),
@@ -71,6 +78,17 @@ class ReflectionCost:
         self.total_cost += (tokens_in * self.price[0] + tokens_out * self.price[1]) / 1e6
 
 
+class Throttled:
+    """A stopper asked at most once per ``every_s`` seconds (in between: not yet; once it fires, the run ends)."""
+
+    def __init__(self, inner: Callable[[Any], bool], every_s: float = STOP_FILE_EVERY_S):
+        self.inner = inner
+        self.throttle = Throttle(every_s)
+
+    def __call__(self, gepa_state: Any) -> bool:
+        return self.throttle.due() and bool(self.inner(gepa_state))
+
+
 @dataclass
 class StopRecord:
     """Which named stopper fired first (None: none did, or the run has not stopped)."""
@@ -101,12 +119,18 @@ def clear_stop_files(paths: list[Path], log: Callable[[str], None]) -> None:
             log(f"removed {path} (it stopped the earlier run)")
 
 
+def _any_file(paths: list[Path], stopper: Callable[[str], Callable[[Any], bool]]) -> Callable[[Any], bool]:
+    """One stopper for several stop files (gepa's ``FileStopper`` each): fires when any of them exists."""
+    each = [stopper(str(path)) for path in paths]
+    return lambda gepa_state: any(one(gepa_state) for one in each)
+
+
 def optional_stoppers(config: Any, record: StopRecord, *, stop_files: list[Path], elapsed_s: float,
                       cost: ReflectionCost | None) -> list[Named]:
     """The stoppers the search fields ask for, plus the stop files (always watched), as gepa objects."""
     from gepa.utils import FileStopper, MaxReflectionCostStopper, NoImprovementStopper, TimeoutStopCondition
 
-    stoppers = [Named("stop_file", FileStopper(str(path)), record) for path in stop_files]
+    stoppers = [Named("stop_file", Throttled(_any_file(stop_files, FileStopper)), record)] if stop_files else []
     if config.no_improvement_stop is not None:
         stoppers.append(Named("no_improvement", NoImprovementStopper(config.no_improvement_stop), record))
     if config.max_time is not None:

@@ -38,8 +38,9 @@ def test_gepa_state_is_saved_off_the_search_thread_and_resumes(tmp_path, monkeyp
     monkeypatch.setattr(GEPAState, "save", save)
     outcome = run(tmp_path, max_calls=40)
     assert outcome.status == "budget_exhausted"
-    # once after the seed's validation and once per iteration, none of them on the thread that runs the search
-    assert len(threads) >= 2 and threading.main_thread().name not in threads
+    # at gepa's save points (at most once a second: this run is faster, so its final state), none of them on the
+    # thread that runs the search
+    assert len(threads) >= 1 and threading.main_thread().name not in threads
     saved = GEPAState.load(str(tmp_path / "run" / "state"))
     assert len(saved.program_candidates) == outcome.num_candidates
     assert saved.adapter_state["discovered_at_calls"]  # the adapter's state, as gepa would have stored it

@@ -1,5 +1,6 @@
-"""budget.json is written once per iteration (a reservation), not before every evaluation, and what is on disk
-always covers what the run has started: a kill at any point leaves a count a resume cannot overspend from."""
+"""budget.json is written a few times a run (a reservation of several iterations), not before every evaluation,
+and what is on disk always covers what the run has started: a kill at any point leaves a count a resume cannot
+overspend from."""
 
 from __future__ import annotations
 
@@ -53,24 +54,31 @@ def test_one_write_per_iteration_and_disk_covers_every_reservation(tmp_path, mon
 
 def test_a_killed_runs_reservation_counts_as_spent(tmp_path):
     path = tmp_path / "budget.json"
-    budget = RolloutBudget(60, path, chunk=12)
-    budget.reserve(6)  # the seed pass: reserves past it, up to one iteration more
-    assert json.loads(path.read_text()) == {"max_calls": 60, "used": 6, "reserved": 18, "reflection_calls": 0}
+    budget = RolloutBudget(60, path, chunk=12, ahead=2)
+    budget.reserve(6)  # the seed pass: reserves past it, two iterations more
+    assert json.loads(path.read_text()) == {"max_calls": 60, "used": 6, "reserved": 30, "reflection_calls": 0}
     budget.reserve(3)
     budget.reserve(3)  # within the reservation: nothing written
+    budget.checkpoint()  # an iteration's end with one more iteration's worth left: nothing written either
     assert json.loads(path.read_text())["used"] == 6
     # the process dies here: a resume counts the whole reservation, more than the 12 it had started
-    assert RolloutBudget(60, path).used == 18
-    budget.reserve(7)  # past the reservation: written before it runs
-    assert RolloutBudget(60, path).used == 31 == budget.reserved and budget.used == 19
+    assert RolloutBudget(60, path).used == 30
+    budget.reserve(7)
+    budget.checkpoint()  # 11 left, less than an iteration: extended before the next one starts
+    assert RolloutBudget(60, path).used == 43 == budget.reserved and budget.used == 19
+    budget.reserve(25)  # past the reservation: written before it runs, capped by the budget
+    assert RolloutBudget(60, path).used == 60 == budget.reserved and budget.used == 44
+    budget.reserve(12)
+    budget.checkpoint()  # the budget cannot pay for another iteration (the stopper ends the run): nothing written
+    assert json.loads(path.read_text())["used"] == 44
     budget.settle()
-    assert RolloutBudget(60, path).used == 19
+    assert RolloutBudget(60, path).used == 56
 
 
 def test_the_record_is_rewritten_in_place_and_a_torn_one_is_refused(tmp_path):
     path = tmp_path / "budget.json"
     path.write_text(json.dumps({"max_calls": 60, "used": 12, "reflection_calls": 2}, indent=2) + "\n" + " " * 300)
-    budget = RolloutBudget(60, path, chunk=5)  # an older primekit's file (another size) still reads
+    budget = RolloutBudget(60, path, chunk=5, ahead=1)  # an older primekit's file (another size) still reads
     assert (budget.used, budget.reflection_calls) == (12, 2)
     budget.reserve(1)
     inode = path.stat().st_ino

@@ -20,6 +20,7 @@ from test_gepa_resume import spawn_child
 from test_gepa_job import config, make_env, run, task_model
 from evalkit.core.errors import UserError
 from gepa_cli.runner import run_gepa
+from gepa_cli.stoppers import STOP_FILE_EVERY_S
 
 
 def useless():
@@ -89,7 +90,9 @@ def test_stop_file_stops_after_the_current_proposal_and_is_cleared_on_resume(tmp
         stop_file.touch()
         return "```\nSomething else.\n```"
 
-    outcome, _, teach = run(config(tmp_path, max_calls=60), teach=ScriptedClient(touching, model="teacher"))
+    # the proposal ends more than STOP_FILE_EVERY_S after the last look (after the seed's validation)
+    teacher = ScriptedClient(touching, model="teacher", delay_s=STOP_FILE_EVERY_S + 0.05)
+    outcome, _, teach = run(config(tmp_path, max_calls=60), teach=teacher)
     assert outcome.status == "stop_file" and len(teach.requests) == 1
     assert outcome.total_metric_calls == 6 + 6
     check_resumed(tmp_path, outcome)
