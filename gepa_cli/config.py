@@ -93,8 +93,12 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
 
     @property
     def teacher_sampling(self) -> dict[str, Any]:
-        default = 256 if is_embedded(self.teacher_spec()) else 1024
-        return {"max_tokens": default, **(self.reflection_sampling or {})}
+        return self.teacher_sampling_for(is_embedded(self.teacher_spec()))
+
+    def teacher_sampling_for(self, embedded: bool) -> dict[str, Any]:
+        """The teacher's sampling args, given whether it is embedded (its route, which reads files, found once
+        by the caller): an embedded model's default reply is shorter."""
+        return {"max_tokens": 256 if embedded else 1024, **(self.reflection_sampling or {})}
 
     def task_spec(self) -> ClientSpec:
         """The task model's client spec (rollouts)."""

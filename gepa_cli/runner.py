@@ -394,12 +394,14 @@ class _Job:
         return float(self.previous.get("duration_s") or 0.0)
 
     def _open(self, clients: tuple[ModelClient, ModelClient] | None) -> tuple[ModelClient, ModelClient]:
-        """The task and teacher clients (opened here unless given), each preflighted once."""
+        """The task and teacher clients (opened here unless given), each preflighted once (those with nothing
+        to check, in-process engines and scripted models, without a trip through the event loop)."""
         if clients is None:
             clients = open_clients(self.config)
             self.owned_clients = list(dict.fromkeys(clients))
         for client in dict.fromkeys(clients):
-            self.loop.run(_preflight(client))
+            if getattr(client, "preflight", None) is not None:
+                self.loop.run(_preflight(client))
         return clients
 
     def _hidden_seed(self) -> dict[str, str]:
@@ -426,14 +428,15 @@ class _Job:
 
     def _reflection(self, teacher: ModelClient) -> ReflectionLM:
         config = self.config
+        embedded = is_embedded(config.teacher_spec())  # routed once: the rule reads the endpoints file
         return ReflectionLM(
             teacher,
             self.loop,
-            SamplingArgs.from_dict(config.teacher_sampling),
+            SamplingArgs.from_dict(config.teacher_sampling_for(embedded)),
             attempts=config.reflection_attempts,
             on_request=self.budget.count_reflection_call,
             log=self.logger.log,
-            open_block_first=is_embedded(config.teacher_spec()),
+            open_block_first=embedded,
             on_usage=self.cost.add if self.cost is not None else None,
         )
 
