@@ -148,7 +148,9 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
             "search": stamps.span(), "replies": stamps.since(started)}
 
 
-def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
+def plain(args: argparse.Namespace, seed: int, merge: bool, run_dir: Path | None = None) -> dict:
+    """``run_dir``: gepa's own resume support (it saves its state there each iteration), the durability ``ours``
+    gives; without it gepa writes nothing and a killed run starts over."""
     import gepa
 
     stamps = Stamps(args.latency)
@@ -169,7 +171,7 @@ def plain(args: argparse.Namespace, seed: int, merge: bool) -> dict:
         result = gepa.optimize(seed_candidate=dict(available([env])), trainset=train, valset=val, adapter=adapter,
                                reflection_lm=reflection_lm, max_metric_calls=args.budget, reflection_minibatch_size=3,
                                use_merge=merge, seed=seed, display_progress_bar=False,
-                               logger=_Quiet())
+                               logger=_Quiet(), run_dir=None if run_dir is None else str(run_dir))
     finally:
         loop.close()
     scores = list(result.val_aggregate_scores)
@@ -220,6 +222,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each pair (in alternating order); each time shown is the least over them, since "
                              "other processes on the machine only ever add time (the searches are the same every run)")
+    parser.add_argument("--plain-run-dir", action="store_true",
+                        help="also run plain gepa with a run_dir (its own state saved each iteration, so a killed run "
+                             "resumes), the durability prime gepa run always has")
     args = parser.parse_args()
     print(f"budget {args.budget} rollouts · train {args.train} · val {args.val} · latency {args.latency * 1000:.0f} ms "
           f"· concurrency {args.concurrency} · components system_prompt+tools")
@@ -237,6 +242,8 @@ def main() -> None:
             for seed in args.seeds:
                 runs = [("prime gepa run", lambda k: ours(args, seed, merge, Path(tmp) / str(k))),
                         ("plain gepa.optimize", lambda k: plain(args, seed, merge))]
+                if args.plain_run_dir:
+                    runs.append(("plain, run_dir", lambda k: plain(args, seed, merge, Path(tmp) / f"plain-{seed}-{merge}-{k}")))
                 trials: dict[str, list[dict]] = {name: [] for name, _ in runs}
                 for k in range(args.repeat):  # alternate which goes first, so a noisy machine does not favour one
                     for name, measure in (runs if (seed + k) % 2 == 0 else runs[::-1]):
