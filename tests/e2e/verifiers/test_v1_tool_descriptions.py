@@ -57,6 +57,7 @@ def test_a_tool_server_running_elsewhere_is_refused_in_one_line(verifiers_projec
         "listed offline; use --components system_prompt (or a --tools-file naming known tools)"]
 
 
+@pytest.mark.slow  # ~20 s: four evals, each rollout verifiers' chat program with the MCP tool server
 def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
     args = ["eval", "run", "vf-v1-shared", "-m", "solver", "-b", solver.base_url, "-n", "1", "-r", "1"]
     before = len(solver.requests())
@@ -80,6 +81,7 @@ def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
         "error: --tools-file: no tool named 'add' in this environment (its tools: calc_add)"]
 
 
+@pytest.mark.slow  # ~15 s: two evals whose tasks each start their own tool server
 def test_a_tool_server_per_rollout_is_listed_and_described_too(verifiers_project, solver):
     """``Task.toolsets`` (one server per rollout) advertised without a prefix: the tool is ``add``."""
     done = prime(verifiers_project, "gepa", "run", "vf-v1-task-tools", "-m", "m", "-b", "http://127.0.0.1:9/v1",
