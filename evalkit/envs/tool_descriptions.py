@@ -36,7 +36,11 @@ def describe(schemas: list[dict[str, Any]], descriptions: dict[str, str]) -> lis
 def descriptions_of(env: Any) -> dict[str, str]:
     """``{tool name: description}`` of an environment's ``tool_schemas`` (a native tool environment, a legacy
     verifiers ``vf.ToolEnv``, a v1 taskset's MCP tools; empty for any other environment)."""
-    schemas = getattr(env, "tool_schemas", None) or []
+    return schema_descriptions(getattr(env, "tool_schemas", None) or [])
+
+
+def schema_descriptions(schemas: list[dict[str, Any]]) -> dict[str, str]:
+    """``{tool name: description}`` of OpenAI tool ``schemas``."""
     return {s["function"]["name"]: str(s["function"].get("description") or "") for s in schemas if "function" in s}
 
 

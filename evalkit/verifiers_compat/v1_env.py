@@ -46,7 +46,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.core.errors import ENVIRONMENT, UserError
 from evalkit.core.types import Message, RolloutState, SamplingArgs
-from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe, schema_descriptions
 from evalkit.verifiers_compat import v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
@@ -165,12 +165,11 @@ class TasksetEnvironment(Environment):
             from evalkit.verifiers_compat.v1_tools import list_tool_schemas
 
             self._listed_tools = list_tool_schemas(self.vf_env, self.env_id)
-        return [{**schema, "function": {**schema["function"], "description": self._descriptions.get(
-            schema["function"]["name"], schema["function"]["description"])}} for schema in self._listed_tools]
+        return describe(self._listed_tools, self._descriptions)
 
     @tool_schemas.setter
     def tool_schemas(self, schemas: list[dict[str, Any]]) -> None:
-        self._descriptions = {s["function"]["name"]: str(s["function"].get("description") or "") for s in schemas}
+        self._descriptions = schema_descriptions(schemas)
 
     # ----- lifecycle -----------------------------------------------------------------------
     @asynccontextmanager
