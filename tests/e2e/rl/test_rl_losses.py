@@ -3,7 +3,7 @@ against the trainer's own loss, and num_iterations / the entropy bonus on a tiny
 
 from __future__ import annotations
 
-from support import REPO
+from support import REPO, with_pythonpath
 
 import json
 import math
@@ -188,7 +188,6 @@ print(json.dumps(cli(RLConfig, args=["@", sys.argv[1]]).trainer.loss.model_dump(
 @pytest.mark.parametrize("name", ["dapo", "cispo"])
 def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str):
     """With PRIME_RL_PYTHON (docs/cluster.md: how to make one), prime-rl's config classes load the custom loss."""
-    import os
     import subprocess
 
     from support.prime_rl import prime_rl_python
@@ -198,10 +197,8 @@ def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch:
         pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     file = tmp_path / "c.toml"
     file.write_text(_export(monkeypatch, "--trainer.loss.type", name, "--trainer.loss.clip_eps", "0.1").text)
-    repo = REPO
     result = subprocess.run([python, "-c", LOSS_OF, str(file)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                [str(repo / "environments" / "digit_sums"), os.environ.get("PYTHONPATH", "")])})
+                            env=with_pythonpath(REPO / "environments" / "digit_sums"))
     assert result.returncode == 0, result.stderr[-3000:]
     loss = json.loads(result.stdout.strip().splitlines()[-1])
     assert loss == {"type": "custom", "import_path": "rl_backend.prime_rl_loss.primekit_loss",

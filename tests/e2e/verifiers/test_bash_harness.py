@@ -21,7 +21,7 @@ import pytest
 verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 
 from evalkit.core.errors import UserError
-from support import REPO
+from support import REPO, with_pythonpath
 from support.bash_server import BashServer
 
 pytestmark = [pytest.mark.verifiers,
@@ -49,8 +49,8 @@ def server():
 
 
 def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), "PYTHONPATH": str(REPO),
-           KEY_VAR: "test-key", "PYTHONUNBUFFERED": "1"}
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key",
+                                   "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
                           text=True, timeout=600)
 

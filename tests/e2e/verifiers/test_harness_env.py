@@ -15,7 +15,7 @@ run is mid-rollout when it is killed).
 
 from __future__ import annotations
 
-from support import VERIFIERS_ENVS
+from support import VERIFIERS_ENVS, with_pythonpath
 
 import asyncio
 import json
@@ -126,7 +126,7 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
         (made / "fork.sock").write_text("")
     done = subprocess.run(
         [sys.executable, "-c", "from evalkit.verifiers_compat.harness_workers import ForkServer; ForkServer().close()"],
-        env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path.cwd())}, capture_output=True, text=True,
+        env=with_pythonpath(Path.cwd()) | {"TMPDIR": str(temp)}, capture_output=True, text=True,
         timeout=120)
     assert done.returncode == 0, done.stderr
     assert not stale.exists() and live.exists()

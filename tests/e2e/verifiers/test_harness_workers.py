@@ -23,6 +23,7 @@ import pytest
 from evalkit.verifiers_compat.harness_workers import ForkServer
 from evalkit.verifiers_compat.harness_workers.client import run_forked
 from evalkit.verifiers_compat.harness_workers.harness_env import declare
+from support import with_pythonpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
@@ -127,7 +128,7 @@ def test_the_server_ends_with_its_parent_and_takes_running_programs_along(tmp_pa
     script = ("import sys, time; from evalkit.verifiers_compat.harness_workers import ForkServer\n"
               "s = ForkServer(); print(s.socket, s.process.pid, flush=True); time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+                              env=with_pythonpath(Path.cwd()))
     socket_path, server_pid = parent.stdout.readline().split()
     (tmp_path / "sleep.py").write_text(SLEEPER)
     launcher = subprocess.Popen([sys.executable, "-S", str(Path(sys.modules[ForkServer.__module__].LAUNCHER)),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support import VERIFIERS_ENVS
+from support import VERIFIERS_ENVS, with_pythonpath
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
@@ -87,8 +87,7 @@ def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verif
         [sys.executable, "-c", "import sys; from verifiers.v1.cli.replay import main; main(sys.argv[1:])",
          str(folder), "-o", str(tmp_path / "replay"), "--no-rich"],
         cwd=project, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(project / "environments" / "vf_v1_shared"),
-                                                          os.environ.get("PYTHONPATH", "")])})
+        env=with_pythonpath(project / "environments" / "vf_v1_shared"))
     assert replay.returncode == 0, replay.stderr[-3000:]
     rescored = [json.loads(line) for line in (tmp_path / "replay" / "traces.jsonl").read_text().splitlines()]
     assert [e["traces"][0]["rewards"]["correct"]["score"] for e in rescored] == [1.0] * 4
