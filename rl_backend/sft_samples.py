@@ -25,10 +25,20 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The dataset's rows; a line that is not a JSON object with a prompt and a completion is refused by number."""
+    return parse_rows(read_dataset(path), path)
+
+
+def read_dataset(path: Path) -> str:
+    """The dataset file's text (what :func:`parse_rows` reads); UserError when there is none."""
     if not path.is_file():
         raise UserError(f"dataset {path} not found; write one with `prime data from-eval RUN_DIR -o FILE`")
+    return path.read_text(encoding="utf-8")
+
+
+def parse_rows(text: str, path: Path) -> list[dict[str, Any]]:
+    """The rows of a dataset's ``text`` (read from ``path``, which the errors name): :func:`read_rows`."""
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -21,7 +21,7 @@ from evalkit.core.tomlio import dumps
 from rl_backend.export.common import Export, hub_model, refuse
 from rl_backend.export.prime_rl import COMMIT, TARGET, VERSION, lora_table, optim_table, scheduler_table
 from rl_backend.sft_config import SFTConfig
-from rl_backend.sft_samples import read_rows
+from rl_backend.sft_samples import parse_rows, read_dataset
 
 RENDERERS_VERSION = "0.1.9"
 TYPED_RENDERER_MODELS = frozenset((
@@ -119,12 +119,13 @@ def export(config: SFTConfig, *, output: Path | None = None) -> Export:
         problems.append("prime-rl loads the dataset from a folder, which the export writes beside the config; pass -o FILE")
     refuse(problems, TARGET)
     assert model is not None and output is not None
-    rows = read_rows(Path(config.data))
+    data = read_dataset(Path(config.data))  # read once: parsed here, copied as it is into the dataset folder
+    rows = parse_rows(data, Path(config.data))
     data_dir = output.with_name(output.name.removesuffix(".toml") + ".data")
     text = HEADER + dumps(build(config, model, len(rows), data_dir.resolve()))
     notes = _notes(config, rows, data_dir)
     return Export(TARGET, text, ".prime-rl.toml", command=["sft", "@", str(output.resolve())], notes=notes,
-                  extra_files={f"{data_dir.name}/{DATA_FILE}": Path(config.data).read_text(encoding="utf-8")})
+                  extra_files={f"{data_dir.name}/{DATA_FILE}": data})
 
 
 def _notes(config: SFTConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[str]:
