@@ -61,6 +61,7 @@ class Limits:
         if unknown:
             raise UserError(f"{where}: runtime setting(s) {unknown}: the sandbox runtime takes 'type' and "
                             f"{', '.join(names)}")
+        knobs = {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in knobs.items()}  # dotted flags
         for name, value in knobs.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UserError(f"{where}: runtime setting {name} = {value!r}: give a whole number >= 0 (0: no limit)")

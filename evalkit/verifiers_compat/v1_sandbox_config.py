@@ -29,3 +29,13 @@ def sandbox_program(plugin: str, runtime: dict[str, Any]) -> dict[str, Any]:
     """The seat's harness data for ``plugin`` in the sandbox: the sandboxed plugin id and its limits."""
     limits = bwrap.Limits.from_knobs("runtime", {k: v for k, v in runtime.items() if k != "type"})
     return {"id": SANDBOX_PLUGINS[plugin], "sandbox": limits.as_dict()}
+
+
+def hide_sandbox(env: Any) -> None:
+    """Rewrite, in place, each seat's ``runtime`` table of type ``sandbox`` in raw ``[env]`` data to verifiers'
+    ``subprocess`` (the type verifiers validates and runs under primekit's sandboxed plugins); the caller keeps a
+    copy of the raw table for the runtime's knobs."""
+    for seat in (env.values() if isinstance(env, dict) else ()):
+        runtime = seat.get("runtime") if isinstance(seat, dict) else None
+        if isinstance(runtime, dict) and runtime.get("type") == "sandbox":
+            seat["runtime"] = {"type": "subprocess"}

@@ -183,3 +183,20 @@ def test_the_same_commands_on_subprocess_reach_what_the_table_says(verifiers_pro
     assert "rc=0" in port
     for stray in Path("/tmp").glob("primekit-sandbox-escape-*"):
         stray.unlink()
+
+
+@pytest.mark.skipif(not str(pytest.importorskip("verifiers").__version__).startswith("0.4."),
+                    reason="verifiers 0.4's dotted flags")
+def test_verifiers_dotted_flags_choose_the_sandbox_and_its_limits(verifiers_project, server):
+    def run(out: str, *more: str) -> list[dict]:
+        cli = [sys.executable, "-m", "primekit_cli", "eval", "run", "vf_v1_math", "-m", "hash-model",
+               "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR, "--env.agent.harness.id", "bash",
+               "--env.agent.runtime.type", "sandbox", *more, "-o", out]
+        env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(verifiers_project / "home"), KEY_VAR: "k"}
+        subprocess.run(cli, cwd=verifiers_project, env=env, capture_output=True, text=True, timeout=600)
+        (results,) = (verifiers_project / out).glob("evals/*/*/results.jsonl")
+        return [json.loads(line) for line in results.read_text().splitlines()]
+
+    assert [(r["reward"], r["error"]) for r in run("fits")] == [(1.0, None)] * 3
+    starved = run("starved", "--env.agent.runtime.memory_mb", "16")  # the interpreter cannot start in 16 MiB
+    assert all(r["error"] and r["reward"] == 0.0 for r in starved), starved
