@@ -32,6 +32,7 @@ from verifiers.v1.harnesses.bash.harness import BashHarness
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from evalkit.sandbox.hardening import make_undumpable
+from evalkit.sandbox.sweep import record_rollout
 from evalkit.verifiers_compat.harness_workers import fallback_command, forked_request, is_harness_command, program_command
 from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.harness_workers.harness_env import allowed, declare
@@ -119,6 +120,7 @@ class _OfflineProgram:
         if isinstance(runtime.config, SubprocessConfig):
             runtime = LocalInterpreterRuntime(runtime)
             make_undumpable()  # the program and what it runs are this user's processes: keep our /proc/<pid> closed
+            record_rollout(runtime.workdir)  # swept by the next primekit should this one be killed
         return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
 
 

@@ -34,6 +34,7 @@ from verifiers.v1.harnesses.null.harness import NullHarness, NullHarnessConfig
 from verifiers.v1.runtimes import ProgramResult
 
 from evalkit.sandbox import bwrap
+from evalkit.sandbox.sweep import record_rollout
 from evalkit.sandbox.bridge import Bridge, loopback_ports
 from evalkit.verifiers_compat.harness_workers.harness_env import DECLARED, allowed, declare
 
@@ -183,6 +184,7 @@ class _SandboxProgram:
                      mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
         limits = bwrap.Limits(**self.config.sandbox.model_dump())
         sandboxed = SandboxRuntime(runtime, limits)
+        record_rollout(sandboxed.workdir)
         return await super().launch(ctx, trace, sandboxed, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
 
 

@@ -131,3 +131,22 @@ def test_a_process_made_undumpable_keeps_its_environment_from_the_same_user(hard
         assert b"Permission denied" in reader.stderr
     else:
         assert b"undumpable-marker" in reader.stdout  # the same user reads a plain process's environment
+
+
+def test_rollout_folders_of_a_killed_process_are_swept_by_the_next_and_only_those(tmp_path):
+    from evalkit.sandbox import sweep
+
+    home, cache = tmp_path / "home", tmp_path / "cache" / "runtimes" / "subprocess"
+    dead_work, live_work, outside = cache / "vf-dead", cache / "vf-live", tmp_path / "outside"
+    for folder in (dead_work, live_work, outside):
+        folder.mkdir(parents=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now
+    records = home / sweep.FOLDER / str(gone.pid)
+    records.mkdir(parents=True)
+    (records / "vf-dead").write_text(str(dead_work))
+    (records / "escape").write_text(str(outside))  # a record pointing outside the runtime cache is not followed
+    sweep.record(home, "vf-live", str(live_work), str(cache))  # this process's first rollout sweeps first
+    assert not dead_work.exists() and not records.exists()
+    assert live_work.exists() and outside.exists()
+    assert (home / sweep.FOLDER / str(os.getpid()) / "vf-live").read_text() == str(live_work)

@@ -168,6 +168,36 @@ def test_bad_sandbox_limits_are_one_error_line(verifiers_project, server):
     assert done.returncode == 2 and "runtime setting processes = -1: give a whole number >= 0" in done.stderr
 
 
+def test_kill_9_of_primekit_ends_the_sandbox_and_the_next_start_sweeps_the_rollout_folder(verifiers_project, server):
+    import signal
+    import time
+
+    project = verifiers_project
+    args = {"commands": [f"sleep {SLEEP}"], "harness": {"id": "bash"}, "runtime": {"type": "sandbox"}}
+    cli = [sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-shell", "-m", "hash-model", "-b",
+           server.base_url, "-k", KEY_VAR, "-n", "1", "-r", "1", "-o", "killed", "-a", json.dumps(args)]
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key"}
+    prime = subprocess.Popen(cli, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not leftovers() and time.monotonic() < deadline:  # the model's command runs
+            time.sleep(0.5)
+        assert leftovers(), "the sandboxed command never started"
+    finally:
+        prime.send_signal(signal.SIGKILL)
+        prime.wait()
+    rollouts = project / "home" / ".cache" / "verifiers" / "runtimes" / "subprocess"
+    left = list(rollouts.iterdir())
+    deadline = time.monotonic() + 10
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers() == []  # bwrap dies with its parent, and its PID namespace with it
+    assert len(left) == 1  # the folder verifiers would have removed at teardown
+    done = run_commands(project, server, ["echo next"], {"type": "sandbox"}, "next")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list(rollouts.iterdir()) == []  # swept by the next start
+
+
 @pytest.mark.slow
 def test_the_same_commands_on_subprocess_reach_what_the_table_says(verifiers_project, server, listener):
     """The subprocess column of docs/reliability.md: the home, other rollouts' folders, writes anywhere and every
@@ -183,6 +213,10 @@ def test_the_same_commands_on_subprocess_reach_what_the_table_says(verifiers_pro
     assert "rc=0" in port
     for stray in Path("/tmp").glob("primekit-sandbox-escape-*"):
         stray.unlink()
+    stray_pids = leftovers()
+    for pid in stray_pids:  # this test's own detached sleeps: subprocess lets them outlive the rollout
+        os.kill(int(pid), 9)
+    assert stray_pids, "subprocess keeps detached processes (the table's line); if none are left, update the table"
 
 
 @pytest.mark.skipif(not str(pytest.importorskip("verifiers").__version__).startswith("0.4."),
