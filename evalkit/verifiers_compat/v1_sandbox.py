@@ -43,6 +43,8 @@ try:
 except ImportError:  # verifiers 0.3.1 has no error vocabulary
     SandboxError = RuntimeError  # type: ignore[misc,assignment]
 
+TOUCHED = "_primekit_sandbox_ran"
+"""The attribute set on verifiers' runtime once a sandboxed program has run in its folder."""
 SANDBOX_HARNESS_ID = "primekit-sandbox-harness"
 SANDBOX_BASH_HARNESS_ID = "primekit-sandbox-bash-harness"
 
@@ -72,6 +74,12 @@ class SandboxRuntime:
         return getattr(self._runtime, name)
 
     @property
+    def _touched(self) -> bool:
+        """Whether a sandboxed program has run in the folder (of any seat: kept on the shared runtime): until then
+        it holds only what primekit and the taskset put there, no link the model made, so file I/O is direct."""
+        return bool(getattr(self._runtime, TOUCHED, False))
+
+    @property
     def workdir(self) -> str:
         return os.path.abspath(self._runtime.workdir)
 
@@ -97,7 +105,10 @@ class SandboxRuntime:
         return [bwrap.interpreter(), path]
 
     async def write(self, path: str, data: bytes) -> None:
-        """``data`` to ``path`` (relative to the working folder), written from inside the sandbox."""
+        """``data`` to ``path`` (relative to the working folder), written from inside the sandbox once a program
+        has run there (before that, directly: the folder holds nothing the model made)."""
+        if not self._touched:
+            return await self._runtime.write(path, data)
         with _private() as private:
             with open(os.path.join(private, "incoming"), "wb") as out:
                 out.write(data)
@@ -121,6 +132,7 @@ class SandboxRuntime:
         return data
 
     async def _sandboxed(self, argv: list[str], env: dict[str, str], ports: list[int]) -> ProgramResult:
+        setattr(self._runtime, TOUCHED, True)
         with _private() as private:
             return await self._in(private, argv, env, ports)
 
