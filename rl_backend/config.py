@@ -172,7 +172,7 @@ class OptimizerFields(_Strict):
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
     @field_validator("device")
     @classmethod
     def _known_device(cls, value: str) -> str:

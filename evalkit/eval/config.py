@@ -78,7 +78,7 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     independent_scoring: bool = False
     """Score each rollout on its own (vf-eval's ``-i``); native rubrics always do."""
     resume: str | None = None
-    """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
+    """A run dir to continue, or ``"latest"`` (``-R`` without a value) for the newest incomplete matching run."""
     run_dir: str | None = None
     """Write into this folder instead of a new one under ``output_dir`` (the RL trainer's baseline and
     periodic evals do); a run already there with the same settings is continued, others are refused."""
@@ -86,7 +86,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     """Which split to draw examples from: the eval split (falls back to train), or the training split
     (the RL baseline checks the rows it will train on)."""
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
-    """A rollout passes (for pass@k) when its reward is at least this."""
+    """A rollout passes (for pass@k) when its reward is at least this; unset, a verifiers environment uses its own
+    (0.5 unless it sets one)."""
     preflight: bool = True
     """Send one small request first so an unreachable server fails fast."""
     retry_errors: bool = True
