@@ -192,7 +192,8 @@ def checked(table: FlagTable, raw: dict[str, Any], source: str = "command line")
     from evalkit.core.tomlio import validate
     from evalkit.vocabulary import all_optional
 
-    given = {entry.key: (entry, _value(entry, raw[entry.key])) for entry in table.flags if raw.get(entry.key) is not None}
+    given = {entry.key: (entry, _value(entry, raw[entry.key])) for entry in table.flags
+             if raw.get(entry.key) is not None}
     out: dict[str, Any] = {}
     for owner in dict.fromkeys(entry.of for entry, _ in given.values()):
         values = {key: value for key, (entry, value) in given.items() if entry.of is owner}
@@ -217,7 +218,8 @@ def field_flags(table: FlagTable, into: str = "given") -> Callable[[Callable[...
         if missing or clash:
             raise TypeError(f"{func.__name__}: table names {missing} it lacks; parameters {clash} are field flags")
         params = [p for name, p in own.items() if name not in placed]
-        params += [own[entry].replace(kind=inspect.Parameter.KEYWORD_ONLY) if isinstance(entry, str) else _parameter(entry)
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        params += [own[entry].replace(kind=keyword) if isinstance(entry, str) else _parameter(entry)
                    for entry in table.entries]
         keys = [entry.key for entry in table.flags]
 

@@ -15,7 +15,8 @@ trainer's weights, gradients, optimizer state and activations)."""
 
 
 class GpuLayout(BaseModel):
-    """Where a started vLLM server and the trainer run (indices as this process sees its GPUs; trainer None: the CPU)."""
+    """Where a started vLLM server and the trainer run (indices as this process sees its GPUs; trainer None: the
+    CPU)."""
 
     inference: list[int]
     trainer: int | None
@@ -37,13 +38,14 @@ def plan_gpus(inference_gpus: list[int] | None, trainer_gpus: list[int] | None, 
     gpus = list(inference_gpus) if inference_gpus else [0]
     trainer = (trainer_gpus[0] if trainer_gpus else 0) if trainer_on_gpu else None
     if len(set(gpus)) != len(gpus) or any(gpu < 0 for gpu in [*gpus, trainer or 0]):
-        raise ValueError(f"GPU indices must be distinct and >= 0, got inference.gpus={gpus} trainer.gpus={trainer_gpus}")
+        raise ValueError(f"GPU indices must be distinct and >= 0, got inference.gpus={gpus} "
+                         f"trainer.gpus={trainer_gpus}")
     shared = trainer in gpus
     utilization = memory_utilization or (0.5 if shared else 0.9)
     if shared and utilization > SHARED_GPU_MAX_UTILIZATION:
         raise ValueError(
-            f"vLLM and the trainer share GPU {trainer}, so inference.gpu_memory_utilization ({utilization:g}) must be at most "
-            f"{SHARED_GPU_MAX_UTILIZATION:g} to leave the trainer room; lower it, or put them on different GPUs "
-            "(inference.gpus / trainer.gpus)"
+            f"vLLM and the trainer share GPU {trainer}, so inference.gpu_memory_utilization ({utilization:g}) must be "
+            f"at most {SHARED_GPU_MAX_UTILIZATION:g} to leave the trainer room; lower it, or put them on different "
+            "GPUs (inference.gpus / trainer.gpus)"
         )
     return GpuLayout(inference=gpus, trainer=trainer, memory_utilization=utilization)

@@ -20,7 +20,8 @@ from rl_backend.mixture import mixture_line
 
 def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
     """Where this run's started vLLM server and its trainer run (:func:`rl_backend.gpus.plan_gpus`)."""
-    return plan_gpus(config.inference.gpus, config.trainer.gpus, config.inference.gpu_memory_utilization, trainer_on_gpu)
+    inference = config.inference
+    return plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization, trainer_on_gpu)
 
 
 def resolve_backend(config: RLConfig) -> str:

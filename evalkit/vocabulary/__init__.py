@@ -9,4 +9,5 @@ field)."""
 from evalkit.vocabulary.groups import ConcurrencyFields, EnvFields, ModelFields, RolloutBounds, SecretsFields
 from evalkit.vocabulary.optional import all_optional, shared_fields
 
-__all__ = ["ModelFields", "RolloutBounds", "ConcurrencyFields", "EnvFields", "SecretsFields", "all_optional", "shared_fields"]
+__all__ = ["ModelFields", "RolloutBounds", "ConcurrencyFields", "EnvFields", "SecretsFields", "all_optional",
+           "shared_fields"]

@@ -347,5 +347,6 @@ def test_max_concurrent_is_one_bound_shared_by_the_environments():
         adapter.evaluate(batch, {COMPONENT: SEED_PROMPT})
         assert Counting.peak == 4
         Counting.peak = 0
-        SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), bound=Slots(1)).evaluate(batch, {COMPONENT: "x"})
+        one_at_a_time = SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), bound=Slots(1))
+        one_at_a_time.evaluate(batch, {COMPONENT: "x"})
         assert Counting.peak == 1  # not one per environment
