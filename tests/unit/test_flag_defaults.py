@@ -85,3 +85,14 @@ def test_rendered_help_shows_the_fields_defaults():
     flat = " ".join(out.replace("│", " ").split())
     assert "Rollout budget: every task-model rollout counts" in flat
     assert "[default: 500]" in flat and "[default: pareto]" in flat
+
+
+def test_a_table_refuses_a_flag_for_no_field_and_a_parameter_it_does_not_have():
+    """A typo in a table fails when the command module is imported, not when a user passes the flag."""
+    with pytest.raises(TypeError, match="no field 'max_cals'"):
+        options.FlagTable(_Budget, options.flag("max_cals", "-B"))
+
+    def command(dry_run: bool = False, given: dict | None = None) -> None: ...
+
+    with pytest.raises(TypeError, match=r"\['verbose'\]"):
+        options.field_flags(options.FlagTable(_Budget, options.flag("max_calls"), "verbose"))(command)
