@@ -69,8 +69,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     seed: int = 0
     """Seed for shuffling (vf-eval's ``shuffle_seed``; recorded as ``shuffle_seed`` when ``shuffle`` is on)."""
     output_dir: str | None = None
-    """Run dirs go under ``<output_dir>/evals/``; unset: the local environment's ``outputs/`` or ``./outputs``
-    (:func:`evalkit.core.runs.outputs_root`)."""
+    """Run dirs go under ``<output_dir>/evals/``; unset: a local environment's ``outputs/``
+    (``environments/<env>/outputs``), else ``./outputs``."""
     provider: str | None = None
     """vf-eval's ``-p`` preset: a base URL and key variable filling unset ``base_url``/``api_key_var``."""
     api_client_type: str | None = None
