@@ -197,7 +197,8 @@ class _SandboxProgram:
         limits = bwrap.Limits(**self.config.sandbox.model_dump())
         sandboxed = SandboxRuntime(runtime, limits)
         record_rollout(sandboxed.workdir)
-        return await super().launch(ctx, trace, sandboxed, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
+        launch = super().launch  # type: ignore[misc]
+        return await launch(ctx, trace, sandboxed, endpoint, secret, mcp_urls, data, **kwargs)
 
 
 class SandboxChatConfig(NullHarnessConfig):
