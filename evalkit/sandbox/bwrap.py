@@ -109,11 +109,12 @@ def interpreter() -> str:
 
 
 def command(workdir: str, private: str, argv: list[str], env: dict[str, str], limits: Limits,
-            ports: list[int]) -> list[str]:
+            ports: list[int], info_fd: int | None = None) -> list[str]:
     """The bwrap argv that runs ``argv`` under :mod:`.supervisor` in ``workdir`` (read-write, at its own path),
     with ``private`` (the run's host folder: bridge sockets, verdict) at :data:`INSIDE`, the environment ``env``
-    only, ``limits``, and the host loopback ``ports`` bridged in."""
-    out = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+    only, ``limits``, and the host loopback ``ports`` bridged in. An empty ``argv``: the supervisor holds the
+    sandbox for a program that joins it; ``info_fd``: where bwrap writes its JSON (``child-pid``)."""
+    out = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
     for path in SYSTEM:
         if os.path.islink(path):

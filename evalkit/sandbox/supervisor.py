@@ -1,4 +1,4 @@
-"""The first program inside a sandbox (run by bwrap as ``python -I -S supervisor.py PRIVATE LIMITS PORTS -- ARGV``).
+"""The first program inside a sandbox (run by bwrap as ``python -I -S supervisor.py PRIVATE LIMITS PORTS -- [ARGV]``).
 
 Standard library only, started by path. It sets the run's rlimits on itself (its children inherit them), listens on
 ``127.0.0.1:<port>`` of the sandbox's own loopback for each bridged port and forwards each connection to the unix
@@ -7,7 +7,8 @@ port), then runs ``ARGV`` and waits for it. Meanwhile it counts the sandbox's pr
 them; root ignores ``RLIMIT_NPROC``, so the count is what stops a fork flood for root); when the program ends it
 looks for a file that reached the file-size limit. A limit reached is written as one JSON line to
 ``PRIVATE/verdict.json`` ({"limit": name, "value": n, "detail": ...}) and ends everything inside; the exit code
-is the program's (137 when the supervisor killed it).
+is the program's (137 when the supervisor killed it). Without ``ARGV`` it holds the sandbox open for a program
+that joins it (:func:`hold`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -34,6 +36,8 @@ def main(argv: list[str]) -> int:
     apply_limits(limits)
     for port in filter(None, ports_arg.split(",")):
         listen(int(port), os.path.join(private, f"port-{port}.sock"))
+    if not program:
+        return hold(private, limits)
     child = subprocess.Popen(program)
     verdict = watch(child, limits)
     if verdict is None and child.returncode is not None:
@@ -46,6 +50,28 @@ def main(argv: list[str]) -> int:
     end_all()
     code = child.returncode if child.returncode is not None else 137
     return code if code >= 0 else 128 - code
+
+
+def hold(private: str, limits: dict[str, int]) -> int:
+    """No program of its own: the sandbox is held open for a program that joins it (the fork server's child,
+    ``sandbox_join.py``) until stdin closes, watched as a program of its own would be; ``READY`` on stdout once
+    the bridge listens."""
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    most, verdict = limits.get("processes", 0), None
+    while verdict is None:
+        if select.select([sys.stdin], [], [], POLL_S)[0] and not os.read(sys.stdin.fileno(), 4096):
+            break
+        count = sum(1 for name in os.listdir("/proc") if name.isdigit()) if most else 0
+        if most and count >= most:
+            end_all()
+            verdict = {"limit": "processes", "value": most, "detail": f"{count} processes alive at once"}
+    verdict = verdict or oversized(limits.get("file_size_mb", 0))
+    if verdict is not None:
+        with open(os.path.join(private, "verdict.json"), "w") as out:
+            out.write(json.dumps(verdict) + "\n")
+    end_all()
+    return 0
 
 
 def apply_limits(limits: dict[str, int]) -> None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import contextlib
 import json
 import os
 import shutil
 import signal
 import tempfile
-import uuid
 from typing import Any
 
 from pydantic_config import BaseConfig
@@ -36,6 +36,8 @@ from verifiers.v1.runtimes import ProgramResult
 from evalkit.sandbox import bwrap
 from evalkit.sandbox.sweep import record_rollout
 from evalkit.sandbox.bridge import Bridge, loopback_ports
+from evalkit.verifiers_compat.harness_workers import forked_request, program_command
+from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.harness_workers.harness_env import DECLARED, allowed, declare
 
 try:
@@ -45,6 +47,7 @@ except ImportError:  # verifiers 0.3.1 has no error vocabulary
 
 TOUCHED = "_primekit_sandbox_ran"
 """The attribute set on verifiers' runtime once a sandboxed program has run in its folder."""
+PROGRAM_PREFIX = ".primekit-program-"
 SANDBOX_HARNESS_ID = "primekit-sandbox-harness"
 SANDBOX_BASH_HARNESS_ID = "primekit-sandbox-bash-harness"
 
@@ -87,8 +90,14 @@ class SandboxRuntime:
         return await self._sandboxed(argv, env, [])
 
     async def run_program(self, argv: list[str], env: dict[str, str]) -> ProgramResult:
-        """The harness program, with the host loopback ports its arguments name bridged in."""
-        return await self._sandboxed(argv, env, loopback_ports(argv))
+        """The harness program, with the host loopback ports its arguments name bridged in: forked from the fork
+        server into the sandbox (:meth:`_joined`) where one runs, else a fresh interpreter under bwrap."""
+        ports = loopback_ports(argv)
+        if len(argv) > 1 and argv[0] == bwrap.interpreter() and argv[1].startswith(PROGRAM_PREFIX):
+            request = forked_request(program_command(argv[1]) + argv[2:])
+            if request is not None:
+                return await self._joined(request, env, ports)
+        return await self._sandboxed(argv, env, ports)
 
     async def open_process(self, argv: list[str], env: dict[str, str]) -> Any:
         raise SandboxError("the sandbox runtime does not run live processes (open_process) yet")
@@ -100,7 +109,7 @@ class SandboxRuntime:
                                 activate: bool = True) -> list[str]:
         """The program written into the working folder, run by this interpreter (read-only inside): no uv."""
         data = script.encode() if isinstance(script, str) else script
-        path = f".primekit-program-{uuid.uuid4().hex[:16]}.py"
+        path = f"{PROGRAM_PREFIX}{hashlib.sha256(data).hexdigest()[:16]}.py"
         await self.write(path, data)
         return [bwrap.interpreter(), path]
 
@@ -131,6 +140,48 @@ class SandboxRuntime:
             raise SandboxError(f"read {path!r}: over the {max_bytes} byte limit")
         return data
 
+    async def _joined(self, request: tuple[str, list[str]], env: dict[str, str], ports: list[int]) -> ProgramResult:
+        """The program forked by the fork server (its imports loaded) and entering a sandbox that the supervisor
+        holds open for it; SandboxLimitError when a limit ended it. A fresh interpreter if the server is gone."""
+        setattr(self._runtime, TOUCHED, True)
+        socket_path, program = request
+        inside = bwrap.sandbox_env(self.workdir, allowed({**os.environ, **declare(self._runtime.process_env(env))}))
+        with _private() as private:
+            info_read, info_write = os.pipe()
+            full = bwrap.command(self.workdir, private, [], inside, self._limits, ports, info_fd=info_write)
+            bridge = Bridge(private, ports)
+            await bridge.start()
+            holder = None
+            try:
+                holder = await asyncio.create_subprocess_exec(
+                    *full, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, pass_fds=(info_write,), start_new_session=True,
+                    env={"PATH": os.environ.get("PATH", "")})
+                os.close(info_write)
+                info_write = -1
+                info = await asyncio.wait_for(asyncio.to_thread(_read_info, info_read), timeout=60)
+                assert holder.stdout is not None
+                ready = await asyncio.wait_for(holder.stdout.readline(), timeout=60)
+                if ready != b"READY\n":
+                    err = await holder.stderr.read() if holder.stderr is not None else b""
+                    raise SandboxError(f"the sandbox did not start: {(ready + err).decode(errors='replace')[-500:]}")
+                join = {"pid": _supervisor_pid(int(info["child-pid"])), "limits": self._limits.as_dict()}
+                try:
+                    code, out, err = await run_forked(socket_path, program, self.workdir, inside, join)
+                except ServerUnreachable:
+                    return await self._in(private, [bwrap.interpreter(), *program], env, ports)
+            finally:
+                for fd in (info_read, info_write):
+                    if fd >= 0:
+                        os.close(fd)
+                if holder is not None:
+                    await _release(holder)
+                await bridge.close()
+            verdict = _verdict(private)
+        if verdict is not None:
+            raise _limit_error(verdict)
+        return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
+
     async def _sandboxed(self, argv: list[str], env: dict[str, str], ports: list[int]) -> ProgramResult:
         setattr(self._runtime, TOUCHED, True)
         with _private() as private:
@@ -159,8 +210,7 @@ class SandboxRuntime:
             await bridge.close()
         verdict = _verdict(private)
         if verdict is not None:
-            raise SandboxLimitError(f"sandbox limit reached: {verdict['limit']} = {verdict['value']} "
-                                    f"({verdict.get('detail', '')}); raise it in [env.agent.runtime]")
+            raise _limit_error(verdict)
         return ProgramResult(exit_code=proc.returncode or 0, stdout=stdout.decode(errors="replace"),
                              stderr=stderr.decode(errors="replace"))
 
@@ -173,6 +223,45 @@ def _private():
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _limit_error(verdict: dict[str, Any]) -> SandboxLimitError:
+    return SandboxLimitError(f"sandbox limit reached: {verdict['limit']} = {verdict['value']} "
+                             f"({verdict.get('detail', '')}); raise it in [env.agent.runtime]")
+
+
+def _read_info(fd: int) -> dict[str, Any]:
+    """bwrap's ``--info-fd`` JSON, read until it is whole (bwrap may write it in pieces)."""
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+        try:
+            return json.loads(data)
+        except ValueError:
+            continue
+    raise SandboxError(f"bwrap gave no sandbox info: {data[-200:]!r}")
+
+
+def _supervisor_pid(init_pid: int) -> int:
+    """The supervisor's host pid: the child of bwrap's process in the sandbox (its namespaces are final)."""
+    try:
+        children = open(f"/proc/{init_pid}/task/{init_pid}/children").read().split()  # noqa: SIM115
+    except OSError:
+        return init_pid
+    return int(children[0]) if children else init_pid
+
+
+async def _release(holder: asyncio.subprocess.Process) -> None:
+    """Let the supervisor end the sandbox (its stdin closes: verdict, then everything inside killed)."""
+    if holder.stdin is not None:
+        holder.stdin.close()
+    try:
+        await asyncio.wait_for(holder.communicate(), timeout=30)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(holder.pid, signal.SIGKILL)
+        await holder.wait()
+        raise
 
 
 def _verdict(private: str) -> dict[str, Any] | None:
