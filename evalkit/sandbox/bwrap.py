@@ -114,8 +114,9 @@ def command(workdir: str, private: str, argv: list[str], env: dict[str, str], li
     with ``private`` (the run's host folder: bridge sockets, verdict) at :data:`INSIDE`, the environment ``env``
     only, ``limits``, and the host loopback ``ports`` bridged in. An empty ``argv``: the supervisor holds the
     sandbox for a program that joins it; ``info_fd``: where bwrap writes its JSON (``child-pid``)."""
-    out = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
-           "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    out = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-user", "--unshare-pid",
+           "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--die-with-parent",
+           "--new-session", "--clearenv"]
     for path in SYSTEM:
         if os.path.islink(path):
             out += ["--symlink", os.readlink(path), path]

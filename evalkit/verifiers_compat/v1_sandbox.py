@@ -8,6 +8,9 @@ hand verifiers' ``launch`` that wrapper. The whole harness program runs inside (
 commands: the ``edit`` tool writes files from the program itself, so leaving the program outside would leave it
 unconfined), with this interpreter and its packages read-only, nothing installed (no uv, no network). Its limits
 are the harness config's ``sandbox`` table (:class:`~evalkit.sandbox.bwrap.Limits`, from the runtime's knobs).
+The program is not a fresh interpreter (its imports cost ~2.3 s of CPU): bwrap makes the sandbox with the supervisor
+holding it, and the fork server's child joins it (``harness_workers/sandbox_join.py``); a fresh interpreter under
+bwrap only where no fork server runs.
 
 File I/O verifiers does on the runtime (``write``, ``read``) runs inside a sandbox too, so a link the model left
 in its folder cannot make primekit read or write outside it. A limit reached ends the run with
