@@ -124,7 +124,7 @@ def is_verifiers_object(obj: Any) -> bool:
 def wrap_legacy(vf_env: Any, env_id: str, env_args: dict[str, Any] | None = None):
     """A primekit Environment running the legacy verifiers environment ``vf_env``; UserError for other objects."""
     check_version()
-    from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment, is_legacy_environment
+    from evalkit.verifiers_compat.legacy.env import VerifiersEnvironment, is_legacy_environment
 
     if not is_legacy_environment(vf_env):
         raise UserError(

@@ -14,7 +14,7 @@ from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import LATEST, resume_command
 from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
-from primekit_cli.v1_dialect import dialect_command
+from primekit_cli.dialect.plans import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -132,7 +132,7 @@ def run(
         overrides["tool_descriptions"] = read_tools_file(tools_file)
     configs, plan = _configs(env_or_config, overrides, ctx)
     if dry_run:
-        from primekit_cli.v1_dialect import print_eval_plan
+        from primekit_cli.dialect.plans import print_eval_plan
 
         return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
@@ -219,11 +219,11 @@ def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
 
 def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> tuple[list[Any], Any]:
     """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id, or one for a verifiers 0.4 run
-    config (``@ file``, dotted flags: :mod:`primekit_cli.v1_dialect`, which also returns its plan); flags win."""
+    config (``@ file``, dotted flags: :mod:`primekit_cli.dialect.plans`, which also returns its plan); flags win."""
     from evalkit.core.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.core.tomlio import validate
-    from primekit_cli.v1_dialect import dialect_args, eval_configs, plain_file, wants_dialect
+    from primekit_cli.dialect.plans import dialect_args, eval_configs, plain_file, wants_dialect
 
     env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
     if wants_dialect(env_or_config, dialect):
@@ -308,7 +308,7 @@ def _run_one(config: Any, console: Any, plan: Any = None) -> str | None:
     from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
     if plan is not None:
-        from evalkit.verifiers_compat.v04_outputs import RunLog, write_layout
+        from primekit_cli.dialect.outputs import RunLog, write_layout
     with RunLog(plan.notes) if plan is not None else nullcontext() as log:
         result = run_eval(config, console=console)
     if plan is not None:

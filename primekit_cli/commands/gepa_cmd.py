@@ -23,7 +23,7 @@ from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.field_flags import field_flags
-from primekit_cli.v1_dialect import dialect_args, dialect_command, gepa_fields, plain_file, wants_dialect
+from primekit_cli.dialect.plans import dialect_args, dialect_command, gepa_fields, plain_file, wants_dialect
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 from gepa_cli.tracking import TrackingShortcuts
 

@@ -5,7 +5,7 @@ leading bare taskset id (``--env.taskset.id``), and dotted overrides ``--samplin
 ``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value, one followed by another
 flag, is ``true``). This module
 only collects those into one nested dict; verifiers' own config classes validate it
-(:mod:`~evalkit.verifiers_compat.v04_config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
+(:mod:`~primekit_cli.dialect.config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
 float field), except JSON lists and objects (``--reflection_columns '["a"]'``).
 """
 

@@ -1,6 +1,6 @@
 """verifiers 0.4's run-config forms on `prime eval run` and `prime gepa run`: ``@ config.toml``, a v1-shaped TOML
 as the positional, a taskset id with dotted overrides (``--sampling.temperature 0.5``), read by
-:mod:`evalkit.verifiers_compat.v04_config` with verifiers' own config classes.
+:mod:`primekit_cli.dialect.config` with verifiers' own config classes.
 
 The command class takes the dialect's tokens out of the command line before click parses it (so click never sees
 ``@`` or ``--a.b``, and primekit's own flags keep their strict parsing); the command reads them back from its
@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import DialectArgs, deep_merge, is_v1_file, load_file, take_dialect_tokens
+from primekit_cli.dialect.args import DialectArgs, deep_merge, is_v1_file, load_file, take_dialect_tokens
 
 META_KEY = "primekit_v1_dialect"
 
@@ -66,7 +66,7 @@ def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, 
     """One primekit EvalConfig for the v1 run config (flags laid over it), and the plan it came from."""
     from evalkit.eval.config import EvalConfig
     from evalkit.core.tomlio import validate
-    from evalkit.verifiers_compat.v04_config import eval_plan
+    from primekit_cli.dialect.config import eval_plan
 
     plan = eval_plan(target, dialect, overrides.get("env_dir_path", "environments"))
     _print_notes(plan.notes)
@@ -75,7 +75,7 @@ def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, 
 
 def gepa_fields(target: str | None, dialect: DialectArgs) -> dict[str, Any]:
     """GEPA job fields for the v1 run config (``vf-gepa``'s keys); flags are laid over them by the caller."""
-    from evalkit.verifiers_compat.v04_config import gepa_plan
+    from primekit_cli.dialect.config import gepa_plan
 
     plan = gepa_plan(target, dialect)
     _print_notes(plan.notes)
