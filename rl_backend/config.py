@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
+from evalkit.core.dotted import deep_merge, key_parts, read_flag
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
@@ -608,16 +609,9 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
         flag = args[index]
         if not flag.startswith("--") or len(flag) <= 2:
             raise ConfigError(f"unexpected argument '{flag}'; overrides look like --trainer.lr 5e-6")
-        key, eq, value = flag[2:].partition("=")
-        if not eq:
-            if index + 1 < len(args) and not args[index + 1].startswith("--"):
-                value = args[index + 1]
-                index += 1
-            else:
-                value = "true"
-        index += 1
-        parts = [part.replace("-", "_") for part in key.split(".")]
-        if any(not part for part in parts):
+        key, value, index = read_flag(args, index, lambda token: not token.startswith("--"))
+        parts = key_parts(key)
+        if parts is None:
             raise ConfigError(f"bad override key '--{key}'")
         node = out
         for part in parts[:-1]:
@@ -634,16 +628,6 @@ def _parse_value(raw: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def is_sft_table(data: dict[str, Any]) -> bool:

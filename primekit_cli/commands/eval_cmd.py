@@ -8,13 +8,12 @@ from typing import Any
 import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
-from primekit_cli.compat_flags import compat_command, EVAL_NOOPS, EVAL_REFUSED, help_section
+from primekit_cli.argv import EVAL_RUN, EVAL_VIEW, HTML_FLAG, LATEST, argv_command
+from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
-from primekit_cli.resume_option import LATEST, resume_command
 from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
-from primekit_cli.dialect.plans import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -51,7 +50,6 @@ errored the command prints the first error and exits 1. `-R` runs errored rollou
 again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
-RESUME_FLAGS = ("-R", "--resume")
 ENV_OR_CONFIG_HELP = ("Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
                       "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5).")
 STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
@@ -60,7 +58,7 @@ RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 
 
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
-             cls=dialect_command(compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS)))
+             cls=argv_command(EVAL_RUN))
 @user_errors
 def run(
     ctx: typer.Context,
@@ -223,7 +221,8 @@ def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> 
     from evalkit.core.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.core.tomlio import validate
-    from primekit_cli.dialect.plans import dialect_args, eval_configs, plain_file, wants_dialect
+    from primekit_cli.argv import dialect_args
+    from primekit_cli.dialect.plans import eval_configs, plain_file, wants_dialect
 
     env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
     if wants_dialect(env_or_config, dialect):
@@ -351,15 +350,8 @@ Examples:
 RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
 """
 
-HTML_FLAG = "--html"
 
-
-def _is_html_file(token: str) -> bool:
-    """The token after ``--html`` is its value only when it names an .html/.htm file; else a RUN_DIR follows."""
-    return token.lower().endswith((".html", ".htm"))
-
-
-@app.command("view", epilog=VIEW_EPILOG, cls=resume_command((HTML_FLAG,), accepts=_is_html_file))
+@app.command("view", epilog=VIEW_EPILOG, cls=argv_command(EVAL_VIEW))
 @user_errors
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",

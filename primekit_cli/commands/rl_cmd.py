@@ -12,7 +12,7 @@ import typer
 from evalkit.core.errors import UserError
 from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
 from primekit_cli.errors import user_errors
-from primekit_cli.resume_option import is_step_or_folder, resume_command
+from primekit_cli.argv import RL_RUN, argv_command
 
 if TYPE_CHECKING:
     from rl_backend.config import RLConfig
@@ -60,7 +60,7 @@ periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval vie
 @app.command(
     "run",
     help=RUN_HELP,
-    cls=resume_command(("--resume",), is_step_or_folder),
+    cls=argv_command(RL_RUN),
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 @user_errors

@@ -8,7 +8,7 @@ import typer
 
 from evalkit.core.runs import ResumeRequest, WEIGHTS_DIR, step_dir, step_numbers
 from primekit_cli.errors import user_errors
-from primekit_cli.resume_option import is_step_or_folder, resume_command
+from primekit_cli.argv import SFT_RUN, argv_command
 
 app = typer.Typer(help="Supervised fine-tuning on a chat dataset.", no_args_is_help=True)
 
@@ -38,7 +38,7 @@ def _group() -> None:
     """Supervised fine-tuning on a chat dataset."""
 
 
-@app.command("run", help=RUN_HELP, cls=resume_command(("--resume",), is_step_or_folder),
+@app.command("run", help=RUN_HELP, cls=argv_command(SFT_RUN),
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @user_errors
 def run(
