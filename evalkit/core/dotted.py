@@ -3,15 +3,16 @@ translation table.
 
 One reader of a dotted flag, one key splitter, one merge and one get/pop, shared by `prime rl run` / `prime sft run`
 overrides (:func:`rl_backend.config.parse_overrides`), verifiers 0.4's dotted flags and ``@`` files
-(:mod:`primekit_cli.dialect.args`) and the prime-rl shape translation (:mod:`rl_backend.config_shapes`). What a
-flag's text value becomes stays with the caller: a TOML value for RL, text for verifiers (its config classes coerce
-it, as ``prime-pydantic-config`` leaves it to them).
+(:mod:`primekit_cli.dialect.args`), the prime-rl shape translation (:mod:`rl_backend.config_shapes`) and the
+validated read-back of run files (:mod:`evalkit.core.readback`). What a flag's text value becomes stays with the
+caller: a TOML value for RL, text for verifiers (its config classes coerce it, as ``prime-pydantic-config`` leaves
+it to them).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 MISSING: Any = object()
@@ -59,11 +60,11 @@ def nested(parts: Sequence[str], value: Any) -> dict[str, Any]:
     return {parts[0]: value}
 
 
-def get(data: dict[str, Any], dotted: str) -> Any:
+def get(data: Mapping[str, Any], dotted: str) -> Any:
     """The value at ``dotted`` (``a.b``), or :data:`MISSING`."""
     node: Any = data
     for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
+        if not isinstance(node, Mapping) or part not in node:
             return MISSING
         node = node[part]
     return node
