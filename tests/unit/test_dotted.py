@@ -46,7 +46,8 @@ def test_get_and_pop_by_dotted_key_prune_emptied_tables():
 
 def test_both_command_lines_read_dotted_flags_alike_and_keep_their_own_values():
     """RL reads TOML values and refuses a clash; verifiers' dialect keeps text and lets the later flag win."""
-    assert parse_overrides(["--trainer.max-steps", "3", "--trainer.lora"]) == {"trainer": {"max_steps": 3, "lora": True}}
+    assert parse_overrides(["--trainer.max-steps", "3", "--trainer.lora"]) == {
+        "trainer": {"max_steps": 3, "lora": True}}
     rest, found = take_dialect_tokens(["env", "--sampling.max-tokens", "3", "--rich", "--a.b", "-1"])
     assert rest == ["env", "--rich"] and found.overrides == [("sampling.max-tokens", "3"), ("a.b", "-1")]
     assert raw_config([], [("sampling.max-tokens", "3"), ("sampling.max-tokens", "4")], None) == {

@@ -146,7 +146,8 @@ def test_the_checks_see_imports_inside_functions_and_relative_ones():
     assert find_cycle(graph) is None
     graph["evalkit.b"].add("evalkit.a")
     assert find_cycle(graph) == ["evalkit.a", "evalkit.b", "evalkit.a"]
-    assert layer_violations({"evalkit.core.errors": {"evalkit.core.redact", "evalkit.clients.spec"}, "evalkit.x": {"gepa_cli.runner"},
+    assert layer_violations({"evalkit.core.errors": {"evalkit.core.redact", "evalkit.clients.spec"},
+                             "evalkit.x": {"gepa_cli.runner"},
                              "gepa_cli.a": {"rl_backend.b"}, "primekit_cli.a": {"evalkit.core.errors"},
                              "evalkit.model.registry": {"evalkit.clients.spec"},
                              "evalkit.verifiers_compat.v1.env": {"evalkit.loading.resolve", "evalkit.envs.base"},
