@@ -50,9 +50,13 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
     return [{"role": role, "content": value}] if isinstance(value, str) else list(value or [])
 
 
-def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _check_run_dir(run_dir: Path) -> None:
     if not (run_dir / RESULTS).is_file():
         raise UserError(f"{run_dir} is not an eval run dir (no {RESULTS}); pass the folders `prime eval run` wrote")
+
+
+def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _check_run_dir(run_dir)
     return read_object(run_dir / METADATA, EVAL_METADATA), read_jsonl(run_dir / RESULTS, EVAL_ROW)
 
 
@@ -101,6 +105,7 @@ def check_request(run_dirs: Sequence[Path], output: Path, min_reward: float, for
         raise UserError(f"--min-reward {min_reward:g} is not a finite number; pass a reward such as 1 or 0.5")
     seen: dict[Path, Path] = {}
     for run_dir in run_dirs:
+        _check_run_dir(run_dir)
         real = Path(run_dir).resolve()
         if real in seen:
             same = "" if str(seen[real]) == str(run_dir) else f" (as {seen[real]} and {run_dir})"
