@@ -1,4 +1,4 @@
-"""Atomic file writes, shared by every job's outputs.
+"""Atomic file writes, shared by every job's outputs, and bounded reads of the files users and run dirs hold.
 
 A reader (a person, ``--resume``, a killed run's successor) must see either the old or the new
 version of a file, never half of one: write a uniquely named temp file in the same folder, fsync it,
@@ -9,8 +9,12 @@ What is at the path is replaced only when it is a regular file (:func:`writable_
 followed and the file it names is written (created when missing), a folder, a FIFO, a device or a socket is
 refused with one UserError before anything is written, so ``-o /dev/null`` never replaces the system's
 device and a FIFO never blocks a writer. A write that fails raises :class:`WriteFailed`, an ``OSError``
-that names the path the user gave, never the temp file. Registered secret values (API keys read from the environment, the values of
-a run's secrets files: :mod:`evalkit.core.redact`) are replaced before any text reaches a file.
+that names the path the user gave, never the temp file.
+
+Registered secret values (API keys read from the environment, the values of a run's secrets files:
+:mod:`evalkit.core.redact`) are replaced before any text reaches a file.
+
+Reading (:func:`read_regular`): only regular files, at most a bound the caller gives (docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ def _value(text: str) -> Any:
         except json.JSONDecodeError as exc:
             raise UserError(f"dotted override value {text!r} is not valid JSON: {exc.msg}") from exc
         except RecursionError:
-            raise UserError(f"dotted override value {text[:20]!r}... nests thousands deep; no config needs that") from None
+            raise UserError(f"dotted override value {text[:20]!r}... nests thousands deep; "
+                            "no config needs that") from None
     return text
 
 

@@ -20,11 +20,12 @@ DEEP = 5000
 
 def configs(folder: Path) -> dict[str, tuple[Path, str]]:
     """name -> (config file, what its error line says)."""
+    nested = "tables or arrays nest more than 64 deep"
     files = {
         "latin-1": (b'model = "caf\xe9"\n', "is not UTF-8 text (byte 12); save it as UTF-8"),
-        "deep arrays": (b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n", "tables or arrays nest more than 64 deep"),
-        "deep tables": (("[" + ".".join(["a"] * DEEP) + "]\nx = 1\n").encode(), "tables or arrays nest more than 64 deep"),
-        "deep inline": (b"x = " + b"{a = " * DEEP + b"1" + b"}" * DEEP + b"\n", "tables or arrays nest more than 64 deep"),
+        "deep arrays": (b"x = " + b"[" * DEEP + b"]" * DEEP + b"\n", nested),
+        "deep tables": (("[" + ".".join(["a"] * DEEP) + "]\nx = 1\n").encode(), nested),
+        "deep inline": (b"x = " + b"{a = " * DEEP + b"1" + b"}" * DEEP + b"\n", nested),
     }
     out = {}
     for name, (data, why) in files.items():
