@@ -24,6 +24,7 @@ from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
+from rl_backend.algo_config import AlgoConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,8 @@ class EnvConfig(EnvTable):
     name: str | None = None
     """Label of this environment in metrics (``reward_mean/<name>``), rollout rows and eval folders
     (default: the id's last part, ``reverse-text``); needed when two tables share an id."""
+    algo: AlgoConfig | None = None
+    """This environment's own training algorithm (prime-rl's per-source ``algo``); default: the run's ``[algo]``."""
 
     @property
     def label(self) -> str:
@@ -411,6 +414,8 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """How the environments' rows are mixed (hosted training's ``[buffer]``; only ``env_ratios`` here)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """Optimizer, loss, LoRA."""
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    """The training algorithm (``grpo``, ``max_rl``, ``rae``, ...; docs/rl-algorithms.md); an ``[[env]]`` may set its own."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     """Rollout generation backend."""
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
@@ -484,7 +489,12 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
             raise ValueError(
                 f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
             )
+        _check_algos(self)
         return self
+
+    def algo_of(self, env: EnvConfig) -> AlgoConfig:
+        """The algorithm an environment trains with: its own ``algo``, else the run's."""
+        return env.algo or self.algo
 
     @property
     def notes(self) -> list[str]:
@@ -519,6 +529,20 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
         source = ("inference.max_model_len" if config.inference.max_model_len is not None
                   else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
         config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
+
+
+def _check_algos(config: "RLConfig") -> None:
+    """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
+    advantage = config.trainer.advantage
+    if advantage.model_fields_set:
+        own = sorted({a.type for a in [config.algo, *(e.algo for e in config.env if e.algo)]}
+                     - {"grpo", "echo", "hierarchical_grpo"})
+        if own:
+            raise ValueError(f"trainer.advantage is GRPO's baseline rule; algo.type '{own[0]}' assigns its own credit: "
+                             "remove [trainer.advantage] or use algo.type = 'grpo'")
+    for spec in config.eval.env or []:
+        if spec.algo is not None:
+            raise ValueError(f"eval.env '{spec.label}' sets algo, but evaluation does not train; remove it")
 
 
 def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env") -> None:

@@ -80,6 +80,7 @@ def trainer_device(config: RLConfig) -> str:
 
 
 def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
+    check_algorithms(config)
     lora = config.trainer.lora
     mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
     ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
@@ -91,6 +92,7 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     return [
         f"run dir      {run_dir}",
         f"model        {config.model} ({mode}, loss '{config.trainer.loss.type}')",
+        *_algo_lines(config),
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
         f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
@@ -104,6 +106,24 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         *([f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"] if config.env_file else []),
         *(f"note         {line}" for line in config.notes),
     ]
+
+
+def check_algorithms(config: RLConfig) -> None:
+    """Refuse, before anything starts, an algorithm `prime rl run` cannot train yet (one line saying what it needs)."""
+    from rl_backend.algo_config import unavailable
+
+    tables = [("algo", config.algo)] + [(f"env '{e.label}' algo", e.algo) for e in config.env if e.algo]
+    for where, algo in tables:
+        why = unavailable(algo, where)
+        if why:
+            raise ConfigError(why)
+
+
+def _algo_lines(config: RLConfig) -> list[str]:
+    """The run's algorithm, and each environment's where it sets its own."""
+    lines = [f"algorithm    {config.algo.summary()}"]
+    lines += [f"             {e.label}: {e.algo.summary()}" for e in config.env if e.algo is not None]
+    return lines
 
 
 def _loss_lines(config: RLConfig) -> list[str]:
