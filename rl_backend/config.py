@@ -400,8 +400,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """Optimizer steps to train."""
     batch_size: int = Field(128, gt=0)
     """Rollouts per step; a multiple of rollouts_per_example."""
-    rollouts_per_example: int = Field(8, gt=1)
-    """Group size: rollouts of one example whose rewards are compared."""
+    rollouts_per_example: int = Field(8, ge=1)
+    """Group size: rollouts of one example whose rewards are compared (prime-rl's ``group_size``); 1 only for an
+    algorithm that needs no siblings (``rae``)."""
     seed: int = 0
     """Seed for data order, sampling and LoRA initialisation."""
     system_prompt: str | None = None
@@ -502,6 +503,11 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         return list(self._notes)
 
     @property
+    def baseline_rollouts(self) -> int:
+        """Rollouts per example of the baseline checks (at least 2: they compare a group's rewards)."""
+        return self.baseline.rollouts_per_example or max(2, self.rollouts_per_example)
+
+    @property
     def examples_per_step(self) -> int:
         return self.batch_size // self.rollouts_per_example
 
@@ -533,6 +539,14 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
 
 def _check_algos(config: "RLConfig") -> None:
     """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
+    if config.rollouts_per_example == 1:
+        from rl_backend.algorithms import ALGORITHMS
+
+        relative = sorted({a.type for a in [config.algo, *(e.algo for e in config.env)] if a is not None
+                           and ALGORITHMS[a.type].group_relative})
+        if relative:
+            raise ValueError(f"rollouts_per_example (group_size) = 1 leaves algo.type '{relative[0]}' no siblings to "
+                             "compare: every advantage would be 0; use 2 or more, or algo.type = 'rae'")
     advantage = config.trainer.advantage
     if advantage.model_fields_set:
         own = sorted({a.type for a in [config.algo, *(e.algo for e in config.env if e.algo)]}

@@ -94,7 +94,7 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
     from rl_backend.baseline import run_checks
 
     cfg = config.baseline
-    rpe = cfg.rollouts_per_example or config.rollouts_per_example
+    rpe = config.baseline_rollouts
     sampling = {"max_tokens": config.sampling.max_tokens, "temperature": config.sampling.temperature,
                 "top_p": config.sampling.top_p}
 

@@ -151,7 +151,7 @@ def baseline_line(config: RLConfig, skip: bool = False) -> str:
         return "baseline     off" + (" (--skip-baseline)" if skip and cfg.enabled else "")
     per_env = " per environment" if len(config.env) > 1 else ""
     return (
-        f"baseline     {cfg.num_examples} examples x {cfg.rollouts_per_example or config.rollouts_per_example}{per_env} "
+        f"baseline     {cfg.num_examples} examples x {config.baseline_rollouts}{per_env} "
         f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
     )
 

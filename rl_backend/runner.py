@@ -226,7 +226,7 @@ class Trainer:
         from rl_backend.baseline import run_checks
 
         cfg = self.config.baseline
-        rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
+        rpe = self.config.baseline_rollouts
         if cfg.check:
             from rl_backend.env_check_gate import run_env_checks
 
