@@ -162,4 +162,4 @@ def unavailable(algo: AlgoConfig, where: str = "algo") -> str | None:
     if cls.available():
         return None
     return (f"{where}.type = '{algo.type}' is not available in primekit yet: it needs {cls.missing}; "
-            "train with grpo, max_rl or rae here")
+            "train with grpo, max_rl or rae here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.tomlio import dumps
+from rl_backend.algo_config import AlgoConfig
 from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
 from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
@@ -60,6 +61,8 @@ MAPPING: dict[str, str] = {
     "trainer.loss.clip_eps": "trainer.loss.kwargs.clip_eps (custom losses; refused when changed with 'mask')",
     "trainer.loss.clip_eps_high": "trainer.loss.kwargs.clip_eps_high (custom losses; refused when changed with 'mask')",
     "trainer.advantage.type": "orchestrator.algo.type",
+    "algo": "orchestrator.algo (its type and the keys set, under prime-rl's names)",
+    "env.algo": "orchestrator.train.source.algo",
     "trainer.on_policy": "orchestrator.max_off_policy_steps (0, else 1)",
     "trainer.async_level": "orchestrator.max_off_policy_steps",
     "trainer.adam_beta1": "trainer.optim.betas1",
@@ -199,7 +202,7 @@ def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file:
         "batch_size": config.batch_size,
         "group_size": config.rollouts_per_example,
         "max_off_policy_steps": config.trainer.async_level,
-        "algo": {"type": config.trainer.advantage.type},
+        "algo": algo_table(config.algo, config),
         "concurrency": {"max_inflight": config.max_concurrent},
         "renderer": {"name": "default"},
         "train": {
@@ -228,10 +231,19 @@ def _train_source(config: RLConfig, entry: EnvEntry, index: int, system_prompt_f
     if ratios is not None:
         source["ratio"] = ratios[index]
     source["env"] = _env(entry, system_prompt_file)
+    if entry.spec.algo is not None:
+        source["algo"] = algo_table(entry.spec.algo, config)
     if config.filter.enabled:
         gate = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}
         source["curriculum"] = {"gates": {"zero_advantage": gate}}
     return source
+
+
+def algo_table(algo: AlgoConfig, config: RLConfig) -> dict[str, Any]:
+    """``[orchestrator.algo]``: primekit's ``[algo]`` keys are prime-rl's own; plain GRPO names the advantage rule."""
+    if algo.type == "grpo" and algo.model_fields_set <= {"type"}:
+        return {"type": config.trainer.advantage.type}
+    return algo.model_dump(mode="json", exclude_none=True)
 
 
 def _env(entry: EnvEntry, system_prompt_file: Path | None) -> dict[str, Any]:

@@ -1,0 +1,58 @@
+"""`prime rl export --target prime-rl` writes ``[algo]`` as ``[orchestrator.algo]`` and an ``[[env]]``'s own ``algo``
+as its source's; targets that run GRPO-style credit only refuse another algorithm by name."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from primekit_cli.app import app
+
+REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None,
+                                reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
+TEACHER = ["--algo.teacher.name", "Qwen/Qwen3-4B", "--algo.teacher.base_url", "http://localhost:8001/v1",
+           "--algo.teacher.api_key_var", "TEACHER_KEY"]
+
+
+def _export(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    """The exit code, and the exported file (stdout) or the error."""
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(app, ["rl", "export", "configs/rl/digit-sums.toml", *args])
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
+
+
+def test_opd_and_a_per_source_algo_export(monkeypatch):
+    env = '[{id = "digit-sums", algo = {type = "max_rl"}}, {id = "digit-sums", name = "b"}]'
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "opd", *TEACHER, "--env", env,
+                        "--buffer.env_ratios", "[1, 1]")
+    assert code == 0, out
+    data = tomllib.loads(out[out.index("# prime-rl v"):])
+    assert data["orchestrator"]["algo"] == {"type": "opd", "teacher": {
+        "name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1", "api_key_var": "TEACHER_KEY"}}
+    assert [s.get("algo") for s in data["orchestrator"]["train"]["source"]] == [{"type": "max_rl"}, None]
+
+
+def test_echo_roles_and_length_penalty_keep_prime_rls_names(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "echo", "--algo.roles.user.alpha", "0.05",
+                        "--algo.length_penalty.num_turns_weight", "0")
+    assert code == 0, out
+    algo = tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"]
+    assert algo == {"type": "echo", "roles": {"user": {"alpha": 0.05}},
+                    "length_penalty": {"type": "linear", "num_output_tokens_weight": 0.25,
+                                       "num_input_tokens_weight": 0.1, "num_turns_weight": 0.0}}
+
+
+def test_plain_grpo_exports_as_before(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl")
+    assert code == 0 and tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"] == {"type": "grpo"}
+
+
+@pytest.mark.parametrize("target", ["skyrl", "tinker"])
+def test_grpo_only_targets_refuse_another_algorithm(monkeypatch, target):
+    code, out = _export(monkeypatch, "--target", target, "--algo.type", "max_rl")
+    assert code == 2 and "algo = set has no" in out and "prime-rl carries [algo]" in out, out
