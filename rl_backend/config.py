@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_serializer, model_validator
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
@@ -113,7 +113,8 @@ class LossConfig(_Strict):
     type: str = "mask"
     """Loss rule from ``rl_backend.losses.LOSSES`` (docs/rl-losses.md): ``mask`` (importance-weighted, tokens whose
     ratio is out of range dropped; the default), ``clip`` (PPO clipping plus the same masking), ``grpo``, ``dr_grpo``,
-    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it)."""
+    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it), or ``dppo`` (prime-rl's
+    default: DPPO plus a KL term to the sampler)."""
     mask_low: float = Field(0.125, gt=0)
     """``mask`` and ``clip``: tokens with ratio trainer/sampler below this are masked out of the loss."""
     mask_high: float = Field(8.0, gt=0)
@@ -124,15 +125,41 @@ class LossConfig(_Strict):
     clip_eps_high: float | None = Field(None, gt=0)
     """The upper clip 1 + clip_eps_high (DAPO's decoupled "clip-higher"; ``cispo``: the cap of its detached
     importance weight). Unset: the loss's own default (``clip_eps``; ``dapo`` 0.28, ``gspo`` 4e-4, ``cispo`` 4.0)."""
+    dppo_mask_low: float = Field(0.2, ge=0)
+    """``dppo``: with a negative advantage, a token whose probability fell more than this below the sampler's leaves
+    the policy-gradient term (prime-rl's default)."""
+    dppo_mask_high: float = Field(0.2, ge=0)
+    """``dppo``: with a positive advantage, a token whose probability rose more than this above the sampler's leaves it."""
+    adv_tau: float = Field(1.0, ge=0)
+    """``dppo``: weight of the policy-gradient term (0 leaves only the KL term)."""
+    kl_tau: float = Field(1e-3, ge=0)
+    """``dppo``: weight of the squared log ratio trainer/sampler on every token (0: off)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus: ``entropy_coef`` times the mean per-token entropy of the policy is subtracted from the
     loss (0: off). A counter to entropy collapse, at the price of slower sharpening."""
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: Any) -> dict[str, Any]:
+        """``dppo``'s knobs only with ``dppo`` (the resolved config reloads)."""
+        data = handler(self)
+        return data if self.type == "dppo" else {k: v for k, v in data.items() if k not in DPPO_KNOBS}
+
+    def knobs(self) -> dict[str, float]:
+        """The loss's own settings beyond the shared ones (``dppo``'s four)."""
+        return {key: getattr(self, key) for key in DPPO_KNOBS} if self.type == "dppo" else {}
+
     @model_validator(mode="after")
     def _order(self) -> "LossConfig":
+        stray = sorted(set(DPPO_KNOBS) & self.model_fields_set) if self.type != "dppo" else []
+        if stray:
+            raise ValueError(f"trainer.loss.{stray[0]} is a knob of loss type 'dppo' (prime-rl's default), not "
+                             f"'{self.type}'; remove it or set trainer.loss.type = 'dppo'")
         if self.mask_low >= 1 or self.mask_high <= 1:
             raise ValueError(f"need mask_low < 1 < mask_high, got mask_low={self.mask_low} mask_high={self.mask_high}")
         return self
+
+
+DPPO_KNOBS = ("dppo_mask_low", "dppo_mask_high", "adv_tau", "kl_tau")
 
 
 class AdvantageConfig(_Strict):

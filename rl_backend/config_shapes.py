@@ -130,6 +130,7 @@ RULES: dict[str, Rule] = {
     "trainer.scheduler.type": to("trainer.lr_scheduler_type"),
     "trainer.scheduler.warmup_steps": to("trainer.warmup_steps"),
     "trainer.scheduler.min_lr": to("trainer.min_lr"),
+    "trainer.loss.type": to("trainer.loss.type", lambda v: "dppo" if v == "default" else v),  # prime-rl's default
     "trainer.loss.mask_ratio_low": to("trainer.loss.mask_low"),
     "trainer.loss.mask_ratio_high": to("trainer.loss.mask_high"),
     "trainer.loss.ratio_type": note("importance ratios are per token", check=_only("token", why="primekit's ratios are per token")),
@@ -224,6 +225,7 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if prime_rl_shape and isinstance(work.get("ckpt"), dict) and "interval" not in work["ckpt"]:
         work["ckpt"]["interval"] = 0  # prime-rl's [ckpt] without an interval saves at the end only
     _gpu_counts(work, notes)
+    current_shape = _current_shape(work)
     _sources(work, notes)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
@@ -237,11 +239,20 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if rule is None:
                 raise _Refused(f"trainer.args.{key}: verifiers' vf-rl key with no primekit counterpart")
             _use(work, f"trainer.args.{key}", value, rule, notes)
+    if current_shape and _get(work, "trainer.loss.type") is _MISSING:
+        _put(work, "trainer.loss.type", "dppo", "trainer.loss")
+        notes.append("trainer.loss: prime-rl's default loss (DPPO + KL), primekit's 'dppo'")
     _tokenizer(work, notes)
     _server_args(work, notes)
     _check_off_policy(work, notes)
     _leftovers(work)
     return work, notes
+
+
+def _current_shape(work: dict[str, Any]) -> bool:
+    """Whether the config is in prime-rl's current shape (whose default loss is DPPO + KL), not the older one."""
+    return any(_get(work, key) is not _MISSING for key in
+               ("orchestrator.group_size", "orchestrator.train", "orchestrator.algo", "orchestrator.eval.source"))
 
 
 def _sources(work: dict[str, Any], notes: list[str]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.core.tomlio import dumps
 from rl_backend.algo_config import AlgoConfig
-from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
+from rl_backend.config import DPPO_KNOBS, LoraConfig, OptimizerFields, RLConfig
 from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
@@ -54,8 +54,9 @@ MAPPING: dict[str, str] = {
     "trainer.lora.alpha": "trainer.model.lora.alpha",
     "trainer.lora.dropout": "trainer.model.lora.dropout",
     "trainer.lora.target_modules": "trainer.model.lora.target_modules",
-    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; clip, dapo, cispo: type 'custom', "
+    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; dppo: type 'default' with its knobs; clip, dapo, cispo: type 'custom', "
                          "import_path rl_backend.prime_rl_loss.primekit_loss; grpo, dr_grpo, gspo refused)",
+    **{f"trainer.loss.{key}": f"trainer.loss.{key} (loss type 'dppo': prime-rl's default loss)" for key in DPPO_KNOBS},
     "trainer.loss.mask_low": "trainer.loss.kwargs.mask_low (custom losses; refused when changed with 'mask')",
     "trainer.loss.mask_high": "trainer.loss.kwargs.mask_high (custom losses; refused when changed with 'mask')",
     "trainer.loss.clip_eps": "trainer.loss.kwargs.clip_eps (custom losses; refused when changed with 'mask')",
@@ -177,6 +178,8 @@ def _loss(config: RLConfig) -> dict[str, Any]:
     loss = config.trainer.loss
     if loss.type == "mask":
         return {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0}
+    if loss.type == "dppo":
+        return {"type": "default", **loss.knobs()}
     kwargs: dict[str, Any] = {"type": loss.type}
     kwargs.update({key: getattr(loss, key) for key in LOSS_KNOBS if getattr(loss, key) is not None})
     return {"type": "custom", "import_path": IMPORT_PATH, "kwargs": kwargs}
@@ -302,6 +305,8 @@ def _loss_problems(config: RLConfig) -> list[str]:
         return [f"trainer.loss.{key} = {value_at(config, f'trainer.loss.{key}')!r} has no prime-rl equivalent with "
                 "loss.type 'mask' (prime-rl's default loss masks by probability difference, DPPO, not by ratio bounds "
                 "or clipping; 'clip', 'dapo' or 'cispo' carry it)" for key in LOSS_KNOBS if changed(config, f"trainer.loss.{key}")]
+    if loss.type == "dppo":
+        return []
     if loss.type not in CARRIED:
         how = {"grpo": "averages each sequence's tokens first", "gspo": "averages sequence-level losses",
                "dr_grpo": "divides by batch_size * max_tokens"}.get(loss.type, "normalises otherwise")

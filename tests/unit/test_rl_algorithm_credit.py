@@ -112,3 +112,24 @@ def test_components_sum_with_their_own_denominators():
     # adding ce tokens never changes the rl term's share
     assert combine({"rl": 1.0, "ce": 4.0}, {"rl": 2, "ce": 8}) == pytest.approx(0.5 + 0.5)
     assert combine({"rl": 1.0}, {"rl": 2}) == pytest.approx(0.5)
+
+
+def test_dppo_loss_by_hand():
+    """prime-rl's default loss: the sign-conditioned probability trust region and the KL term, per token of the batch."""
+    import math
+
+    from rl_backend.losses import make_loss
+
+    loss = make_loss("dppo", dppo_mask_low=0.2, dppo_mask_high=0.2, adv_tau=1.0, kl_tau=0.1)
+    p = torch.tensor([[0.5], [0.9], [0.2], [0.4]])  # four one-token sequences
+    q = torch.tensor([[0.5], [0.6], [0.5], [0.5]])  # the sampler's
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    terms = loss.token_losses(torch.log(p), torch.log(q), adv.unsqueeze(-1), torch.ones(4, 1))
+    # row 1: A > 0 and p rose 0.3 > 0.2: out of the pg term; row 2: A < 0 and p fell 0.3 > 0.2: out too
+    assert terms.keep.flatten().tolist() == [1.0, 0.0, 0.0, 1.0]
+    r = (p / q).flatten().tolist()
+    kl = [0.1 * math.log(x) ** 2 for x in r]
+    expected = [-1.0 * r[0] + kl[0], kl[1], kl[2], 1.0 * r[3] + kl[3]]
+    assert terms.losses.flatten().tolist() == pytest.approx(expected, rel=1e-5)
+    out = loss(torch.log(p), torch.log(q), adv, torch.ones(4, 1), total_tokens=8)
+    assert float(out.loss) == pytest.approx(sum(expected) / 8, rel=1e-5)  # over the step's tokens

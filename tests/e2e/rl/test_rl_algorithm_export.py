@@ -56,3 +56,10 @@ def test_plain_grpo_exports_as_before(monkeypatch):
 def test_grpo_only_targets_refuse_another_algorithm(monkeypatch, target):
     code, out = _export(monkeypatch, "--target", target, "--algo.type", "max_rl")
     assert code == 2 and "algo = set has no" in out and "prime-rl carries [algo]" in out, out
+
+
+def test_dppo_exports_as_prime_rls_default_loss(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--trainer.loss.type", "dppo", "--trainer.loss.kl_tau", "0.01")
+    assert code == 0, out
+    assert tomllib.loads(out[out.index("# prime-rl v"):])["trainer"]["loss"] == {
+        "type": "default", "dppo_mask_low": 0.2, "dppo_mask_high": 0.2, "adv_tau": 1.0, "kl_tau": 0.01}

@@ -129,7 +129,8 @@ def test_max_rl_trains_with_mean_normalised_credit(tmp_path, tiny_model):
 
 @pytest.mark.slow
 def test_rae_baselines_carry_across_steps_and_resume(tmp_path, tiny_model):
-    config = _write(tmp_path, str(tiny_model), '[algo]\ntype = "rae"\ndecay = 0.5\n', top="max_steps = 2")
+    config = _write(tmp_path, str(tiny_model), '[algo]\ntype = "rae"\ndecay = 0.5\n[trainer.loss]\ntype = "dppo"\n',
+                    top="max_steps = 2")  # and prime-rl's default loss
     runner = CliRunner()
     assert runner.invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")]).exit_code == 0
     run_dir = tmp_path / "out" / "rl" / "t"

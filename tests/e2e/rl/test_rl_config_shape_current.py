@@ -75,6 +75,16 @@ def test_grpo_shape_maps_onto_primekit_keys(tmp_path):
     assert config.wandb.project == "algorithms-debug" and config.wandb.name == "debug"
     assert config.inference.gpu_memory_utilization == 0.5 and config.algo.type == "grpo"
     assert any("orchestrator.renderer.name" in n for n in config.notes)
+    # prime-rl's default loss at this shape is DPPO + KL, so the config means the same here
+    assert config.trainer.loss.type == "dppo" and config.trainer.loss.knobs() == {
+        "dppo_mask_low": 0.2, "dppo_mask_high": 0.2, "adv_tau": 1.0, "kl_tau": 1e-3}
+
+
+def test_default_loss_knobs_carry(tmp_path):
+    text = _config('type = "grpo"', _source("reverse-text", "reverse-text")) + \
+        '[trainer.loss]\ntype = "default"\ndppo_mask_high = 0.1\nkl_tau = 0.0\n'
+    config = _load(tmp_path, text.replace("[trainer.optim]\nlr = 3e-6\n", "[trainer.optim]\nlr = 3e-6\n", 1))
+    assert config.trainer.loss.type == "dppo" and config.trainer.loss.dppo_mask_high == 0.1 and config.trainer.loss.kl_tau == 0
 
 
 def test_per_source_algo_and_taskset_args(tmp_path):
