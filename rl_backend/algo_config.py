@@ -100,15 +100,17 @@ class AlgoConfig(_Strict):
         for key in sorted(self.model_fields_set):
             owners = OWNERS.get(key)
             if owners and self.type not in owners:
-                raise ValueError(f"algo.{key} belongs to algo.type {' or '.join(map(repr, owners))}, not {self.type!r}; "
+                names = " or ".join(map(repr, owners))
+                raise ValueError(f"algo.{key} belongs to algo.type {names}, not {self.type!r}; "
                                  "remove it or change algo.type")
         frozen = self.sampling.source != "policy"
         if frozen and self.type != "sft":
             raise ValueError(f"algo.type {self.type!r} needs rollouts sampled by the policy (importance ratios), but "
-                             "algo.sampling.source is a frozen model; use algo.type = 'sft' to learn from a frozen model's samples")
+                             "algo.sampling.source is a frozen model; use algo.type = 'sft' to learn from a frozen "
+                             "model's samples")
         if self.type == "sft" and not frozen:
-            raise ValueError("algo.type 'sft' needs a teacher to sample from: set [algo.sampling.source] name and base_url "
-                             "(cross-entropy on the policy's own tokens teaches nothing)")
+            raise ValueError("algo.type 'sft' needs a teacher to sample from: set [algo.sampling.source] name and "
+                             "base_url (cross-entropy on the policy's own tokens teaches nothing)")
         if self.type == "opd" and self.teacher is None:
             raise ValueError("algo.type 'opd' needs a teacher: set [algo.teacher] name and base_url")
         if self.type == "hierarchical_grpo" and not self.episode_agents:

@@ -79,7 +79,8 @@ class BatchCollector:
             if self.config.trainer.zero_truncated_completions:
                 _zero_truncated(groups)
             generated.extend(groups)
-            kept.extend(filter_groups(groups, self.config.filter.enabled, signal_when_uniform=lambda g: self._own_baseline(g, env_of)).kept)
+            kept.extend(filter_groups(groups, self.config.filter.enabled,
+                                      signal_when_uniform=lambda g: self._own_baseline(g, env_of)).kept)
             rounds += 1
             if not self.config.filter.enabled:
                 break

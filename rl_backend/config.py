@@ -129,7 +129,8 @@ class LossConfig(_Strict):
     """``dppo``: with a negative advantage, a token whose probability fell more than this below the sampler's leaves
     the policy-gradient term (prime-rl's default)."""
     dppo_mask_high: float = Field(0.2, ge=0)
-    """``dppo``: with a positive advantage, a token whose probability rose more than this above the sampler's leaves it."""
+    """``dppo``: with a positive advantage, a token whose probability rose more than this above the sampler's
+    leaves it."""
     adv_tau: float = Field(1.0, ge=0)
     """``dppo``: weight of the policy-gradient term (0 leaves only the KL term)."""
     kl_tau: float = Field(1e-3, ge=0)
@@ -443,7 +444,8 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """Optimizer, loss, LoRA."""
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
-    """The training algorithm (``grpo``, ``max_rl``, ``rae``, ...; docs/rl-algorithms.md); an ``[[env]]`` may set its own."""
+    """The training algorithm (``grpo``, ``max_rl``, ``rae``, ...; docs/rl-algorithms.md); an ``[[env]]`` may set
+    its own."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     """Rollout generation backend."""
     ckpt: CkptConfig = Field(default_factory=CkptConfig)

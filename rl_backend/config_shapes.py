@@ -274,8 +274,8 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
         _pop(work, "orchestrator.eval.sampling.max_completion_tokens")
         train = _get(work, "orchestrator.train.sampling.max_completion_tokens")
         if train is _MISSING or train != eval_tokens:
-            raise _Refused(f"orchestrator.eval.sampling.max_completion_tokens = {eval_tokens!r}: primekit's periodic evals "
-                           "sample with the training max_tokens; set both the same or remove it")
+            raise _Refused(f"orchestrator.eval.sampling.max_completion_tokens = {eval_tokens!r}: primekit's periodic "
+                           "evals sample with the training max_tokens; set both the same or remove it")
         notes.append("orchestrator.eval.sampling.max_completion_tokens: the training max_tokens, which evals use")
 
 
@@ -422,7 +422,8 @@ def _pop(work: dict[str, Any], dotted: str) -> None:
             del chain[depth - 1][parts[depth - 1]]
 
 
-FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm", "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
+FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm",
+                  "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
                   "inference.model", "inference.args")
 """Tables only another trainer's shape has: whatever is still in them after translation is refused by name."""
 

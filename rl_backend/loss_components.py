@@ -28,7 +28,8 @@ def members(weights: "torch.Tensor") -> "torch.Tensor":
 
 
 def ce_token_losses(logprobs: "torch.Tensor", weights: "torch.Tensor") -> "torch.Tensor":
-    """Weighted negative log-likelihood per token: ``-w * log p`` (``sft``'s teacher tokens, ``echo``'s observations)."""
+    """Weighted negative log-likelihood per token, ``-w * log p`` (``sft``'s teacher tokens, ``echo``'s
+    observations)."""
     return -logprobs * weights
 
 

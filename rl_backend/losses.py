@@ -318,6 +318,7 @@ def clip_range(name: str, clip_eps: float | None, clip_eps_high: float | None) -
 
 def make_loss(name: str, mask_low: float = 0.125, mask_high: float = 8.0, clip_eps: float | None = None,
               clip_eps_high: float | None = None, max_tokens: int | None = None, **knobs: float) -> PolicyLoss:
-    """The loss ``name``; ``knobs`` are a loss's own settings (``dppo``: ``dppo_mask_low``/``high``, ``adv_tau``, ``kl_tau``)."""
+    """The loss ``name``; ``knobs`` are a loss's own settings (``dppo``: ``dppo_mask_low``/``high``, ``adv_tau``,
+    ``kl_tau``)."""
     return LOSSES[name](mask_low=mask_low, mask_high=mask_high, clip_eps=clip_eps, clip_eps_high=clip_eps_high,
                         max_tokens=max_tokens, **knobs)

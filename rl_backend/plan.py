@@ -136,8 +136,8 @@ def _loss_lines(config: RLConfig) -> list[str]:
         low, high = clip_range(loss.type, loss.clip_eps, loss.clip_eps_high)
         clip = "" if loss.type == "mask" else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
         if loss.type == "dppo":
-            clip = (f"probability trust region -{loss.dppo_mask_low:g}/+{loss.dppo_mask_high:g}, adv_tau {loss.adv_tau:g}, "
-                    f"kl_tau {loss.kl_tau:g}, ")
+            clip = (f"probability trust region -{loss.dppo_mask_low:g}/+{loss.dppo_mask_high:g}, "
+                    f"adv_tau {loss.adv_tau:g}, kl_tau {loss.kl_tau:g}, ")
         norm = {"token": "mean over the batch's tokens", "sequence": "mean per sequence, then over sequences",
                 "constant": "sum / (sequences x max_tokens)"}[rule.normalizer]
         lines.append(f"loss         {loss.type}: {clip}{norm}, {trainer.num_iterations} update(s) per batch"

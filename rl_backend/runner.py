@@ -370,7 +370,7 @@ class Trainer:
         if not halting:
             return
         if step not in steps_in(self.run_dir / runs.CHECKPOINTS_DIR):
-            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards, "algorithms": self.algo_state})
+            save_checkpoint(self.run_dir, step, self.policy, self._checkpoint_state(cursor))
         raise RunHalted(f"run halted at step {step} on health alarm {', '.join(halting)} (--halt-on); checkpoint and "
                         f"metrics saved in {self.run_dir}: fix what the alarm says, then continue with --resume or "
                         "start over")
@@ -454,12 +454,16 @@ class Trainer:
 
         return rollout_metrics(batch.generated, batch.kept, batch.env_of, self.mixture.members[0].name) | trainer_metrics(metrics)
 
+    def _checkpoint_state(self, cursor: int) -> dict[str, Any]:
+        """What ``state.json`` keeps beside the weights: the data cursor, the evals so far, the algorithms' state."""
+        return {"cursor": cursor, "eval_rewards": self.eval_rewards, "algorithms": self.algo_state}
+
     def maybe_checkpoint(self, step: int, cursor: int) -> None:
         from rl_backend.checkpoints import prune, save_checkpoint
 
         cfg = self.config.ckpt
         if (cfg.interval and step % cfg.interval == 0) or step == self.config.max_steps:
-            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards, "algorithms": self.algo_state})
+            save_checkpoint(self.run_dir, step, self.policy, self._checkpoint_state(cursor))
             prune(self.run_dir / runs.CHECKPOINTS_DIR, cfg.keep_last)
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:

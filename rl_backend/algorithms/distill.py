@@ -30,7 +30,8 @@ class OPSD(OPD):
 
     name = "opsd"
     paper = "SDFT (arXiv:2601.19897)"
-    missing = "scoring the sampled tokens under the demonstration-conditioned policy, which primekit's trainer does not do yet"
+    missing = ("scoring the sampled tokens under the demonstration-conditioned policy, which primekit's trainer "
+               "does not do yet")
 
 
 class SFTDistill(Algorithm):

@@ -12,8 +12,9 @@ from rl_backend.algorithms.base import Algorithm, Trace
 
 @dataclass(frozen=True)
 class LengthPenalty:
-    """prime-rl's linear length penalty: each reward loses ``pass_rate * (w_out * out / max_out + w_in * in / max_in
-    + w_turns * turns / max_turns)`` before the baseline, the maxima over the group and ``pass_rate`` its mean reward."""
+    """prime-rl's linear length penalty: each reward loses
+    ``pass_rate * (w_out * out / max_out + w_in * in / max_in + w_turns * turns / max_turns)`` before the baseline,
+    the maxima over the group and ``pass_rate`` its mean reward."""
 
     num_output_tokens_weight: float = 0.25
     num_input_tokens_weight: float = 0.1

@@ -54,7 +54,8 @@ MAPPING: dict[str, str] = {
     "trainer.lora.alpha": "trainer.model.lora.alpha",
     "trainer.lora.dropout": "trainer.model.lora.dropout",
     "trainer.lora.target_modules": "trainer.model.lora.target_modules",
-    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; dppo: type 'default' with its knobs; clip, dapo, cispo: type 'custom', "
+    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; dppo: type 'default' with its knobs; "
+                         "clip, dapo, cispo: type 'custom', "
                          "import_path rl_backend.prime_rl_loss.primekit_loss; grpo, dr_grpo, gspo refused)",
     **{f"trainer.loss.{key}": f"trainer.loss.{key} (loss type 'dppo': prime-rl's default loss)" for key in DPPO_KNOBS},
     "trainer.loss.mask_low": "trainer.loss.kwargs.mask_low (custom losses; refused when changed with 'mask')",

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked,
-                                      one_env_problems, shell_command)
+from rl_backend.export.common import (DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export,
+                                      checked, one_env_problems, shell_command)
 
 TARGET = "tinker"
 VERSION = "v0.5.5"

@@ -115,7 +115,7 @@ def test_components_sum_with_their_own_denominators():
 
 
 def test_dppo_loss_by_hand():
-    """prime-rl's default loss: the sign-conditioned probability trust region and the KL term, per token of the batch."""
+    """prime-rl's default loss: the sign-conditioned probability trust region and the KL term, per batch token."""
     import math
 
     from rl_backend.losses import make_loss

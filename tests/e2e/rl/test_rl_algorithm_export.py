@@ -59,7 +59,8 @@ def test_grpo_only_targets_refuse_another_algorithm(monkeypatch, target):
 
 
 def test_dppo_exports_as_prime_rls_default_loss(monkeypatch):
-    code, out = _export(monkeypatch, "--target", "prime-rl", "--trainer.loss.type", "dppo", "--trainer.loss.kl_tau", "0.01")
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--trainer.loss.type", "dppo",
+                        "--trainer.loss.kl_tau", "0.01")
     assert code == 0, out
     assert tomllib.loads(out[out.index("# prime-rl v"):])["trainer"]["loss"] == {
         "type": "default", "dppo_mask_low": 0.2, "dppo_mask_high": 0.2, "adv_tau": 1.0, "kl_tau": 0.01}

@@ -19,7 +19,8 @@ from rl_backend.config import load_rl_config
 
 
 def _source(name: str, taskset: str, extra: str = "", table: str = "train", seats: tuple[str, ...] = ("agent",)) -> str:
-    text = f'[[orchestrator.{table}.source]]\nname = "{name}"\n[orchestrator.{table}.source.env.taskset]\nid = "{taskset}"\n'
+    text = (f'[[orchestrator.{table}.source]]\nname = "{name}"\n'
+            f'[orchestrator.{table}.source.env.taskset]\nid = "{taskset}"\n')
     for seat in seats:
         text += (f'[orchestrator.{table}.source.env.{seat}.harness]\nid = "null"\n'
                  f'[orchestrator.{table}.source.env.{seat}.runtime]\ntype = "subprocess"\n')
@@ -84,7 +85,8 @@ def test_default_loss_knobs_carry(tmp_path):
     text = _config('type = "grpo"', _source("reverse-text", "reverse-text")) + \
         '[trainer.loss]\ntype = "default"\ndppo_mask_high = 0.1\nkl_tau = 0.0\n'
     config = _load(tmp_path, text.replace("[trainer.optim]\nlr = 3e-6\n", "[trainer.optim]\nlr = 3e-6\n", 1))
-    assert config.trainer.loss.type == "dppo" and config.trainer.loss.dppo_mask_high == 0.1 and config.trainer.loss.kl_tau == 0
+    loss = config.trainer.loss
+    assert loss.type == "dppo" and loss.dppo_mask_high == 0.1 and loss.kl_tau == 0
 
 
 def test_per_source_algo_and_taskset_args(tmp_path):
@@ -126,13 +128,16 @@ def test_distillation_plans_stop_on_the_missing_teacher_support(tmp_path, algo, 
 
 
 @pytest.mark.parametrize("edit, needle", [
-    (('id = "null"', 'id = "bash"'), "env.agent.harness = {'id': 'bash'}: prime-rl harness with no primekit counterpart"),
+    (('id = "null"', 'id = "bash"'),
+     "env.agent.harness = {'id': 'bash'}: prime-rl harness with no primekit counterpart"),
     (('type = "subprocess"', 'type = "docker"'), "env.agent.runtime = {'type': 'docker'}: prime-rl runtime"),
-    (("[orchestrator.eval.sampling]\nmax_completion_tokens = 64", "[orchestrator.eval.sampling]\nmax_completion_tokens = 9"),
-     "orchestrator.eval.sampling.max_completion_tokens = 9: primekit's periodic evals sample with the training max_tokens"),
+    (("[orchestrator.eval.sampling]\nmax_completion_tokens = 64",
+      "[orchestrator.eval.sampling]\nmax_completion_tokens = 9"),
+     "orchestrator.eval.sampling.max_completion_tokens = 9: primekit's periodic evals sample with the training"),
     (("gpu_memory_utilization = 0.5", "gpu_memory_utilization = 0.5\nkv_cache_dtype = \"fp8\""),
      "inference.vllm.kv_cache_dtype: prime-rl key with no primekit counterpart"),
-    (('[monitors.wandb]', '[monitors.wandb]\noffline = true'), "monitors.wandb.offline: prime-rl key with no primekit counterpart"),
+    (('[monitors.wandb]', '[monitors.wandb]\noffline = true'),
+     "monitors.wandb.offline: prime-rl key with no primekit counterpart"),
     (('name = "reverse-text"\n', 'name = "reverse-text"\ngroup_size = 2\n', 1),
      "orchestrator.train.source[0].group_size: prime-rl source key with no primekit counterpart"),
 ])
