@@ -131,11 +131,14 @@ def launch(command: list[str], config_path: Path, run_dir: Path, console: Consol
 
 
 def _print_plan(config: RLConfig, run_dir: Path, exported: Any, command: list[str], baseline: str, installed: bool) -> None:
+    from rl_backend.plan import algo_lines
+
     out = Console()
     lines = [
         "# plan (--backend prime-rl)",
         f"run dir      {run_dir}",
         f"model        {config.model}",
+        *algo_lines(config),
         *(f"environment  {spec.id} {json.dumps(spec.args) if spec.args else ''}".rstrip() for spec in config.env),
         baseline + ("" if baseline.endswith("off") or "(--skip" in baseline else ", here, before prime-rl starts"),
         f"config       {run_dir / CONFIG_NAME} (prime-rl {prime_rl.VERSION})",

@@ -92,7 +92,7 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     return [
         f"run dir      {run_dir}",
         f"model        {config.model} ({mode}, loss '{config.trainer.loss.type}')",
-        *_algo_lines(config),
+        *algo_lines(config),
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
         f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
@@ -119,7 +119,7 @@ def check_algorithms(config: RLConfig) -> None:
             raise ConfigError(why)
 
 
-def _algo_lines(config: RLConfig) -> list[str]:
+def algo_lines(config: RLConfig) -> list[str]:
     """The run's algorithm, and each environment's where it sets its own."""
     lines = [f"algorithm    {config.algo.summary()}"]
     lines += [f"             {e.label}: {e.algo.summary()}" for e in config.env if e.algo is not None]

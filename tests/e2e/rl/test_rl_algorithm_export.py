@@ -64,3 +64,55 @@ def test_dppo_exports_as_prime_rls_default_loss(monkeypatch):
     assert code == 0, out
     assert tomllib.loads(out[out.index("# prime-rl v"):])["trainer"]["loss"] == {
         "type": "default", "dppo_mask_low": 0.2, "dppo_mask_high": 0.2, "adv_tau": 1.0, "kl_tau": 0.01}
+
+
+PRIME_RL_OPD = """max_steps = 5
+seq_len = 1024
+[model]
+name = "HuggingFaceTB/SmolLM2-135M-Instruct"
+[orchestrator]
+batch_size = 16
+group_size = 4
+[orchestrator.algo]
+type = "opd"
+[orchestrator.algo.teacher]
+name = "Qwen/Qwen3-4B"
+base_url = "http://localhost:8001/v1"
+[orchestrator.train.sampling]
+max_completion_tokens = 32
+[[orchestrator.train.source]]
+name = "sums"
+[orchestrator.train.source.env.taskset]
+id = "digit-sums"
+[orchestrator.train.source.env.agent.harness]
+id = "null"
+[orchestrator.train.source.env.agent.runtime]
+type = "subprocess"
+[[orchestrator.train.source]]
+name = "sums-max-rl"
+[orchestrator.train.source.env.taskset]
+id = "digit-sums"
+[orchestrator.train.source.algo]
+type = "max_rl"
+"""
+
+
+def test_a_prime_rl_opd_config_with_a_per_source_algo_plans_for_prime_rl_and_exports_back(tmp_path, monkeypatch):
+    """primekit cannot train opd itself (one line says so), but hands it to prime-rl as it was written."""
+    config = tmp_path / "opd.toml"
+    config.write_text(PRIME_RL_OPD)
+    monkeypatch.chdir(REPO)
+    own = CliRunner().invoke(app, ["rl", "run", str(config), "--dry-run", "-o", str(tmp_path / "o"),
+                                   "--buffer.env_ratios", "[1, 1]"])
+    assert own.exit_code == 2 and "algo.type = 'opd' is not available in primekit yet" in own.output
+    result = CliRunner().invoke(app, ["rl", "run", str(config), "--backend", "prime-rl", "--dry-run", "--skip-baseline",
+                                      "-o", str(tmp_path / "o"), "--buffer.env_ratios", "[1, 1]"])
+    assert result.exit_code == 0, result.output
+    teacher = "teacher Qwen/Qwen3-4B at http://localhost:8001/v1"
+    assert f"algorithm    opd (ref_kl on sampled tokens), {teacher}" in result.stdout
+    assert "             sums-max-rl: max_rl (rl on sampled tokens)" in result.stdout
+    exported = tomllib.loads(result.stdout[result.stdout.index("# prime-rl v"):])
+    assert exported["orchestrator"]["algo"]["type"] == "opd"
+    assert exported["orchestrator"]["algo"]["teacher"] == {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}
+    assert [s.get("algo") for s in exported["orchestrator"]["train"]["source"]] == [None, {"type": "max_rl"}]
+    assert exported["orchestrator"]["group_size"] == 4 and exported["model"]["name"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
