@@ -113,6 +113,8 @@ def test_a_prime_rl_opd_config_with_a_per_source_algo_plans_for_prime_rl_and_exp
     assert "             sums-max-rl: max_rl (rl on sampled tokens)" in result.stdout
     exported = tomllib.loads(result.stdout[result.stdout.index("# prime-rl v"):])
     assert exported["orchestrator"]["algo"]["type"] == "opd"
-    assert exported["orchestrator"]["algo"]["teacher"] == {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}
+    algo = exported["orchestrator"]["algo"]
+    assert algo["teacher"] == {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}
     assert [s.get("algo") for s in exported["orchestrator"]["train"]["source"]] == [None, {"type": "max_rl"}]
-    assert exported["orchestrator"]["group_size"] == 4 and exported["model"]["name"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert exported["orchestrator"]["group_size"] == 4
+    assert exported["model"]["name"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
