@@ -124,7 +124,7 @@ RULES: dict[str, Rule] = {
     "trainer.optim.type": note("AdamW is primekit's optimizer", check=_only("adamw", why="primekit's trainer uses AdamW only")),
     "trainer.optim.lr": to("trainer.lr"),
     "trainer.optim.weight_decay": to("trainer.weight_decay"),
-    "trainer.optim.max_norm": to("trainer.max_grad_norm"),
+    "trainer.optim.max_norm": to("trainer.max_grad_norm", lambda v: 0.0 if v == "None" else v),  # "None": no clipping
     "trainer.optim.betas1": to("trainer.adam_beta1"),
     "trainer.optim.betas2": to("trainer.adam_beta2"),
     "trainer.scheduler.type": to("trainer.lr_scheduler_type"),
@@ -166,6 +166,14 @@ RULES: dict[str, Rule] = {
     # prime-rl's current shape (the commit export pins): group_size, [orchestrator.algo], [orchestrator.train.*],
     # [[orchestrator.*.source]] (see _sources), [monitors.wandb], [orchestrator.renderer], [inference.vllm]
     "orchestrator.group_size": to("rollouts_per_example"),
+    "orchestrator.concurrency.max_inflight": to("max_concurrent"),
+    "orchestrator.train.filter_zero_advantages": to("filter.enabled"),
+    "orchestrator.eval.group_size": to("eval.rollouts_per_example"),
+    "orchestrator.eval.skip_first_step": to("eval.at_start", lambda v: not v),
+    "run.name": to("run_name"),
+    "deployment.type": note("primekit trains on this machine", check=_only("single_node", why=MULTI_GPU)),
+    "deployment.num_train_gpus": note("one trainer device", check=_only(1, why=MULTI_GPU)),
+    "deployment.num_infer_gpus": note("inference.gpus places a vLLM server"),
     "orchestrator.algo": to("algo"),
     **_prefixed("orchestrator.train.sampling", {key: to(f"sampling.{key}") for key in SAMPLING if key != "max_tokens"}),
     "orchestrator.train.sampling.max_completion_tokens": to("sampling.max_tokens"),
@@ -249,6 +257,10 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return work, notes
 
 
+ZERO_ADVANTAGE_GATE = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}
+"""A curriculum gate that rejects groups whose advantages are all zero: primekit's difficulty filter."""
+
+
 def _current_shape(work: dict[str, Any]) -> bool:
     """Whether the config is in prime-rl's current shape (whose default loss is DPPO + KL), not the older one."""
     return any(_get(work, key) is not _MISSING for key in
@@ -267,8 +279,14 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
         tables = [value] if isinstance(value, dict) else value
         if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
             raise _Refused(f"{key} must be [[{key}]] tables")
+        tables = [dict(t) for t in tables]
+        ratios = [t.pop("ratio", None) for t in tables]
         _put(work, target, [_source(t, f"{key}[{i}]", train=target == "env", notes=notes)
                             for i, t in enumerate(tables)], key)
+        if any(r is not None for r in ratios):
+            if target != "env" or None in ratios:
+                raise _Refused(f"{key}.ratio: give every training source a ratio, or none")
+            _put(work, "buffer.env_ratios", ratios, f"{key}.ratio")
     eval_tokens = _get(work, "orchestrator.eval.sampling.max_completion_tokens")
     if eval_tokens is not _MISSING:
         _pop(work, "orchestrator.eval.sampling.max_completion_tokens")
@@ -287,6 +305,9 @@ def _source(table: dict[str, Any], where: str, train: bool, notes: list[str]) ->
         out["name"] = table.pop("name")
     if train and "algo" in table:
         out["algo"] = table.pop("algo")
+    if train and table.get("curriculum") == {"gates": {"zero_advantage": ZERO_ADVANTAGE_GATE}}:
+        del table["curriculum"]  # what primekit's difficulty filter does ([filter], on by default)
+        notes.append(f"{where}.curriculum.gates.zero_advantage: primekit's difficulty filter ([filter])")
     env = table.pop("env", {})
     taskset = dict(env.pop("taskset", {})) if isinstance(env, dict) else {}
     if "id" not in taskset:
@@ -422,7 +443,7 @@ def _pop(work: dict[str, Any], dotted: str) -> None:
             del chain[depth - 1][parts[depth - 1]]
 
 
-FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm",
+FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm", "deployment", "run",
                   "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
                   "inference.model", "inference.args")
 """Tables only another trainer's shape has: whatever is still in them after translation is refused by name."""

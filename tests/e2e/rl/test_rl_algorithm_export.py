@@ -118,3 +118,25 @@ def test_a_prime_rl_opd_config_with_a_per_source_algo_plans_for_prime_rl_and_exp
     assert [s.get("algo") for s in exported["orchestrator"]["train"]["source"]] == [None, {"type": "max_rl"}]
     assert exported["orchestrator"]["group_size"] == 4
     assert exported["model"]["name"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def test_the_export_reads_back_as_the_same_run(tmp_path, monkeypatch):
+    """primekit -> prime-rl's current shape -> primekit: the keys that say what is trained come back."""
+    from rl_backend.config import load_rl_config
+
+    out = tmp_path / "back.prime-rl.toml"
+    env = ('[{id = "digit-sums", args = {num_tasks = 50}, algo = {type = "rae", decay = 0.9}}, '
+           '{id = "digit-sums", name = "b"}]')
+    code, text = _export(monkeypatch, "--target", "prime-rl", "-o", str(out), "--algo.type", "max_rl", "--env", env,
+                         "--buffer.env_ratios", "[3, 1]", "--trainer.loss.type", "dppo", "--trainer.lr", "3e-5")
+    assert code == 0, text
+    original = load_rl_config(REPO / "configs" / "rl" / "digit-sums.toml")
+    back = load_rl_config(out)
+    assert back.model == original.model and back.max_steps == original.max_steps
+    assert (back.batch_size, back.rollouts_per_example, back.max_concurrent) == (32, 8, original.max_concurrent)
+    assert back.sampling.max_tokens == 32 and back.trainer.lr == 3e-5 and back.trainer.lora == original.trainer.lora
+    assert back.algo.type == "max_rl" and back.trainer.loss.type == "dppo" and back.trainer.loss.kl_tau == 1e-3
+    assert [(e.id, e.label, e.args, e.algo and e.algo.model_dump()) for e in back.env] == [
+        ("digit-sums", "digit-sums", {"num_tasks": 50}, {"type": "rae", "decay": 0.9}), ("digit-sums", "b", {}, None)]
+    assert back.buffer.env_ratios == [3, 1] and back.filter.enabled
+    assert (back.eval.interval, back.eval.num_examples, back.ckpt.interval, back.ckpt.keep_last) == (10, 32, 10, 2)
