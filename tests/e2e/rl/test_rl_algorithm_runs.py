@@ -147,3 +147,33 @@ def test_rae_baselines_carry_across_steps_and_resume(tmp_path, tiny_model):
     assert result.exit_code == 0, result.output
     first = _groups(_rows(run_dir, 3))[0][0]
     assert first["advantage"] == pytest.approx(first["reward"] - baseline, abs=1e-4)
+
+
+def test_each_environment_credits_its_groups_with_its_own_algorithm():
+    """Two environments in one step: max_rl on one, rae on the other (whose uniform group the filter keeps)."""
+    from types import SimpleNamespace
+
+    from evalkit.core.types import Completion, RolloutState, SamplingArgs
+    from rl_backend.collect import BatchCollector
+    from rl_backend.config import RLConfig
+
+    def state(example: int, idx: int, reward: float) -> RolloutState:
+        response = Completion(text="x", prompt_token_ids=[1, 2], completion_token_ids=[3], logprobs=[-1.0])
+        return RolloutState(example_id=example, rollout_idx=idx, prompt=[], reward=reward, responses=[response])
+
+    config = RLConfig.model_validate({
+        "env": [{"id": "x", "name": "a"}, {"id": "x", "name": "b", "algo": {"type": "rae", "decay": 0.5}}],
+        "algo": {"type": "max_rl"}, "batch_size": 4, "rollouts_per_example": 2, "buffer": {"env_ratios": [1, 1]}})
+    source = SimpleNamespace(sampling=SamplingArgs(logprobs=True), reseed=lambda seed: None)
+    collector = BatchCollector(config, mixture=None, source=source, loop=SimpleNamespace(run=lambda coro: coro))
+
+    def roll_out(ids, env_of):
+        env_of.update({ids[0]: "a", ids[1]: "b"})
+        return [[state(ids[0], 0, 1.0), state(ids[0], 1, 0.0)], [state(ids[1], 0, 0.5), state(ids[1], 1, 0.5)]]
+
+    collector._roll_out = roll_out
+    batch = collector.collect(1, 0, 0)
+    assert len(batch.kept) == 2  # the uniform rae group is kept: its credit is not zero
+    # max_rl: mean 0.5 -> (1 - 0.5) / 0.5 = 1, -1;  rae from 0: 0.5, then 0.5 - 0.25
+    assert batch.advantages == {(0, 0): 1.0, (0, 1): -1.0, (1, 0): 0.5, (1, 1): 0.25}
+    assert batch.algo_state == {"b": {"baselines": {"agent": 0.375}}}
