@@ -20,7 +20,7 @@ from evalkit.core.errors import ConfigError
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
-from evalkit.core.tomlio import dumps, load_toml, validate
+from evalkit.core.tomlio import check_dotted_key, dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
@@ -316,12 +316,16 @@ class HealthConfig(_Strict):
         from evalkit.report.rl_health import ALARM_NAMES
 
         names = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-        if isinstance(names, list) and "all" in names:
-            return list(ALARM_NAMES)
-        unknown = [name for name in names or [] if name not in ALARM_NAMES]
-        if unknown:
-            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; choose from {', '.join(ALARM_NAMES)} or all")
-        return names
+        if not isinstance(names, list):
+            return names  # pydantic says what the type should be
+        known = f"choose from {', '.join(ALARM_NAMES)} or all"
+        unknown = [name for name in names if name not in (*ALARM_NAMES, "all")]
+        if unknown:  # checked before `all` is expanded, so `all,typo` is refused too
+            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; {known}")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"alarm {', '.join(map(repr, twice))} named more than once; name each once ({known})")
+        return list(ALARM_NAMES) if "all" in names else names
 
 
 class CkptConfig(_Strict):
@@ -649,7 +653,7 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
             else:
                 value = "true"
         index += 1
-        parts = [part.replace("-", "_") for part in key.split(".")]
+        parts = check_dotted_key(key)
         if any(not part for part in parts):
             raise ConfigError(f"bad override key '--{key}'")
         node = out
@@ -665,7 +669,7 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 def _parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # arrays nested thousands deep: a plain string
         return raw
 
 
