@@ -15,6 +15,9 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from evalkit.core.errors import ConfigError
+from evalkit.core.tomlio import MAX_DEPTH
+
 MISSING: Any = object()
 """What :func:`get` returns for a key that is not there (``None`` can be a value)."""
 
@@ -48,8 +51,13 @@ def read_flag(args: Sequence[str], index: int, is_value: Callable[[str], bool]) 
 
 def key_parts(key: str) -> list[str] | None:
     """``trainer.max-steps`` -> ``["trainer", "max_steps"]`` (a ``-`` in a key is a ``_``); None when a part is
-    empty (``a..b``, ``.a``)."""
-    parts = [part.replace("-", "_") for part in key.split(".")]
+    empty (``a..b``, ``.a``); ``ConfigError`` for more than :data:`~evalkit.core.tomlio.MAX_DEPTH` parts (one line,
+    not a traceback: no config nests that deep)."""
+    parts = key.split(".", MAX_DEPTH)
+    if len(parts) > MAX_DEPTH:
+        shown = key if len(key) <= 40 else key[:37] + "..."
+        raise ConfigError(f"--{shown}: a dotted key of more than {MAX_DEPTH} parts names no config field")
+    parts = [part.replace("-", "_") for part in parts]
     return parts if all(parts) else None
 
 

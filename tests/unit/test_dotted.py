@@ -3,7 +3,10 @@ dotted flags and the prime-rl shape translation."""
 
 from __future__ import annotations
 
+import pytest
+
 from evalkit.core import dotted
+from evalkit.core.errors import ConfigError
 from primekit_cli.dialect.args import raw_config, take_dialect_tokens
 from rl_backend.config import parse_overrides
 
@@ -32,6 +35,9 @@ def test_read_flag_takes_an_equals_value_the_next_value_or_true():
 def test_keys_split_on_dots_with_dashes_as_underscores():
     assert dotted.key_parts("trainer.max-steps") == ["trainer", "max_steps"]
     assert dotted.key_parts("a..b") is None and dotted.key_parts(".a") is None
+    assert len(dotted.key_parts(".".join(["a"] * 64))) == 64
+    with pytest.raises(ConfigError, match=r"^--a\.a\.a.*\.\.\.: a dotted key of more than 64 parts"):
+        dotted.key_parts(".".join(["a"] * 65))
     assert dotted.nested(["a", "b", "c"], 1) == {"a": {"b": {"c": 1}}}
     assert dotted.nested(["a"], 1) == {"a": 1}
 

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evalkit.core.fileio import keep_lines_atomic, write_json_atomic, write_text_atomic
+from evalkit.core.fileio import keep_lines_atomic, write_json_atomic
 from evalkit.core.types import RolloutState
 from evalkit.core.redact import contains_secret
 from evalkit.core.untrusted import cap_strings, clean
