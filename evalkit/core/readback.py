@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.core import dotted
 from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, FileRefused, read_regular
 from evalkit.core.redact import contains_secret, redact
 from evalkit.core.untrusted import clean, is_finite_number, mark_repairs, may_hold_surrogates
@@ -176,11 +177,10 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     """Why ``data`` fails ``schema`` (the first failing field), or ``None``."""
     for name, parts, field in _compiled(schema):
         if len(parts) == 1:
-            value = data.get(name, _MISSING)
+            value = data.get(name, dotted.MISSING)
         else:
-            found, value = _lookup(data, name)
-            value = value if found else _MISSING
-        if value is _MISSING:
+            value = dotted.get(data, name)
+        if value is dotted.MISSING:
             if field.required:
                 return f"no {name}"
             continue
@@ -189,7 +189,6 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     return None
 
 
-_MISSING = object()
 _COMPILED: dict[int, tuple[Schema, list[tuple[str, list[str], Field]]]] = {}
 
 
@@ -280,8 +279,8 @@ def checked_object(row: dict[str, Any], schema: Schema | None, path: Path) -> di
     """``row`` (read from ``path``) with the fields failing ``schema`` left out, with one warning naming them."""
     dropped = []
     for name, field in (schema or {}).items():
-        found, value = _lookup(row, name)
-        if found and "." not in name and not field.ok(value):
+        value = dotted.get(row, name)
+        if value is not dotted.MISSING and "." not in name and not field.ok(value):
             dropped.append(f"{name} is {_show(value)}, not {field.what}")
             del row[name]
     if dropped:
@@ -298,15 +297,6 @@ def warn(message: str) -> None:
         return
     _warned.add(message)
     logger.warning("warning: %s", redact(message))
-
-
-def _lookup(data: Mapping[str, Any], name: str) -> tuple[bool, Any]:
-    value: Any = data
-    for part in name.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
 
 
 def _show(value: Any) -> str:
