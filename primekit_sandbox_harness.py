@@ -2,9 +2,9 @@
 program inside primekit's bubblewrap sandbox.
 
 verifiers looks harnesses up by top-level module name, so this module only re-exports
-:class:`evalkit.verifiers_compat.v1_sandbox.SandboxChatHarness` (read its docstring). Needs the ``verifiers`` extra.
+:class:`evalkit.verifiers_compat.v1.sandbox.SandboxChatHarness` (read its docstring). Needs the ``verifiers`` extra.
 """
 
-from evalkit.verifiers_compat.v1_sandbox import SandboxChatHarness
+from evalkit.verifiers_compat.v1.sandbox import SandboxChatHarness
 
 __all__ = ["SandboxChatHarness"]

@@ -239,10 +239,10 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
         module = import_env_module(source)
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
-        from evalkit.verifiers_compat.v1_loader import taskset_class_of
+        from evalkit.verifiers_compat.v1.loader import taskset_class_of
 
         if taskset_class_of(module) is not None:
-            from evalkit.verifiers_compat.v1_env import load_taskset_environment
+            from evalkit.verifiers_compat.v1.env import load_taskset_environment
 
             return load_taskset_environment(source, module, env_args)
         raise UserError(

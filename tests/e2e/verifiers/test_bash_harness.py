@@ -116,8 +116,8 @@ def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_pro
            "runtime with a docker daemon, or a hosted modal/prime sandbox (an account)" in message
     assert "\n" not in message
     if IS_04:
-        from evalkit.verifiers_compat.v04_args import DialectArgs
-        from evalkit.verifiers_compat.v04_config import eval_plan
+        from primekit_cli.dialect.args import DialectArgs
+        from primekit_cli.dialect.config import eval_plan
 
         with pytest.raises(UserError, match=f"env.agent.harness.id = '{harness}': harness '{harness}' runs only in a "
                                             "container"):
@@ -126,7 +126,7 @@ def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_pro
 
 def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifiers_project, monkeypatch):
     from evalkit.loading.resolve import load_environment
-    from evalkit.verifiers_compat.v1_config import _docker_answers
+    from evalkit.verifiers_compat.v1.config import _docker_answers
 
     monkeypatch.chdir(verifiers_project)
     docker = ("one answers here, but primekit does not drive the docker runtime yet" if _docker_answers()

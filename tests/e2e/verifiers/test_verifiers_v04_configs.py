@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
+from primekit_cli.dialect.args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
@@ -196,7 +196,7 @@ REFUSED = [
 @needs_04
 @pytest.mark.parametrize("body, message", REFUSED, ids=[m.split(":")[0][:40] for _, m in REFUSED])
 def test_what_primekit_does_not_run_is_refused_in_one_line(project, monkeypatch, body, message):
-    from evalkit.verifiers_compat.v04_config import eval_plan
+    from primekit_cli.dialect.config import eval_plan
 
     (project / "c.toml").write_text(body + '[env.taskset]\nid = "vf-v1-chat"\n')
     monkeypatch.chdir(project)
@@ -285,7 +285,7 @@ reflection_model = "hash"
 
 @needs_04
 def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
-    from evalkit.verifiers_compat.v04_config import gepa_plan
+    from primekit_cli.dialect.config import gepa_plan
 
     toml = GEPA_TOML.replace("[sampling]", "[reflection_client]\nbase_url = \"{url}\"\napi_key_var = \"HASH_KEY\"\n\n[sampling]")
     (project / "gepa.toml").write_text(toml.format(url="http://127.0.0.1:9/v1"))

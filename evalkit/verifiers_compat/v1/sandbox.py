@@ -3,7 +3,7 @@
 verifiers validates a seat's runtime against its own list of types, so primekit keeps verifiers' ``subprocess``
 config (the rollout's working folder in verifiers' cache, its teardown) and puts :class:`SandboxRuntime` between
 the harness and it: the harness plugins :class:`SandboxChatHarness` (``null``) and :class:`SandboxBashHarness`
-(``bash``), chosen by :mod:`~evalkit.verifiers_compat.v1_config` for ``[env.agent.runtime] type = "sandbox"``,
+(``bash``), chosen by :mod:`~evalkit.verifiers_compat.v1.config` for ``[env.agent.runtime] type = "sandbox"``,
 hand verifiers' ``launch`` that wrapper. The whole harness program runs inside (the chat loop and the model's
 commands: the ``edit`` tool writes files from the program itself, so leaving the program outside would leave it
 unconfined), with this interpreter and its packages read-only, nothing installed (no uv, no network). Its limits
@@ -39,9 +39,9 @@ from verifiers.v1.runtimes import ProgramResult
 from evalkit.sandbox import bwrap
 from evalkit.sandbox.sweep import record_rollout
 from evalkit.sandbox.bridge import Bridge, loopback_ports
-from evalkit.verifiers_compat.harness_workers import forked_request, program_command
-from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
-from evalkit.verifiers_compat.harness_workers.harness_env import DECLARED, allowed, declare
+from evalkit.verifiers_compat.v1.harness_workers import forked_request, program_command
+from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import DECLARED, allowed, declare
 
 try:
     from verifiers.v1.errors import SandboxError

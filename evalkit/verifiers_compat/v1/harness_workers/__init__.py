@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 
 from evalkit.model.registry import primekit_home
-from evalkit.verifiers_compat.harness_workers.harness_env import BASE_ENV
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 
 log = logging.getLogger(__name__)
 

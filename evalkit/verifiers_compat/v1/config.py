@@ -20,7 +20,7 @@ runtime: verifiers is always told ``subprocess``, and ``sandbox`` picks primekit
 Seats: the env's config class (``vf.env_config_type``: ``SingleAgentEnvConfig`` with its one ``agent`` seat for a
 plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env``) declares each seat as an
 ``AgentConfig`` field. Every seat runs offline on one of primekit's harness plugins (verifiers' ``null`` chat
-program by default, or verifiers' ``bash`` harness, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the
+program by default, or verifiers' ``bash`` harness, see :mod:`~evalkit.verifiers_compat.v1.harness`) on the
 ``subprocess`` runtime, and plays the run's model through the run's client (a seat's own ``model``/``client``
 pins are dropped: primekit's client is the only model here). ``bash`` runs the model's shell commands on this
 machine, so it runs only when the env args choose the runtime (``"runtime": {"type": "subprocess"}``); otherwise
@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v1_harness import BASH_HARNESS_ID, HARNESS_ID
+from evalkit.verifiers_compat.v1.harness import BASH_HARNESS_ID, HARNESS_ID
 
 SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "timeout", "retries")
 """``harness`` knobs that are a seat's own (``AgentConfig`` fields in verifiers)."""
@@ -46,7 +46,7 @@ OFFLINE_HARNESSES = ("null", "bash")
 RUNTIME = "subprocess"
 """The runtime verifiers is told (the user's machine); ``sandbox`` runs on it through primekit's harness plugins."""
 SANDBOX = "sandbox"
-"""primekit's bubblewrap runtime (:mod:`~evalkit.verifiers_compat.v1_sandbox`): what the bash opt-in recommends."""
+"""primekit's bubblewrap runtime (:mod:`~evalkit.verifiers_compat.v1.sandbox`): what the bash opt-in recommends."""
 RUNTIMES = (RUNTIME, SANDBOX)
 PARTS = ("taskset", "harness", "runtime")
 
@@ -132,7 +132,7 @@ def _seat_program(env_id: str, seat: str, agent: Any, chosen: str | None, runtim
     if pinned is not None and PROGRAMS.get(pinned.id) == plugin:
         knobs = pinned.model_dump(exclude_unset=True)
     if runtime.get("type") == SANDBOX:
-        from evalkit.verifiers_compat.v1_sandbox_config import sandbox_program
+        from evalkit.verifiers_compat.v1.sandbox_config import sandbox_program
 
         return {**knobs, **sandbox_program(plugin, runtime)}
     return {**knobs, "id": plugin}
@@ -177,7 +177,7 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
     if runtime_type == RUNTIME and not extra:
         return
     if runtime_type == SANDBOX:
-        from evalkit.verifiers_compat.v1_sandbox_config import check_sandbox
+        from evalkit.verifiers_compat.v1.sandbox_config import check_sandbox
 
         check_sandbox(where, {k: v for k, v in (knobs or {}).items() if k in extra})
         return

@@ -1,6 +1,6 @@
 """The ``sandbox`` runtime's part of a v1 env config: its knobs checked, bwrap checked, the sandboxed plugin chosen.
 
-Kept apart from :mod:`~evalkit.verifiers_compat.v1_sandbox` (which imports verifiers' harness classes) so config
+Kept apart from :mod:`~evalkit.verifiers_compat.v1.sandbox` (which imports verifiers' harness classes) so config
 checks stay light.
 """
 

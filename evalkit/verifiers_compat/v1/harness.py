@@ -11,7 +11,7 @@ verifiers itself depends on, so they are installed wherever verifiers is.
 :class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
 written into the rollout's working directory and run by this interpreter instead of a uv environment:
 forked, with its imports already loaded, from one server per primekit process
-(:mod:`~evalkit.verifiers_compat.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
+(:mod:`~evalkit.verifiers_compat.v1.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
 goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
 
 :class:`OfflineBashHarness` does the same for verifiers' ``bash`` harness, which in verifiers is that same chat
@@ -33,9 +33,9 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 
 from evalkit.sandbox.hardening import make_undumpable
 from evalkit.sandbox.sweep import record_rollout
-from evalkit.verifiers_compat.harness_workers import fallback_command, forked_request, is_harness_command, program_command
-from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
-from evalkit.verifiers_compat.harness_workers.harness_env import allowed, declare
+from evalkit.verifiers_compat.v1.harness_workers import fallback_command, forked_request, is_harness_command, program_command
+from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import allowed, declare
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
@@ -44,10 +44,10 @@ BASH_HARNESS_ID = "primekit-bash-harness"
 
 class LocalInterpreterRuntime:
     """A rollout's subprocess runtime, except that a PEP 723 script runs with this interpreter, not uv: forked
-    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`), and handed to
-    it from this process (:func:`~evalkit.verifiers_compat.harness_workers.client.run_forked`) when verifiers
+    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.v1.harness_workers`), and handed to
+    it from this process (:func:`~evalkit.verifiers_compat.v1.harness_workers.client.run_forked`) when verifiers
     runs it with ``run`` or ``run_program`` (no launcher process). The run gets an allowlisted environment
-    (:mod:`~evalkit.verifiers_compat.harness_workers.harness_env`): the base a Python child needs and what the
+    (:mod:`~evalkit.verifiers_compat.v1.harness_workers.harness_env`): the base a Python child needs and what the
     harness declares (``process_env(env)``), never the rest of this process's environment (verifiers' own
     runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; a new session, killed
     with its group when the call is cancelled. ``open_process`` and ``run_background`` of such a program (the
@@ -137,7 +137,7 @@ class OfflineBashHarness(_OfflineProgram, BashHarness):
 
     The model's shell commands run on this machine, in the rollout's working directory, with the program's
     allowlisted environment; primekit builds it only when the user chose the ``subprocess`` runtime
-    (:mod:`~evalkit.verifiers_compat.v1_config`). Its config is the ``bash`` harness's (``edit``, ``search``,
+    (:mod:`~evalkit.verifiers_compat.v1.config`). Its config is the ``bash`` harness's (``edit``, ``search``,
     ``compaction`` in 0.4, and the shared ``env``, ``forward_env``, ``tool_timeout``).
     """
 

@@ -9,7 +9,7 @@ What verifiers does and what primekit does:
   row's leading system message while the few-shot messages stay.
 - **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
   ``env_response``, tools, ``@vf.stop`` conditions, ``setup_state`` and cleanup handlers, with a
-  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client; ``input`` is the row as
+  :class:`~evalkit.verifiers_compat.legacy.bridge.ModelClientBridge` as the client; ``input`` is the row as
   ``vf-eval`` delivers it (:func:`rollout_input`).
 - **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default), by the
   environment that ran the rollout (an ``EnvGroup``'s member, as ``vf-eval`` scores it). A rubric without
@@ -24,7 +24,7 @@ What verifiers does and what primekit does:
 
 Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
 exception escaping the environment's code, a raising reward function (see
-:mod:`~evalkit.verifiers_compat.reward_errors`) or a raising rubric each become the row's ``error``, recorded
+:mod:`~evalkit.verifiers_compat.legacy.reward_errors`) or a raising rubric each become the row's ``error``, recorded
 with its kind where it is read (verifiers' ``ModelError``: ``model``; a raising reward function: ``reward``;
 the rest: ``environment``). The rollout itself is :meth:`evalkit.envs.base.Environment.rollout`; this class
 implements its hooks (``new_state``, ``sampling_for``, ``generate``, ``score_rollout``, ``score_group``). A rollout
@@ -45,9 +45,9 @@ from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.core.types import Completion, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
-from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
-from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
-from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
+from evalkit.verifiers_compat.legacy.env_group import leaf_envs, routed_env
+from evalkit.verifiers_compat.legacy.bridge import ModelClientBridge
+from evalkit.verifiers_compat.legacy.reward_errors import record_reward_errors, reward_errors
 
 PENDING_GROUP_SCORE = "primekit_pending_group_score"
 _VF_INPUT = "primekit_vf_input"
@@ -211,7 +211,7 @@ class VerifiersEnvironment(Environment):
 
     async def _score(self, states: list[RolloutState]) -> None:
         """verifiers' ``score_group`` over the states that have a verifiers state, by the environment that ran
-        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.env_group`), then cleanup;
+        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.legacy.env_group`), then cleanup;
         errors become rows."""
         scorable = [s for s in states if _vf_state(s) is not None and (self.group_scored or s.error is None)]
         by_env: dict[int, tuple[Any, list[RolloutState]]] = {}
