@@ -3,7 +3,7 @@
 verifiers keeps a rollout's working folder in its cache and removes it at teardown, which a killed process never
 reaches. Each sandboxed rollout records its folder under ``<primekit home>/rollouts/<pid>/`` (one file per
 rollout, holding the path); the first sandboxed rollout of a later process removes the folders recorded by
-processes that are gone, then their records. A record is only followed to a folder under ``allowed_root`` (verifiers'
+processes that are gone, then their records, and the private folders of their sandboxes (:func:`private_folder`). A record is only followed to a folder under ``allowed_root`` (verifiers'
 runtime cache), never elsewhere.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,29 @@ def record(home: Path, name: str, workdir: str, allowed_root: str) -> None:
     (mine / name).write_text(workdir)
 
 
+PRIVATE_PREFIX = "primekit-sandbox-"
+"""A sandboxed run's private host folder in the temporary folder: ``primekit-sandbox-<pid>-*``."""
+
+
+def private_folder() -> str:
+    """A new private host folder for one sandboxed run (bridge sockets, verdict), named by this process's pid so
+    that :func:`sweep` finds it should this process be killed before removing it."""
+    return tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
+
+
 def sweep(home: Path, allowed_root: str) -> list[str]:
-    """Remove the recorded rollout folders of processes that are gone; the folders removed."""
+    """Remove the recorded rollout folders of processes that are gone, and their private folders; the folders
+    removed."""
     removed: list[str] = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*-*"):
+        pid = folder.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
     root = os.path.realpath(allowed_root)
     for pid_folder in (home / FOLDER).glob("*"):
         if not pid_folder.name.isdigit() or _alive(int(pid_folder.name)):

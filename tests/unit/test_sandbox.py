@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -146,7 +147,8 @@ def test_rollout_folders_of_a_killed_process_are_swept_by_the_next_and_only_thos
     records.mkdir(parents=True)
     (records / "vf-dead").write_text(str(dead_work))
     (records / "escape").write_text(str(outside))  # a record pointing outside the runtime cache is not followed
+    private = Path(tempfile.mkdtemp(prefix=f"{sweep.PRIVATE_PREFIX}{gone.pid}-"))  # its sandbox's private folder
     sweep.record(home, "vf-live", str(live_work), str(cache))  # this process's first rollout sweeps first
-    assert not dead_work.exists() and not records.exists()
+    assert not dead_work.exists() and not records.exists() and not private.exists()
     assert live_work.exists() and outside.exists()
     assert (home / sweep.FOLDER / str(os.getpid()) / "vf-live").read_text() == str(live_work)

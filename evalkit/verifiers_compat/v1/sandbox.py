@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 from typing import Any
 
 from pydantic_config import BaseConfig
@@ -37,7 +36,7 @@ from verifiers.v1.harnesses.null.harness import NullHarness, NullHarnessConfig
 from verifiers.v1.runtimes import ProgramResult
 
 from evalkit.sandbox import bwrap
-from evalkit.sandbox.sweep import record_rollout
+from evalkit.sandbox.sweep import private_folder, record_rollout
 from evalkit.sandbox.bridge import Bridge, loopback_ports
 from evalkit.verifiers_compat.v1.harness_workers import forked_request, program_command
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
@@ -221,7 +220,7 @@ class SandboxRuntime:
 @contextlib.contextmanager
 def _private():
     """A run's private host folder (bridge sockets, verdict, incoming file), removed afterwards."""
-    folder = tempfile.mkdtemp(prefix="primekit-sandbox-")
+    folder = private_folder()
     try:
         yield folder
     finally:

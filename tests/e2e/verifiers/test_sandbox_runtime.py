@@ -196,6 +196,7 @@ def test_kill_9_of_primekit_ends_the_sandbox_and_the_next_start_sweeps_the_rollo
     done = run_commands(project, server, ["echo next"], {"type": "sandbox"}, "next")
     assert done.returncode == 0, done.stderr[-2000:]
     assert list(rollouts.iterdir()) == []  # swept by the next start
+    assert not list(Path("/tmp").glob(f"primekit-sandbox-{prime.pid}-*"))  # and the killed run's private folder
 
 
 @pytest.mark.slow
