@@ -92,12 +92,55 @@ def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
     if state is None:
         raise UserError(f"checkpoint {folder} is damaged (state.json: {why}); resume from another step with "
                         f"--resume STEP (available: {available})")
-    policy.load_trainable(folder / "trainable")
-    policy.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    rng = torch.load(folder / "rng.pt", weights_only=False)
+    def damaged(part: str, exc: BaseException) -> UserError:
+        why = _why_unreadable(exc)
+        return UserError(f"checkpoint {folder} is damaged ({part}: {why}); resume from another step with --resume STEP "
+                         f"(available: {available})")
+
+    for part, load in (("trainable", lambda: policy.load_trainable(folder / "trainable")),
+                       ("optimizer.pt", lambda: policy.optimizer.load_state_dict(_load_tensors(folder / "optimizer.pt"))),
+                       ("rng.pt", lambda: _restore_rng(_load_tensors(folder / "rng.pt")))):
+        try:
+            load()
+        except UserError:
+            raise
+        except Exception as exc:  # a truncated or crafted file: whatever torch, peft or the optimizer raise
+            raise damaged(part, exc) from exc
+    return state
+
+
+def _load_tensors(path: Path) -> Any:
+    """A checkpoint file read as data only: ``weights_only=True`` admits tensors and plain containers, never a
+    class or function a crafted pickle names (a run dir comes from anywhere: docs/reliability.md)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch's note on a foreign pickle protocol: the refusal says enough
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    """A short reason for a checkpoint file that did not load (torch's own advice would be to load it with code
+    allowed, which is exactly what must not happen)."""
+    import pickle
+
+    if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
+        return "it names code (a class or function), not only tensors and plain data; primekit does not load it"
+    text = " ".join(str(exc).split())
+    if "central directory" in text or isinstance(exc, EOFError):
+        return "truncated or not a torch file"
+    return (text[:160] + ("..." if len(text) > 160 else "")) or type(exc).__name__
+
+
+def _restore_rng(rng: Any) -> None:
+    import torch
+
+    if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor):
+        raise ValueError("not the {torch, python} random states a checkpoint holds")
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])
-    return state
 
 
 def export_weights(run_dir: Path, step: int, model: Any, tokenizer: Any) -> Path:
