@@ -82,8 +82,6 @@ def save_checkpoint(run_dir: Path, step: int, policy: Any, state: dict[str, Any]
 
 
 def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
-    import torch
-
     folder = step_dir(run_dir / CHECKPOINTS_DIR, step)
     available = ", ".join(map(str, steps_in(run_dir / CHECKPOINTS_DIR))) or "none"
     if not (folder / "state.json").is_file():
@@ -97,9 +95,10 @@ def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
         return UserError(f"checkpoint {folder} is damaged ({part}: {why}); resume from another step with --resume STEP "
                          f"(available: {available})")
 
-    for part, load in (("trainable", lambda: policy.load_trainable(folder / "trainable")),
-                       ("optimizer.pt", lambda: policy.optimizer.load_state_dict(_load_tensors(folder / "optimizer.pt"))),
-                       ("rng.pt", lambda: _restore_rng(_load_tensors(folder / "rng.pt")))):
+    steps = (("trainable", lambda: policy.load_trainable(folder / "trainable")),
+             ("optimizer.pt", lambda: policy.optimizer.load_state_dict(_load_tensors(folder / "optimizer.pt"))),
+             ("rng.pt", lambda: _restore_rng(_load_tensors(folder / "rng.pt"))))
+    for part, load in steps:
         try:
             load()
         except UserError:

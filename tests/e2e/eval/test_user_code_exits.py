@@ -72,7 +72,8 @@ def test_a_reward_that_exits_is_a_reward_error(project, how):
     assert len(rows) == 8
     said = "sys.exit(3) called" if how == "exit" else "KeyboardInterrupt raised"
     assert all(f"reward function quits raised ExitRequested: {said}" in rows[1, i]["error"] for i in (0, 1))
-    assert all("reward function quits_async raised ExitRequested: sys.exit('bye')" in rows[2, i]["error"] for i in (0, 1))
+    exits_async = "reward function quits_async raised ExitRequested: sys.exit('bye')"
+    assert all(exits_async in rows[2, i]["error"] for i in (0, 1))
     assert all(rows[e, i]["error"] is None and rows[e, i]["reward"] == 2.0 for e in (0, 3) for i in (0, 1))
     assert "complete_with_errors" in out
 

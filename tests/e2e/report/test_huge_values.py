@@ -69,8 +69,9 @@ def test_an_eval_of_huge_rewards_runs_resumes_and_is_viewed(project, big):
 def test_an_rl_run_with_metrics_of_1e308_gets_its_report(tmp_path):
     run_dir = tmp_path / "rl"
     run_dir.mkdir()
-    rows = [{"step": s, "reward_mean": 1e308 if s % 2 else -1e308, "reward_std": 1e308, "loss": -1e308 if s % 2 else 1e308,
-             "entropy": 1e308, **({"eval_reward": 1e308} if s == 2 else {})} for s in (1, 2, 3)]
+    rows = [{"step": s, "reward_mean": 1e308 if s % 2 else -1e308, "reward_std": 1e308,
+             "loss": -1e308 if s % 2 else 1e308, "entropy": 1e308, **({"eval_reward": 1e308} if s == 2 else {})}
+            for s in (1, 2, 3)]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     page = tmp_path / "rl.html"
     viewed = prime("eval", "view", str(run_dir), "--html", str(page))
