@@ -75,7 +75,8 @@ def _check_row(prompt: Any, completion: Any, tools: Any, where: str) -> None:
                         f"{type(tools).__name__}; fix the row or drop its 'tools'")
     for part, messages in (("prompt", prompt), ("completion", completion)):
         if not isinstance(messages, list):
-            raise UserError(f"{where}: '{part}' must be a list of chat messages or a string, got {type(messages).__name__}")
+            raise UserError(f"{where}: '{part}' must be a list of chat messages or a string, "
+                            f"got {type(messages).__name__}")
         for message in messages:
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise UserError(f"{where}: each message of '{part}' must be an object with a string 'role'")

@@ -57,7 +57,7 @@ def test_headers_a_server_repeats_are_redacted_everywhere(tmp_path, fault):
     assert sent and all(seen["X-Custom-Auth"] == SECRETS["X-Custom-Auth"] for seen in sent)  # sent as given
     [run_dir] = list((tmp_path / "out" / "evals").glob("*/*"))
     written = {path.name: path.read_text() for path in run_dir.rglob("*") if path.is_file()}
-    assert written and all(_leaks(text) == [] for text in written.values()), [n for n, t in written.items() if _leaks(t)]
+    assert written and {name: _leaks(text) for name, text in written.items() if _leaks(text)} == {}
     assert _leaks(done.stdout + done.stderr) == []
     rows = [json.loads(line) for line in written["results.jsonl"].splitlines()]
     shown = rows[0]["error"] if fault == "echo500" else rows[0]["completion"][-1]["content"]

@@ -53,7 +53,7 @@ def _leaks(text: str) -> list[str]:
     return [secret for secret in SECRETS if secret in text]
 
 
-def test_config_secrets_are_redacted_in_every_file_and_line(project, monkeypatch):
+def test_config_secrets_are_redacted_in_every_file_and_line(project, monkeypatch):  # noqa: F811 (the fixture)
     monkeypatch.setenv("HASH_KEY", "x")
     server = FaultServer("--reply", "headers")
     try:
@@ -68,7 +68,8 @@ def test_config_secrets_are_redacted_in_every_file_and_line(project, monkeypatch
     assert done.returncode == 0, done.stderr[-2000:]
     assert _leaks(done.stdout + done.stderr) == []
     [run_dir] = list((project / "out" / "evals").glob("*/*"))
-    written = {str(p.relative_to(run_dir)): p.read_text() for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink()}
+    written = {str(p.relative_to(run_dir)): p.read_text() for p in run_dir.rglob("*")
+               if p.is_file() and not p.is_symlink()}
     for name in ("configs/eval.toml", "configs/resolved/eval.json", "metadata.json", "results.jsonl", "traces.jsonl"):
         assert name in written, sorted(written)
     assert {name: _leaks(text) for name, text in written.items() if _leaks(text)} == {}
