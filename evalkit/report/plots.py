@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+MAX_LABELLED = 200
+"""Candidates a scores chart labels with their index; more are drawn unlabelled."""
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 Series = tuple[str, Sequence[float], Sequence[float]]  # (label, xs, ys)
 
@@ -165,13 +167,15 @@ def candidate_scores(runs: Sequence[dict[str, Any]]) -> str:
 
     ``runs``: ``{"label", "points": [(idx, calls, score, parents)], "best": idx}`` per run.
     """
+    from matplotlib.collections import LineCollection
+
     fig, ax = _figure(height=3.4)
     for i, run in enumerate(runs):
         where = {idx: (calls, score) for idx, calls, score, _ in run["points"]}
-        for idx, calls, score, parents in run["points"]:
-            for parent in parents:
-                if parent in where:
-                    ax.plot([where[parent][0], calls], [where[parent][1], score], color=color(i), alpha=0.3, linewidth=0.8)
+        edges = [[where[parent], (calls, score)] for _, calls, score, parents in run["points"] for parent in parents
+                 if parent in where]
+        if edges:  # one collection: a run of thousands of candidates draws in a moment, not one line at a time
+            ax.add_collection(LineCollection(edges, colors=color(i), alpha=0.3, linewidths=0.8))
         ordered = sorted(run["points"], key=lambda p: p[1])
         best_so_far, xs, ys = -math.inf, [], []
         for _, calls, score, _ in ordered:
@@ -180,8 +184,9 @@ def candidate_scores(runs: Sequence[dict[str, Any]]) -> str:
             ys.append(best_so_far)
         ax.step(xs, ys, where="post", color=color(i), linewidth=1.4, label=f"{run['label']} (best so far)")
         ax.scatter([p[1] for p in ordered], [p[2] for p in ordered], s=22, color=color(i), zorder=3)
-        for idx, calls, score, _ in run["points"]:
-            ax.annotate(str(idx), (calls, score), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if len(run["points"]) <= MAX_LABELLED:  # past that the labels are one black smear
+            for idx, calls, score, _ in run["points"]:
+                ax.annotate(str(idx), (calls, score), textcoords="offset points", xytext=(4, 4), fontsize=7)
         if run["best"] in where:
             ax.scatter([where[run["best"]][0]], [where[run["best"]][1]], s=140, marker="*", color=color(i),
                        edgecolor="black", zorder=4)
