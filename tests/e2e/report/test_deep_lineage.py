@@ -1,6 +1,7 @@
 """A GEPA lineage thousands of generations deep is shown by `prime eval view` and `--html` (before: RecursionError).
 
-A real GEPA run (scripted models) whose results.jsonl is then rewritten as a chain of 1,500 candidates (past Python's recursion limit of 1,000), each the
+A real GEPA run (scripted models) whose results.jsonl is then rewritten as a chain of 1,500 candidates (past
+Python's recursion limit of 1,000), each the child of the one before, in the schema the run wrote.
 child of the one before, in the schema the run wrote.
 """
 
