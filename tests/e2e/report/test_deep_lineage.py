@@ -2,7 +2,6 @@
 
 A real GEPA run (scripted models) whose results.jsonl is then rewritten as a chain of 1,500 candidates (past
 Python's recursion limit of 1,000), each the child of the one before, in the schema the run wrote.
-child of the one before, in the schema the run wrote.
 """
 
 from __future__ import annotations
