@@ -11,11 +11,13 @@ library reads the file itself afterwards, under the run dir's lock.
 
 from __future__ import annotations
 
+import io
 import pickle
 from pathlib import Path
 from typing import Any, TypeVar
 
 from evalkit.core.errors import UserError
+from evalkit.core.fileio import FileRefused, read_regular
 
 STATE_FILE = "gepa_state.bin"
 
@@ -48,10 +50,12 @@ class _Restricted(pickle.Unpickler):
 
 def check_state_file(path: Path) -> bool:
     """Whether ``path`` unpickles as data (False: truncated or not a pickle). A pickle that names code (a function
-    or class outside the allowlist) is a :class:`UserError`: it is never handed to gepa."""
+    or class outside the allowlist), or a path that is not a regular file (a FIFO would block gepa's ``open``), is
+    a :class:`UserError`: it is never handed to gepa."""
     try:
-        with open(path, "rb") as handle:
-            data = _Restricted(handle).load()
+        data = _Restricted(io.BytesIO(read_regular(path))).load()
+    except FileRefused as refused:
+        raise UserError(f"--resume: {path}: {refused.why}; start a new run") from None
     except RefusedGlobal as exc:
         raise UserError(f"--resume: {path} names code ({exc}), which primekit never loads from a run dir; "
                         "start a new run (docs/reliability.md)") from None

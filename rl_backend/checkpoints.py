@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.core.fileio import read_regular
 from evalkit.core.readback import RL_CHECKPOINT_STATE, parse_line
 from evalkit.core.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_dir, step_name, step_numbers
 from evalkit.core.untrusted import json_bytes
@@ -111,13 +112,15 @@ def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
 def _load_tensors(path: Path) -> Any:
     """A checkpoint file read as data only: ``weights_only=True`` admits tensors and plain containers, never a
     class or function a crafted pickle names (a run dir comes from anywhere: docs/reliability.md)."""
+    import io
     import warnings
 
     import torch
 
+    data = io.BytesIO(read_regular(path))  # a FIFO in its place would block torch's open
     with warnings.catch_warnings():  # torch's note on a foreign pickle protocol: the refusal says enough
         warnings.simplefilter("ignore", UserWarning)
-        return torch.load(path, weights_only=True, map_location="cpu")
+        return torch.load(data, weights_only=True, map_location="cpu")
 
 
 def _why_unreadable(exc: BaseException) -> str:

@@ -83,3 +83,13 @@ def test_a_state_gepa_saved_passes_the_check_and_resumes(gepa_run, tmp_path):
     subprocess.run(["cp", "-r", str(gepa_run), str(run_dir)], check=True)
     result = CliRunner().invoke(app, ["gepa", "run", "--resume", str(run_dir), "-B", "40"])
     assert result.exit_code == 0, result.output
+
+
+def test_a_fifo_in_place_of_the_state_is_refused_without_blocking(gepa_run, tmp_path):
+    run_dir = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(gepa_run), str(run_dir)], check=True)
+    state = run_dir / "state" / "gepa_state.bin"
+    state.unlink()
+    os.mkfifo(state)
+    result = _resume(run_dir)
+    assert result.returncode == 2 and "gepa_state.bin: it is a FIFO, not a regular file" in result.stderr

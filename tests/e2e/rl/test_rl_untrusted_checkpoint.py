@@ -88,3 +88,11 @@ def test_a_truncated_file_is_one_line(run_dir, name):
     message = str(caught.value)
     assert f"is damaged ({name}: truncated or not a torch file)" in message and "--resume STEP" in message
     assert "\n" not in message and "weights_only" not in message
+
+
+def test_a_fifo_in_place_of_a_file_is_refused_without_blocking(run_dir):
+    path = run_dir / "checkpoints" / "step_1" / "rng.pt"
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(UserError, match="rng.pt: it is a FIFO, not a regular file"):
+        load_checkpoint(run_dir, 1, _Policy())
