@@ -6,6 +6,8 @@
   writes that id (and the payload's answer and info); so does primekit, and the id keys the row everywhere
   (`--resume`, paired statistics against verifiers' own run dir, `prime data from-eval`'s provenance), while a
   run dir written before, keyed by index, still resumes by index.
+- `vf_v1_newer`: a v1 taskset importing a module only verifiers 0.4 has: under 0.3.1 the error names that module
+  and the installed version (verifiers is installed; "not installed" sent people to reinstall it); under 0.4 it runs.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ def config(project: Path, name: str, url: str, out: str, extra: str, url_key: st
     path.write_text(TOML.format(url_key=url_key, url=url, key=KEY_VAR, out=project / out, extra=extra)
                     + '\n[[eval]]\nenv_id = "vf_task_id"\n')
     return path
+
+
+def last_error(done) -> str:
+    return done.stderr.strip().splitlines()[-1]
 
 
 def prime(project: Path, *args: str):
@@ -108,3 +114,28 @@ def test_a_run_dir_keyed_by_index_resumes_by_index(verifiers_project, server):
         ["What is 3+7?", "What is 4+9?", "What is 5+11?"]  # index i is still the i-th task
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["num_rollouts"] == 6
+
+
+def test_a_verifiers_module_the_installed_version_lacks_is_named_with_that_version(verifiers_project, server):
+    project = verifiers_project
+    done = prime(project, "eval", "run", "vf-v1-newer", "-m", "hash-model", "-b", server.base_url, "-k", KEY_VAR,
+                 "-n", "2", "-r", "1", "-o", "out")
+    if LEGACY:
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert last_error(done) == (
+            "error: environment 'vf-v1-newer' imports verifiers.v1.configs.select, which the installed verifiers "
+            "0.3.1 does not have (No module named 'verifiers.v1.configs.select'); it was written for another "
+            "verifiers version: run it with the one it needs (primekit runs 0.3.1 and 0.4.x)")
+        assert "Traceback" not in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+        (results,) = (project / "out").glob("evals/*/*/results.jsonl")
+        assert len(results.read_text().splitlines()) == 2
+    folder = project / "environments" / "vf_v1_lacks_name"
+    folder.mkdir()
+    (folder / "vf_v1_lacks_name.py").write_text("from verifiers.v1 import NoSuchTaskset\n")
+    done = prime(project, "eval", "run", "vf-v1-lacks-name", "-n", "1", "-o", "out")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    line = last_error(done)
+    assert "cannot import name 'NoSuchTaskset' from 'verifiers.v1'" in line
+    assert line.endswith(f"(verifiers {verifiers.__version__} is installed)") and "not installed" not in line
