@@ -36,9 +36,6 @@ class _Strict(BaseModel):
 
 
 ENV_NAME = re.compile(r"[A-Za-z0-9._+-]+")
-SHARED_GPU_MAX_UTILIZATION = 0.8
-"""Most of a GPU's memory vLLM may take when the trainer runs on the same GPU (the rest holds the
-trainer's weights, gradients, optimizer state and activations)."""
 
 
 class EnvConfig(EnvTable):
@@ -172,7 +169,7 @@ class OptimizerFields(_Strict):
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
     @field_validator("device")
     @classmethod
     def _known_device(cls, value: str) -> str:
@@ -247,7 +244,7 @@ class TrainerConfig(OptimizerFields):
 
 class InferenceConfig(_Strict):
     backend: Literal["auto", "torch", "vllm"] = "auto"
-    """Where rollouts are generated: ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
+    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
     vllm_command: list[str] | None = None
     """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g. ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
     base_url: str | None = None
@@ -557,43 +554,12 @@ def _check_inference(config: RLConfig) -> None:
             "remove 'trainer.lora = false' or use backend = 'torch'"
         )
     if vllm and inference.base_url is None:
-        gpu_layout(config, trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
+        from rl_backend.gpus import plan_gpus
+
+        plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization,
+                  trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
     elif inference.gpus is not None and inference.backend == "torch":
         raise ValueError("inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)")
-
-
-class GpuLayout(BaseModel):
-    """Where a started vLLM server and the trainer run (indices as this process sees its GPUs; trainer None: the CPU)."""
-
-    inference: list[int]
-    trainer: int | None
-    memory_utilization: float
-
-    @property
-    def shared(self) -> bool:
-        return self.trainer in self.inference
-
-
-def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
-    """The GPUs of a started server and of the trainer; ValueError when they share one without room left.
-
-    ``trainer_on_gpu=False`` when this process has no CUDA (a CPU torch here, vLLM with its own CUDA
-    torch elsewhere): then the server has its GPUs to itself.
-    """
-    inference = config.inference
-    gpus = list(inference.gpus) if inference.gpus else [0]
-    trainer = (config.trainer.gpus[0] if config.trainer.gpus else 0) if trainer_on_gpu else None
-    if len(set(gpus)) != len(gpus) or any(gpu < 0 for gpu in [*gpus, trainer or 0]):
-        raise ValueError(f"GPU indices must be distinct and >= 0, got inference.gpus={gpus} trainer.gpus={config.trainer.gpus}")
-    shared = trainer in gpus
-    utilization = inference.gpu_memory_utilization or (0.5 if shared else 0.9)
-    if shared and utilization > SHARED_GPU_MAX_UTILIZATION:
-        raise ValueError(
-            f"vLLM and the trainer share GPU {trainer}, so inference.gpu_memory_utilization ({utilization:g}) must be at most "
-            f"{SHARED_GPU_MAX_UTILIZATION:g} to leave the trainer room; lower it, or put them on different GPUs "
-            "(inference.gpus / trainer.gpus)"
-        )
-    return GpuLayout(inference=gpus, trainer=trainer, memory_utilization=utilization)
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -13,8 +13,15 @@ from pathlib import Path
 
 from evalkit.core.errors import ConfigError
 from evalkit.model.devices import cuda_available, resolve_device
-from rl_backend.config import RLConfig, gpu_layout
+from rl_backend.config import RLConfig
+from rl_backend.gpus import GpuLayout, plan_gpus
 from rl_backend.mixture import mixture_line
+
+
+def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
+    """Where this run's started vLLM server and its trainer run (:func:`rl_backend.gpus.plan_gpus`)."""
+    inference = config.inference
+    return plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization, trainer_on_gpu)
 
 
 def resolve_backend(config: RLConfig) -> str:
