@@ -13,17 +13,18 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_serializer, model_validator
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
-from evalkit.core.tomlio import dumps, load_toml, validate
+from evalkit.core.tomlio import check_dotted_key, dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
+from rl_backend.algo_config import AlgoConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,6 +45,8 @@ class EnvConfig(EnvTable):
     name: str | None = None
     """Label of this environment in metrics (``reward_mean/<name>``), rollout rows and eval folders
     (default: the id's last part, ``reverse-text``); needed when two tables share an id."""
+    algo: AlgoConfig | None = None
+    """This environment's own training algorithm (prime-rl's per-source ``algo``); default: the run's ``[algo]``."""
 
     @property
     def label(self) -> str:
@@ -107,7 +110,8 @@ class LossConfig(_Strict):
     type: str = "mask"
     """Loss rule from ``rl_backend.losses.LOSSES`` (docs/rl-losses.md): ``mask`` (importance-weighted, tokens whose
     ratio is out of range dropped; the default), ``clip`` (PPO clipping plus the same masking), ``grpo``, ``dr_grpo``,
-    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it)."""
+    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it), or ``dppo`` (prime-rl's
+    default: DPPO plus a KL term to the sampler)."""
     mask_low: float = Field(0.125, gt=0)
     """``mask`` and ``clip``: tokens with ratio trainer/sampler below this are masked out of the loss."""
     mask_high: float = Field(8.0, gt=0)
@@ -118,15 +122,42 @@ class LossConfig(_Strict):
     clip_eps_high: float | None = Field(None, gt=0)
     """The upper clip 1 + clip_eps_high (DAPO's decoupled "clip-higher"; ``cispo``: the cap of its detached
     importance weight). Unset: the loss's own default (``clip_eps``; ``dapo`` 0.28, ``gspo`` 4e-4, ``cispo`` 4.0)."""
+    dppo_mask_low: float = Field(0.2, ge=0)
+    """``dppo``: with a negative advantage, a token whose probability fell more than this below the sampler's leaves
+    the policy-gradient term (prime-rl's default)."""
+    dppo_mask_high: float = Field(0.2, ge=0)
+    """``dppo``: with a positive advantage, a token whose probability rose more than this above the sampler's
+    leaves it."""
+    adv_tau: float = Field(1.0, ge=0)
+    """``dppo``: weight of the policy-gradient term (0 leaves only the KL term)."""
+    kl_tau: float = Field(1e-3, ge=0)
+    """``dppo``: weight of the squared log ratio trainer/sampler on every token (0: off)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus: ``entropy_coef`` times the mean per-token entropy of the policy is subtracted from the
     loss (0: off). A counter to entropy collapse, at the price of slower sharpening."""
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: Any) -> dict[str, Any]:
+        """``dppo``'s knobs only with ``dppo`` (the resolved config reloads)."""
+        data = handler(self)
+        return data if self.type == "dppo" else {k: v for k, v in data.items() if k not in DPPO_KNOBS}
+
+    def knobs(self) -> dict[str, float]:
+        """The loss's own settings beyond the shared ones (``dppo``'s four)."""
+        return {key: getattr(self, key) for key in DPPO_KNOBS} if self.type == "dppo" else {}
+
     @model_validator(mode="after")
     def _order(self) -> "LossConfig":
+        stray = sorted(set(DPPO_KNOBS) & self.model_fields_set) if self.type != "dppo" else []
+        if stray:
+            raise ValueError(f"trainer.loss.{stray[0]} is a knob of loss type 'dppo' (prime-rl's default), not "
+                             f"'{self.type}'; remove it or set trainer.loss.type = 'dppo'")
         if self.mask_low >= 1 or self.mask_high <= 1:
             raise ValueError(f"need mask_low < 1 < mask_high, got mask_low={self.mask_low} mask_high={self.mask_high}")
         return self
+
+
+DPPO_KNOBS = ("dppo_mask_low", "dppo_mask_high", "adv_tau", "kl_tau")
 
 
 class AdvantageConfig(_Strict):
@@ -285,12 +316,16 @@ class HealthConfig(_Strict):
         from evalkit.report.rl_health import ALARM_NAMES
 
         names = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-        if isinstance(names, list) and "all" in names:
-            return list(ALARM_NAMES)
-        unknown = [name for name in names or [] if name not in ALARM_NAMES]
-        if unknown:
-            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; choose from {', '.join(ALARM_NAMES)} or all")
-        return names
+        if not isinstance(names, list):
+            return names  # pydantic says what the type should be
+        known = f"choose from {', '.join(ALARM_NAMES)} or all"
+        unknown = [name for name in names if name not in (*ALARM_NAMES, "all")]
+        if unknown:  # checked before `all` is expanded, so `all,typo` is refused too
+            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; {known}")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"alarm {', '.join(map(repr, twice))} named more than once; name each once ({known})")
+        return list(ALARM_NAMES) if "all" in names else names
 
 
 class CkptConfig(_Strict):
@@ -394,8 +429,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """Optimizer steps to train."""
     batch_size: int = Field(128, gt=0)
     """Rollouts per step; a multiple of rollouts_per_example."""
-    rollouts_per_example: int = Field(8, gt=1)
-    """Group size: rollouts of one example whose rewards are compared."""
+    rollouts_per_example: int = Field(8, ge=1)
+    """Group size: rollouts of one example whose rewards are compared (prime-rl's ``group_size``); 1 only for an
+    algorithm that needs no siblings (``rae``)."""
     seed: int = 0
     """Seed for data order, sampling and LoRA initialisation."""
     system_prompt: str | None = None
@@ -408,6 +444,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """How the environments' rows are mixed (hosted training's ``[buffer]``; only ``env_ratios`` here)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """Optimizer, loss, LoRA."""
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    """The training algorithm (``grpo``, ``max_rl``, ``rae``, ...; docs/rl-algorithms.md); an ``[[env]]`` may set
+    its own."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     """Rollout generation backend."""
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
@@ -481,12 +520,22 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
             raise ValueError(
                 f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
             )
+        _check_algos(self)
         return self
+
+    def algo_of(self, env: EnvConfig) -> AlgoConfig:
+        """The algorithm an environment trains with: its own ``algo``, else the run's."""
+        return env.algo or self.algo
 
     @property
     def notes(self) -> list[str]:
         """Keys of another trainer's shape that were accepted but change nothing here, each with why."""
         return list(self._notes)
+
+    @property
+    def baseline_rollouts(self) -> int:
+        """Rollouts per example of the baseline checks (at least 2: they compare a group's rewards)."""
+        return self.baseline.rollouts_per_example or max(2, self.rollouts_per_example)
 
     @property
     def examples_per_step(self) -> int:
@@ -516,6 +565,28 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
         source = ("inference.max_model_len" if config.inference.max_model_len is not None
                   else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
         config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
+
+
+def _check_algos(config: "RLConfig") -> None:
+    """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
+    if config.rollouts_per_example == 1:
+        from rl_backend.algorithms import ALGORITHMS
+
+        relative = sorted({a.type for a in [config.algo, *(e.algo for e in config.env)] if a is not None
+                           and ALGORITHMS[a.type].group_relative})
+        if relative:
+            raise ValueError(f"rollouts_per_example (group_size) = 1 leaves algo.type '{relative[0]}' no siblings to "
+                             "compare: every advantage would be 0; use 2 or more, or algo.type = 'rae'")
+    advantage = config.trainer.advantage
+    if advantage.model_fields_set:
+        own = sorted({a.type for a in [config.algo, *(e.algo for e in config.env if e.algo)]}
+                     - {"grpo", "echo", "hierarchical_grpo"})
+        if own:
+            raise ValueError(f"trainer.advantage is GRPO's baseline rule; algo.type '{own[0]}' assigns its own credit: "
+                             "remove [trainer.advantage] or use algo.type = 'grpo'")
+    for spec in config.eval.env or []:
+        if spec.algo is not None:
+            raise ValueError(f"eval.env '{spec.label}' sets algo, but evaluation does not train; remove it")
 
 
 def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env") -> None:
@@ -582,7 +653,7 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
             else:
                 value = "true"
         index += 1
-        parts = [part.replace("-", "_") for part in key.split(".")]
+        parts = check_dotted_key(key)
         if any(not part for part in parts):
             raise ConfigError(f"bad override key '--{key}'")
         node = out
@@ -598,7 +669,7 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 def _parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # arrays nested thousands deep: a plain string
         return raw
 
 

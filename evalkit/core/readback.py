@@ -11,6 +11,10 @@ tool or an older version. Every reader goes through here and gets only what has 
 - A JSON object file (``metadata.json``, ``budget.json``, ...) that is missing reads as ``{}``; one
   that does not parse reads as ``{}`` with a warning; a field that fails its schema is left out,
   with a warning naming it.
+- Only regular files are read (a symlink is followed): a FIFO, a device (``results.jsonl`` linked to
+  ``/dev/zero``) or a folder is not opened, and reads as missing with a warning. A JSON object file is
+  read up to :data:`evalkit.core.fileio.MAX_RUN_OBJECT_BYTES`; a JSONL file up to the size it has when
+  opened (:func:`evalkit.core.fileio.read_regular`).
 - Text that escapes lone surrogates (``"\\ud83d"``) is repaired, and secrets are redacted, as writers do
   (:mod:`evalkit.core.untrusted`), so nothing read back breaks a terminal or an HTML page or shows a key
   (a file written by another tool or an older primekit may hold either).
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, FileRefused, read_regular
 from evalkit.core.redact import contains_secret, redact
 from evalkit.core.untrusted import clean, is_finite_number, mark_repairs, may_hold_surrogates
 
@@ -213,8 +218,11 @@ def read_jsonl(path: Path, schema: Schema | None = None) -> list[dict[str, Any]]
 def read_jsonl_lines(path: Path, schema: Schema | None = None) -> tuple[list[dict[str, Any]], list[int]]:
     """:func:`read_jsonl` plus the numbers (1-based) of the lines it skipped as damaged."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
+        return [], []
+    except FileRefused as exc:
+        warn(f"{path}: {exc.why}; nothing in it is shown")
         return [], []
     except OSError as exc:
         warn(f"{path}: cannot read it ({exc.strerror or exc}); nothing in it is shown")
@@ -260,8 +268,11 @@ def read_object(path: Path, schema: Schema | None = None) -> dict[str, Any]:
     """A JSON object file: ``{}`` when missing or damaged (with a warning), fields failing ``schema``
     left out (with one warning naming them)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_RUN_OBJECT_BYTES)
     except FileNotFoundError:
+        return {}
+    except FileRefused as exc:
+        warn(f"{path}: {exc.why}; ignored")
         return {}
     except OSError as exc:
         warn(f"{path}: cannot read it ({exc.strerror or exc}); ignored")

@@ -87,21 +87,29 @@ def _value(text: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"dotted override value {text!r} is not valid JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise UserError(f"dotted override value {text[:20]!r}... nests thousands deep; "
+                            "no config needs that") from None
     return text
 
 
 def load_file(path: str) -> dict[str, Any]:
     """A config file's data (TOML, or JSON such as verifiers' own ``configs/resolved/eval.json``)."""
-    from evalkit.core.tomlio import load_toml
+    from evalkit.core.fileio import read_user_bytes
+    from evalkit.core.tomlio import MAX_DEPTH, depth_over, load_toml
 
     if path.endswith(".json"):
         file = Path(path)
         if not file.is_file():
             raise UserError(f"config file not found: {file}")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(read_user_bytes(file, "config file").decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"{file} is not valid JSON: {exc}") from exc
+        except RecursionError:
+            data = None
+        if data is None or depth_over(data, MAX_DEPTH):
+            raise UserError(f"{file}: objects or arrays nest more than {MAX_DEPTH} deep; no config needs that")
         if not isinstance(data, dict):
             raise UserError(f"{file} must hold a JSON object (a run config)")
         return data
@@ -126,8 +134,10 @@ def raw_config(files: list[str], overrides: list[tuple[str, Any]], taskset: str 
     data: dict[str, Any] = {}
     for path in files:
         data = deep_merge(data, load_file(path))
+    from evalkit.core.tomlio import check_dotted_key
+
     for key, value in overrides:
-        parts = [part.replace("-", "_") for part in key.split(".")]
+        parts = check_dotted_key(key)
         if not all(parts):
             raise UserError(f"--{key} is not a dotted config key (e.g. --sampling.temperature 0.5)")
         nested: Any = value
