@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
+from evalkit.core.dotted import deep_merge, key_parts, read_flag
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
-from evalkit.core.tomlio import check_dotted_key, dumps, load_toml, validate
+from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
@@ -645,16 +646,9 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
         flag = args[index]
         if not flag.startswith("--") or len(flag) <= 2:
             raise ConfigError(f"unexpected argument '{flag}'; overrides look like --trainer.lr 5e-6")
-        key, eq, value = flag[2:].partition("=")
-        if not eq:
-            if index + 1 < len(args) and not args[index + 1].startswith("--"):
-                value = args[index + 1]
-                index += 1
-            else:
-                value = "true"
-        index += 1
-        parts = check_dotted_key(key)
-        if any(not part for part in parts):
+        key, value, index = read_flag(args, index, lambda token: not token.startswith("--"))
+        parts = key_parts(key)
+        if parts is None:
             raise ConfigError(f"bad override key '--{key}'")
         node = out
         for part in parts[:-1]:
@@ -671,16 +665,6 @@ def _parse_value(raw: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except (tomllib.TOMLDecodeError, RecursionError):  # arrays nested thousands deep: a plain string
         return raw
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def is_sft_table(data: dict[str, Any]) -> bool:

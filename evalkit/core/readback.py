@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.core import dotted
 from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, FileRefused, read_regular
 from evalkit.core.redact import contains_secret, redact
 from evalkit.core.untrusted import clean, is_finite_number, mark_repairs, may_hold_surrogates
@@ -61,6 +62,12 @@ Schema = Mapping[str, Field]
 # ----- checks ------------------------------------------------------------------------------------
 def whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def example_id(value: Any) -> bool:
+    """An example id: a whole number (an index), or the task's own id as non-empty text (what verifiers writes
+    for a task payload that carries one)."""
+    return whole(value) or (isinstance(value, str) and value != "")
 
 
 def _or_none(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -122,14 +129,16 @@ MESSAGES = Field(_messages, "a list of messages or text")
 FLAG = Field(lambda v: isinstance(v, bool), "true or false")
 
 EVAL_ROW: Schema = {
-    "example_id": Field(whole, "a whole number", required=True),
-    "rollout_idx": Field(whole, "a whole number", required=True),
+    "example_id": Field(example_id, "a whole number or a task id", required=True),
+    "rollout_idx": WHOLE,
     "reward": NUMBER_OR_NULL, "metrics": NUMBERS, "prompt": MESSAGES, "completion": MESSAGES,
     "error": TEXT_OR_NULL, "error_kind": TEXT_OR_NULL, "info": OBJECT_OR_NULL, "token_usage": NUMBERS,
-    "timing": NUMBERS, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
+    "timing": OBJECT, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
 }
-"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``)."""
-RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
+"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``). verifiers'
+own rows have no ``rollout_idx``: :func:`evalkit.eval.results.read_rows` numbers them."""
+RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "rollout_idx": Field(whole, "a whole number", required=True),
+                          "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
 
 EVAL_METADATA: Schema = {
     "env_id": TEXT, "model": TEXT, "status": TEXT, "date": TEXT, "rollouts_per_example": WHOLE,
@@ -176,11 +185,10 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     """Why ``data`` fails ``schema`` (the first failing field), or ``None``."""
     for name, parts, field in _compiled(schema):
         if len(parts) == 1:
-            value = data.get(name, _MISSING)
+            value = data.get(name, dotted.MISSING)
         else:
-            found, value = _lookup(data, name)
-            value = value if found else _MISSING
-        if value is _MISSING:
+            value = dotted.get(data, name)
+        if value is dotted.MISSING:
             if field.required:
                 return f"no {name}"
             continue
@@ -189,7 +197,6 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     return None
 
 
-_MISSING = object()
 _COMPILED: dict[int, tuple[Schema, list[tuple[str, list[str], Field]]]] = {}
 
 
@@ -280,8 +287,8 @@ def checked_object(row: dict[str, Any], schema: Schema | None, path: Path) -> di
     """``row`` (read from ``path``) with the fields failing ``schema`` left out, with one warning naming them."""
     dropped = []
     for name, field in (schema or {}).items():
-        found, value = _lookup(row, name)
-        if found and "." not in name and not field.ok(value):
+        value = dotted.get(row, name)
+        if value is not dotted.MISSING and "." not in name and not field.ok(value):
             dropped.append(f"{name} is {_show(value)}, not {field.what}")
             del row[name]
     if dropped:
@@ -298,15 +305,6 @@ def warn(message: str) -> None:
         return
     _warned.add(message)
     logger.warning("warning: %s", redact(message))
-
-
-def _lookup(data: Mapping[str, Any], name: str) -> tuple[bool, Any]:
-    value: Any = data
-    for part in name.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
 
 
 def _show(value: Any) -> str:

@@ -86,16 +86,6 @@ def depth_over(value: Any, limit: int) -> bool:
     return False
 
 
-def check_dotted_key(key: str) -> list[str]:
-    """The parts of a dotted override key (``--trainer.lr``: ``["trainer", "lr"]``, ``-`` read as ``_``);
-    ``ConfigError`` for an empty part or more than :data:`MAX_DEPTH` of them (one line, not a traceback)."""
-    parts = key.split(".", MAX_DEPTH)
-    if len(parts) > MAX_DEPTH:
-        shown = key if len(key) <= 40 else key[:37] + "..."
-        raise ConfigError(f"--{shown}: a dotted key of more than {MAX_DEPTH} parts names no config field")
-    return [part.replace("-", "_") for part in parts]
-
-
 def validate(model: type[M], data: dict[str, Any], source: str | Path) -> M:
     """``model.model_validate(data)`` with the first problem turned into one clear line."""
     try:

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from evalkit.core.errors import ERROR_KINDS, UNKNOWN, error_kind
 from evalkit.core.stats import mean as mean_of, number, pstdev
+from evalkit.core.types import id_order, row_order
 
 
 def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float = 1.0) -> dict[str, Any]:
@@ -68,7 +69,7 @@ def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_
     groups: dict[Any, list[float]] = {}
     for row, reward in zip(rows, rewards):
         groups.setdefault(row["example_id"], []).append(reward)
-    ordered = [groups[key] for key in sorted(groups)]
+    ordered = [groups[key] for key in sorted(groups, key=id_order)]
     pass_at_k, pass_all_k = {}, {}
     for k in range(1, rollouts_per_example + 1):
         pairs = [(len(g), sum(1 for x in g if x >= pass_threshold)) for g in ordered if len(g) >= k]
@@ -160,7 +161,7 @@ def error_cell(summary: dict[str, Any]) -> str:
 
 def first_error(rows: list[dict[str, Any]]) -> str | None:
     """The error of the first errored row in (example, rollout) order, kind first."""
-    for row in sorted(rows, key=lambda r: (r["example_id"], r["rollout_idx"])):
+    for row in sorted(rows, key=row_order):
         if row.get("error"):
             return f"[{error_kind(row)}] {row['error']}"
     return None

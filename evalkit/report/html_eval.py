@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.core.stats import number
 from evalkit.core.errors import is_scored
+from evalkit.core.types import id_order
 from evalkit.report.paired_view import paired_context
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
@@ -84,7 +85,7 @@ def _summary_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 
 def _example_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
     per_run = [{stat.example_id: stat for stat in examples(run)} for run in runs]
-    ids = sorted({eid for stats in per_run for eid in stats})
+    ids = sorted({eid for stats in per_run for eid in stats}, key=id_order)
     rows = []
     for eid in ids:
         present = [stats.get(eid) for stats in per_run]

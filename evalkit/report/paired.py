@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.core.errors import is_scored
+from evalkit.core.types import ExampleId, id_order
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
@@ -54,7 +55,7 @@ class Interval:
 
 @dataclass
 class Flip:
-    example_id: int
+    example_id: ExampleId
     question: str
     mean_a: float
     mean_b: float
@@ -148,10 +149,10 @@ class _Example:
     passes: int
 
 
-def _examples(rows: Sequence[dict[str, Any]], threshold: float) -> dict[int, _Example]:
-    out: dict[int, _Example] = {}
+def _examples(rows: Sequence[dict[str, Any]], threshold: float) -> dict[ExampleId, _Example]:
+    out: dict[ExampleId, _Example] = {}
     for row in rows:
-        example = out.setdefault(int(row["example_id"]), _Example(_question(row), [], 0))
+        example = out.setdefault(row["example_id"], _Example(_question(row), [], 0))
         if is_scored(row):
             reward = float(row.get("reward") or 0.0)
             example.rewards.append(reward)
@@ -174,7 +175,7 @@ def _question(row: dict[str, Any]) -> str:
 def compare(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], threshold: float = 1.0) -> Paired:
     """Run B's rows against run A's (``results.jsonl`` rows); see the module docstring."""
     a, b = _examples(rows_a, threshold), _examples(rows_b, threshold)
-    common = sorted(set(a) & set(b))
+    common = sorted(set(a) & set(b), key=id_order)
     differ = [eid for eid in common if a[eid].question != b[eid].question]
     if differ:
         return Paired(False, f"example {differ[0]} asks a different question in each run ({len(differ)} of "

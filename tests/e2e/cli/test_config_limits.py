@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import raw_config
+from primekit_cli.dialect.args import raw_config
 from primekit_cli.app import app
 
 COMMANDS = {"eval": ["eval", "run"], "gepa": ["gepa", "run"], "rl": ["rl", "run"], "eval @": ["eval", "run", "@"]}

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.core.errors import ConfigError
-from rl_backend.config import deep_merge, load_rl_config
+from evalkit.core.dotted import deep_merge
+from rl_backend.config import load_rl_config
 from test_rl_config_shapes import HOSTED, PRIME_RL_EXAMPLE, _dry_run, _embedded, _file
 
 LONG = deep_merge(HOSTED, {"sampling": {"max_tokens": 4096}})

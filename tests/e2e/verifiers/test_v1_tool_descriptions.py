@@ -23,7 +23,7 @@ from support.solver_server import SolverServer
 pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
 from evalkit.loading.resolve import load_environment  # noqa: E402
-from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
+from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
 
 pytestmark = pytest.mark.verifiers
 SEED = "Add two integers."
