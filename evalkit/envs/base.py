@@ -54,6 +54,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalkit.core.aio import USER_EXITS, ExitRequested
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
 from evalkit.core.defaults import RolloutLimits
@@ -362,7 +363,9 @@ async def _recorded(step: Any, state: RolloutState, what: str = "environment") -
         await step
     except ModelCallError as exc:
         state.record_error(MODEL, f"model call failed: {exc}")
-    except Exception as exc:  # environment code is user code
+    except (Exception, *USER_EXITS) as exc:  # environment code is user code (sys.exit() in it included)
+        if isinstance(exc, USER_EXITS):
+            exc = ExitRequested.of(exc)
         state.record_error(ENVIRONMENT, f"{what} raised {type(exc).__name__}: {exc}")
 
 

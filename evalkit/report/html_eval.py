@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.core.stats import number
 from evalkit.core.errors import is_scored
 from evalkit.core.types import id_order
 from evalkit.report.paired_view import paired_context
@@ -132,8 +133,8 @@ def _stop_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 
 
 def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    return "n/a" if value is None else number(value)
 
 
 def _pm(mean: float | None, std: float | None) -> str:
-    return "n/a" if mean is None else f"{mean:.4f} ± {std or 0.0:.4f}"
+    return "n/a" if mean is None else f"{number(mean)} ± {number(std or 0.0)}"

@@ -85,7 +85,7 @@ def test_compare_counts_flips_and_direction():
     assert {(f.example_id, f.solved_by) for f in result.flips} == {(0, "B"), (1, "A")}
     assert set(result.pass_at_k) == {1, 2}
     assert result.sign_p == 1.0
-    assert "no clear difference" in summary_line(result)
+    assert "too few paired examples for a verdict" in summary_line(result)  # 4 < MIN_PAIRED_EXAMPLES
 
 
 def test_identical_runs_have_a_zero_width_interval():
