@@ -44,6 +44,7 @@ from gepa_cli.data import build_examples
 from evalkit.core.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
+from gepa_cli.saved_state import STATE_FILE, check_state_file
 from gepa_cli.secret_mask import SecretMask
 
 
@@ -570,7 +571,11 @@ def _load_state(state_dir: Path) -> Any:
 
 
 def _try_load_state(state_dir: Path) -> Any:
-    if not (state_dir / "gepa_state.bin").exists():
+    """gepa's saved state, or None when there is none or it is damaged; one that names code is refused
+    (:mod:`gepa_cli.saved_state`) before gepa unpickles it."""
+    if not (state_dir / STATE_FILE).exists():
+        return None
+    if not check_state_file(state_dir / STATE_FILE):
         return None
     try:
         return _load_state(state_dir)

@@ -64,6 +64,12 @@ def whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def example_id(value: Any) -> bool:
+    """An example id: a whole number (an index), or the task's own id as non-empty text (what verifiers writes
+    for a task payload that carries one)."""
+    return whole(value) or (isinstance(value, str) and value != "")
+
+
 def _or_none(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or check(value)
 
@@ -123,14 +129,16 @@ MESSAGES = Field(_messages, "a list of messages or text")
 FLAG = Field(lambda v: isinstance(v, bool), "true or false")
 
 EVAL_ROW: Schema = {
-    "example_id": Field(whole, "a whole number", required=True),
-    "rollout_idx": Field(whole, "a whole number", required=True),
+    "example_id": Field(example_id, "a whole number or a task id", required=True),
+    "rollout_idx": WHOLE,
     "reward": NUMBER_OR_NULL, "metrics": NUMBERS, "prompt": MESSAGES, "completion": MESSAGES,
     "error": TEXT_OR_NULL, "error_kind": TEXT_OR_NULL, "info": OBJECT_OR_NULL, "token_usage": NUMBERS,
-    "timing": NUMBERS, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
+    "timing": OBJECT, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
 }
-"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``)."""
-RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
+"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``). verifiers'
+own rows have no ``rollout_idx``: :func:`evalkit.eval.results.read_rows` numbers them."""
+RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "rollout_idx": Field(whole, "a whole number", required=True),
+                          "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
 
 EVAL_METADATA: Schema = {
     "env_id": TEXT, "model": TEXT, "status": TEXT, "date": TEXT, "rollouts_per_example": WHOLE,

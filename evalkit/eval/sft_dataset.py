@@ -27,8 +27,10 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import refuse_existing, writable_target, write_bytes_atomic
-from evalkit.core.readback import EVAL_METADATA, EVAL_ROW, read_jsonl, read_object
+from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS
+from evalkit.core.types import ExampleId, row_order
+from evalkit.eval.results import read_rows
 from evalkit.core.untrusted import row_line
 
 
@@ -57,7 +59,7 @@ def _check_run_dir(run_dir: Path) -> None:
 
 def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     _check_run_dir(run_dir)
-    return read_object(run_dir / METADATA, EVAL_METADATA), read_jsonl(run_dir / RESULTS, EVAL_ROW)
+    return read_object(run_dir / METADATA, EVAL_METADATA), read_rows(run_dir)
 
 
 def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, counts: FromEval,
@@ -77,14 +79,14 @@ def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, c
             else:
                 good.append(row)
         if best_of_group:
-            best: dict[int, dict[str, Any]] = {}
+            best: dict[ExampleId, dict[str, Any]] = {}
             for row in good:
                 held = best.get(row["example_id"])
                 if held is None or (row["reward"], -row["rollout_idx"]) > (held["reward"], -held["rollout_idx"]):
                     best[row["example_id"]] = row
             counts.not_best += len(good) - len(best)
             good = list(best.values())
-        for row in sorted(good, key=lambda r: (r["example_id"], r["rollout_idx"])):
+        for row in sorted(good, key=row_order):
             yield _dataset_row(run_dir, meta, row)
 
 

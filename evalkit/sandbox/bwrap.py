@@ -54,7 +54,7 @@ class Limits:
     """CPU time of each process (``RLIMIT_CPU``), seconds."""
 
     @classmethod
-    def from_knobs(cls, where: str, knobs: dict[str, object]) -> "Limits":
+    def from_knobs(cls, where: str, knobs: dict[str, object]) -> Limits:
         """Limits from ``[env.agent.runtime]`` knobs; UserError naming the knobs for an unknown or bad one."""
         names = list(cls.__dataclass_fields__)
         unknown = sorted(set(knobs) - set(names))

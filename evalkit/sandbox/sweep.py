@@ -3,8 +3,8 @@
 verifiers keeps a rollout's working folder in its cache and removes it at teardown, which a killed process never
 reaches. Each sandboxed rollout records its folder under ``<primekit home>/rollouts/<pid>/`` (one file per
 rollout, holding the path); the first sandboxed rollout of a later process removes the folders recorded by
-processes that are gone, then their records, and the private folders of their sandboxes (:func:`private_folder`). A record is only followed to a folder under ``allowed_root`` (verifiers'
-runtime cache), never elsewhere.
+processes that are gone, then their records, and the private folders of their sandboxes (:func:`private_folder`).
+A record is only followed to a folder under ``allowed_root`` (verifiers' runtime cache), never elsewhere.
 """
 
 from __future__ import annotations

@@ -174,7 +174,8 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
         config = build_job_config(laid_over(fields), source)
     resolved = runs.resolve_run(run_dirs(config), request)
     if resolved.resuming or config is None:
-        saved = _with_secrets_restored(saved_config(resolved), config, resolved.run_dir)
+        saved = _with_headers_restored(_with_secrets_restored(saved_config(resolved), config, resolved.run_dir),
+                                       config, resolved.run_dir)
         _check_resume_unchanged(saved, {**saved, **given})
         config = build_job_config(laid_over(saved), f"{resolved.run_dir}/{runs.METADATA}")
     return config, resolved
@@ -201,6 +202,21 @@ def _with_secrets_restored(saved: dict[str, Any], now: Any, run_dir: Path) -> di
         raise UserError(f"--resume: the env args given differ from those {run_dir} was started with "
                         f"(one held a secret, saved as {REDACTED}); {hint}")
     return {**saved, "envs": given_envs}
+
+
+def _with_headers_restored(saved: dict[str, Any], now: Any, run_dir: Path) -> dict[str, Any]:
+    """The saved config with its header values (saved as ``[redacted]``: every configured header value is a
+    secret) taken from the config given now, when that config's headers redact to exactly what was saved;
+    otherwise the resumed run would send ``[redacted]`` to the server."""
+    from evalkit.core.redact import REDACTED, redact
+
+    saved_headers = saved.get("headers") or {}
+    if REDACTED not in json.dumps(saved_headers):
+        return saved
+    hint = f"resume it with the config that started it: prime gepa run CONFIG --resume {run_dir}"
+    if now is None or redact(json.dumps(now.headers, sort_keys=True)) != json.dumps(saved_headers, sort_keys=True):
+        raise UserError(f"--resume: {run_dir} was started with header values that were saved as {REDACTED}; {hint}")
+    return {**saved, "headers": dict(now.headers)}
 
 
 def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None,

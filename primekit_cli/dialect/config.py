@@ -34,10 +34,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.core.errors import UserError
-from primekit_cli.dialect.args import DialectArgs, raw_config
-from evalkit.verifiers_compat.v1.config import (PROGRAMS, RUNTIME, SANDBOX, SEAT_KNOBS, check_runtime, env_config_data,
-                                                refusal, seats)
+from evalkit.verifiers_compat.v1.config import (
+    PROGRAMS,
+    RUNTIME,
+    SANDBOX,
+    SEAT_KNOBS,
+    check_runtime,
+    env_config_data,
+    refusal,
+    seats,
+)
 from evalkit.verifiers_compat.v1.sandbox_config import hide_sandbox
+from primekit_cli.dialect.args import DialectArgs, raw_config
 
 NULL_HARNESS = "null"
 SELECT_ALIASES = {"num_tasks": "limit", "num_examples": "limit", "batch_size": "limit", "shuffle": "shuffle"}

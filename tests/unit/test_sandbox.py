@@ -14,10 +14,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from support import REPO, with_pythonpath
 
 from evalkit.sandbox import bwrap
 from evalkit.sandbox.bridge import Bridge, loopback_ports
-from support import REPO, with_pythonpath
 
 WHY_NOT = bwrap.unavailable()
 needs_bwrap = pytest.mark.skipif(WHY_NOT is not None, reason=f"needs bubblewrap: {WHY_NOT}")

@@ -16,6 +16,10 @@ What verifiers does and what primekit does:
   group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
   numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
   group in :meth:`score_group`, which :func:`evalkit.eval.rollouts.run_groups` calls. Then ``rubric.cleanup``.
+- **ids**: a row whose ``info`` carries a task payload (``info["task"]``) is, to verifiers, that task: its
+  ``prompt``, ``answer``, ``info`` and ``example_id`` come from the payload. So the row is written under the
+  task's own id (:meth:`VerifiersEnvironment.task_ids`; the row's index when the payload has none or two tasks
+  share one) with the payload's ``answer`` and ``info``, as ``vf-eval`` writes it.
 - **results**: verifiers' reward and metrics (``num_turns``, ``total_tool_calls``, ``<tool>_calls``, each
   reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
   :class:`~evalkit.core.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
@@ -42,7 +46,7 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
-from evalkit.core.types import Completion, Message, RolloutState, SamplingArgs
+from evalkit.core.types import Completion, ExampleId, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
 from evalkit.verifiers_compat.legacy.env_group import leaf_envs, routed_env
@@ -151,11 +155,25 @@ class VerifiersEnvironment(Environment):
                  for tool in self._tool_defs()]
         return {**vf_input, "info": {**(info or {}), "tool_defs": tools}}
 
+    def task_ids(self, rows: list[dict[str, Any]], ids: list[int]) -> list[ExampleId]:
+        """Each row's task's own ``example_id`` where its ``info`` carries a task payload with one (what verifiers
+        writes), else its index; all indices when two rows would share an id (rows are keyed by it)."""
+        own = [_task_id(task_payload(row)) for row in rows]
+        chosen = [eid if eid is not None else index for eid, index in zip(own, ids)]
+        return chosen if len(set(chosen)) == len(chosen) else list(ids)
+
     # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
-    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
-        """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
+    def new_state(self, row: dict[str, Any], example_id: ExampleId, rollout_idx: int,
+                  system_prompt: str | None) -> RolloutState:
+        """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``;
+        a task payload's ``answer`` and ``info`` are the row's, as verifiers reads them."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
         state.extra[_VF_INPUT] = self._described_input(rollout_input(row, state.prompt, example_id))
+        payload = task_payload(row)
+        if payload is not None:
+            state.answer = "" if payload.get("answer") is None else str(payload["answer"])
+            info = payload.get("info")
+            state.info = dict(info) if isinstance(info, dict) else {}
         return state
 
     def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
@@ -263,7 +281,26 @@ ROLLOUT_INPUT_KEYS = ("answer", "info")
 """The row keys verifiers' ``RolloutInput`` declares besides ``prompt`` and ``example_id``."""
 
 
-def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: int) -> dict[str, Any]:
+def task_payload(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The task payload a row's ``info`` carries (``info["task"]``, an object or its JSON), read by verifiers' own
+    reader; None when there is none or verifiers cannot read it (then its rollout fails and says why)."""
+    from verifiers.legacy.types import task_payload_from_info
+
+    try:
+        return task_payload_from_info(row.get("info"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _task_id(payload: dict[str, Any] | None) -> ExampleId | None:
+    """A payload's own ``example_id`` when it is one primekit can key rows by (a whole number or non-empty text)."""
+    eid = (payload or {}).get("example_id")
+    if isinstance(eid, bool) or not isinstance(eid, (int, str)) or eid == "" or (isinstance(eid, int) and eid < 0):
+        return None
+    return eid
+
+
+def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: ExampleId) -> dict[str, Any]:
     """verifiers' input for one rollout of ``row``, as ``vf-eval`` delivers it: its env server receives the
     row as a ``RolloutInput`` (``prompt``, ``example_id``, ``answer``, ``info``), and serializing that drops
     every other column. So a dataset's extra columns (a plain-string ``task`` naming the dataset, the raw

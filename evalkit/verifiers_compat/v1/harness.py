@@ -30,13 +30,19 @@ from typing import Any
 
 from verifiers.v1.harnesses.bash.harness import BashHarness
 from verifiers.v1.harnesses.null.harness import NullHarness
+from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 from evalkit.sandbox.hardening import make_undumpable
 from evalkit.sandbox.sweep import record_rollout
-from evalkit.verifiers_compat.v1.harness_workers import fallback_command, forked_request, is_harness_command, program_command
+from evalkit.verifiers_compat.v1.harness_workers import (
+    fallback_command,
+    forked_request,
+    is_harness_command,
+    program_command,
+    without_stdin,
+)
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import allowed, declare
-from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
 BASH_HARNESS_ID = "primekit-bash-harness"
@@ -49,8 +55,10 @@ class LocalInterpreterRuntime:
     runs it with ``run`` or ``run_program`` (no launcher process). The run gets an allowlisted environment
     (:mod:`~evalkit.verifiers_compat.v1.harness_workers.harness_env`): the base a Python child needs and what the
     harness declares (``process_env(env)``), never the rest of this process's environment (verifiers' own
-    runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; a new session, killed
-    with its group when the call is cancelled. ``open_process`` and ``run_background`` of such a program (the
+    runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; ``/dev/null`` as stdin
+    (verifiers' runtime leaves it unset, so its program, and the model's shell commands, read the evaluator's own:
+    a deliberate difference, docs/verifiers-parity.md); a new session, killed with its group when the call is
+    cancelled. ``open_process`` and ``run_background`` of such a program (the
     launcher, or a fresh interpreter where no server runs) declare the same variables, and the launcher and the
     server apply the same allowlist.
 
@@ -85,6 +93,7 @@ class LocalInterpreterRuntime:
         interpreter) by the wrapped runtime's ``wrapped`` method."""
         request = forked_request(argv)
         if request is None:
+            argv = without_stdin(argv)  # a fresh interpreter (no server) gets /dev/null too, as a forked run does
             return await wrapped(argv, self._declared(argv, env))
         socket_path, program = request
         full_env = allowed({**os.environ, **declare(self._runtime.process_env(env))})
@@ -93,7 +102,7 @@ class LocalInterpreterRuntime:
         try:
             code, out, err = await run_forked(socket_path, program, cwd, full_env)
         except ServerUnreachable:
-            fresh = fallback_command(program[0]) + program[1:]
+            fresh = fallback_command(program[0], stdin=False) + program[1:]
             return await wrapped(fresh, self._declared(fresh, env))
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -36,8 +36,8 @@ from verifiers.v1.harnesses.null.harness import NullHarness, NullHarnessConfig
 from verifiers.v1.runtimes import ProgramResult
 
 from evalkit.sandbox import bwrap
-from evalkit.sandbox.sweep import private_folder, record_rollout
 from evalkit.sandbox.bridge import Bridge, loopback_ports
+from evalkit.sandbox.sweep import private_folder, record_rollout
 from evalkit.verifiers_compat.v1.harness_workers import forked_request, program_command
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import DECLARED, allowed, declare
@@ -259,7 +259,7 @@ async def _release(holder: asyncio.subprocess.Process) -> None:
         holder.stdin.close()
     try:
         await asyncio.wait_for(holder.communicate(), timeout=30)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+    except (TimeoutError, asyncio.CancelledError):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(holder.pid, signal.SIGKILL)
         await holder.wait()

@@ -20,9 +20,10 @@ import pytest
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 
-from evalkit.sandbox import bwrap
 from support import REPO, with_pythonpath
 from support.bash_server import BashServer
+
+from evalkit.sandbox import bwrap
 
 WHY_NOT = bwrap.unavailable()
 pytestmark = [pytest.mark.verifiers,

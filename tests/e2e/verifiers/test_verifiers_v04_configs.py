@@ -225,8 +225,9 @@ def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_
 
 @needs_04
 def test_a_builtin_environment_or_no_taskset_is_one_line(project):
-    line = one_error(prime(project, "eval", "run", "reverse-text", "--sampling.temperature", "0.5", "--dry-run"))
-    assert "'reverse-text' is not a verifiers v1 taskset" in line
+    # --sampling.* applies to any environment (tests/e2e/eval/test_dotted_flags_any_env.py); a taskset setting does not
+    line = one_error(prime(project, "eval", "run", "reverse-text", "--env.taskset.split", "train", "--dry-run"))
+    assert "'reverse-text' is not a v1 taskset" in line
     (project / "none.toml").write_text("num_rollouts = 2\n")
     assert "no taskset: give one" in one_error(prime(project, "eval", "run", "@", "none.toml"))
 
