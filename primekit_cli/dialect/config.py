@@ -34,9 +34,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.verifiers_compat.v1.config import (
+    PROGRAMS,
+    RUNTIME,
+    SANDBOX,
+    SEAT_KNOBS,
+    check_runtime,
+    env_config_data,
+    refusal,
+    seats,
+)
+from evalkit.verifiers_compat.v1.sandbox_config import hide_sandbox
 from primekit_cli.dialect.args import DialectArgs, raw_config
-from evalkit.verifiers_compat.v1.config import (PROGRAMS, RUNTIME, SEAT_KNOBS, check_runtime, env_config_data,
-                                                refusal, seats)
 
 NULL_HARNESS = "null"
 SELECT_ALIASES = {"num_tasks": "limit", "num_examples": "limit", "batch_size": "limit", "shuffle": "shuffle"}
@@ -138,6 +147,7 @@ def _validated(config_cls: type, target: str | None, dialect: DialectArgs, env_d
     module = _make_importable(taskset_id, env_dir)
     source = " + ".join(files) or "command line"
     given_keys, given_env = frozenset(raw), copy.deepcopy(raw.get("env") or {})  # validation rewrites raw in place
+    hide_sandbox(raw.get("env"))
     try:
         config = config_cls.model_validate(raw)
     except ValidationError as exc:
@@ -358,6 +368,10 @@ def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, n
         notes.append(f"env.{name}.runtime: unset; verifiers would use the hosted '{runtime.type}' sandbox, primekit "
                      f"runs the harness program as a local {RUNTIME}")
     else:
-        check_runtime(f"env.{name}.runtime", runtime.type)
-        knobs["runtime"] = {"type": runtime.type}  # the user's explicit choice (the bash harness asks for it)
+        table = given.get("runtime")
+        if isinstance(table, dict) and table.get("type") == SANDBOX:
+            knobs["runtime"] = dict(table)  # checked with its limit knobs by env_config_data
+        else:
+            check_runtime(f"env.{name}.runtime", runtime.type)
+            knobs["runtime"] = {"type": runtime.type}  # the user's explicit choice (the bash harness asks for it)
     return knobs

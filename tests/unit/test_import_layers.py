@@ -23,7 +23,7 @@ EVALKIT_ORDER: tuple[tuple[str, ...], ...] = (
     ("core", "templates"),  # the bottom layer (errors, redaction, run dirs, file I/O), and template files
     ("model",),  # the embedded engine
     ("clients",),  # the one client layer, built on the engine
-    ("envs", "vocabulary", "serving"),  # the environment API, the shared config fields, `prime serve`
+    ("envs", "vocabulary", "serving", "sandbox"),  # the environment API, shared config fields, `prime serve`, bwrap
     ("verifiers_compat", "builtin"),  # environments written for verifiers, the built-in environments
     ("loading",),  # finding and loading an environment (native, built-in or verifiers)
     ("eval",),  # the runner

@@ -14,7 +14,8 @@ Env args (``-a``, ``args``/``env_args`` in TOML) take three shapes, all meaning 
 ``--env.agent.<knob>``) or its harness program's config (``id``, ``tool_timeout``, ``env``, ``forward_env``,
 ``disabled_tools``, and the ``bash`` program's ``edit``/``compaction``...: ``--env.agent.harness.<knob>``). Any
 other key is a UserError naming both lists. A ``runtime`` part (``[env.agent.runtime]``: ``{"type":
-"subprocess"}``) is the user's explicit choice of the runtime; it is the only one primekit runs.
+"sandbox"}`` or ``"subprocess"``, with the sandbox's limits beside ``type``) is the user's explicit choice of the
+runtime: verifiers is always told ``subprocess``, and ``sandbox`` picks primekit's sandboxed harness plugins.
 
 Seats: the env's config class (``vf.env_config_type``: ``SingleAgentEnvConfig`` with its one ``agent`` seat for a
 plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env``) declares each seat as an
@@ -43,7 +44,10 @@ PROGRAMS = {"null": HARNESS_ID, HARNESS_ID: HARNESS_ID, "bash": BASH_HARNESS_ID,
 OFFLINE_HARNESSES = ("null", "bash")
 """verifiers' ids of the programs in :data:`PROGRAMS`, as the messages name them."""
 RUNTIME = "subprocess"
-"""The one runtime primekit runs a harness program on (the user's machine)."""
+"""The runtime verifiers is told (the user's machine); ``sandbox`` runs on it through primekit's harness plugins."""
+SANDBOX = "sandbox"
+"""primekit's bubblewrap runtime (:mod:`~evalkit.verifiers_compat.v1.sandbox`): what the bash opt-in recommends."""
+RUNTIMES = (RUNTIME, SANDBOX)
 PARTS = ("taskset", "harness", "runtime")
 
 
@@ -79,7 +83,7 @@ def env_config_data(env_id: str, taskset_id: str, env_args: dict[str, Any]) -> d
     import verifiers.v1 as vf
 
     flat, harness, runtime = split_env_args(env_id, env_args)
-    check_runtime(f"v1 taskset '{env_id}'", runtime.get("type", RUNTIME), set(runtime) - {"type"})
+    check_runtime(f"v1 taskset '{env_id}'", runtime.get("type", RUNTIME), set(runtime) - {"type"}, runtime)
     seat_knobs = {k: v for k, v in harness.items() if k in SEAT_KNOBS}
     program_knobs = {k: v for k, v in harness.items() if k not in SEAT_KNOBS}
     chosen = program_knobs.pop("id", None)
@@ -127,6 +131,10 @@ def _seat_program(env_id: str, seat: str, agent: Any, chosen: str | None, runtim
     knobs: dict[str, Any] = {}
     if pinned is not None and PROGRAMS.get(pinned.id) == plugin:
         knobs = pinned.model_dump(exclude_unset=True)
+    if runtime.get("type") == SANDBOX:
+        from evalkit.verifiers_compat.v1.sandbox_config import sandbox_program
+
+        return {**knobs, **sandbox_program(plugin, runtime)}
     return {**knobs, "id": plugin}
 
 
@@ -139,8 +147,9 @@ def offline_program(where: str, harness_id: Any, runtime: dict[str, Any]) -> str
     if plugin == BASH_HARNESS_ID and "type" not in runtime:
         raise UserError(
             f"{where}: the 'bash' harness runs the model's shell commands on this machine, so it runs only on a "
-            f"runtime you choose: add [env.agent.runtime] type = \"{RUNTIME}\" (--env.agent.runtime.type {RUNTIME}; "
-            f"""with -a: "runtime": {{"type": "{RUNTIME}"}})""")
+            f"runtime you choose: add [env.agent.runtime] type = \"{SANDBOX}\" (--env.agent.runtime.type {SANDBOX}; "
+            f"""with -a: "runtime": {{"type": "{SANDBOX}"}}: isolated by bubblewrap), or type = "{RUNTIME}" (the """
+            "commands run as you, with your files)")
     return plugin
 
 
@@ -161,9 +170,16 @@ def refusal(harness_id: Any) -> str:
     return f"harness '{harness_id}' cannot run in primekit; {runs}"
 
 
-def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str] = frozenset()) -> None:
-    """UserError for a runtime other than the local subprocess one, saying what it would need."""
+def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str] = frozenset(),
+                  knobs: dict[str, Any] | None = None) -> None:
+    """UserError for a runtime other than the local subprocess and sandbox ones, saying what it would need (for
+    ``sandbox``: bad limit knobs, or bwrap missing or unable to run here)."""
     if runtime_type == RUNTIME and not extra:
+        return
+    if runtime_type == SANDBOX:
+        from evalkit.verifiers_compat.v1.sandbox_config import check_sandbox
+
+        check_sandbox(where, {k: v for k, v in (knobs or {}).items() if k in extra})
         return
     if runtime_type != RUNTIME:
         docker = ("a docker daemon (one answers here, but primekit does not drive the docker runtime yet)"
@@ -171,7 +187,7 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
         needs = {"docker": docker, "modal": "a Modal account", "prime": "a Prime Intellect account (hosted sandboxes)"}
         need = needs.get(str(runtime_type), "a runtime primekit does not run")
         raise UserError(f"{where}: runtime '{runtime_type}' needs {need}; primekit runs harness programs on the local "
-                        f"'{RUNTIME}' runtime only: set [env.agent.runtime] type = \"{RUNTIME}\"")
+                        f"'{SANDBOX}' and '{RUNTIME}' runtimes: set [env.agent.runtime] type = \"{SANDBOX}\"")
     raise UserError(f"{where}: runtime setting(s) {sorted(extra)}: the {RUNTIME} runtime takes only 'type'")
 
 

@@ -30,7 +30,10 @@ from typing import Any
 
 from verifiers.v1.harnesses.bash.harness import BashHarness
 from verifiers.v1.harnesses.null.harness import NullHarness
+from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
+from evalkit.sandbox.hardening import make_undumpable
+from evalkit.sandbox.sweep import record_rollout
 from evalkit.verifiers_compat.v1.harness_workers import (
     fallback_command,
     forked_request,
@@ -40,7 +43,6 @@ from evalkit.verifiers_compat.v1.harness_workers import (
 )
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import allowed, declare
-from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
 BASH_HARNESS_ID = "primekit-bash-harness"
@@ -126,6 +128,8 @@ class _OfflineProgram:
         arguments (0.4 adds ``tool_interception_url``) pass through unchanged."""
         if isinstance(runtime.config, SubprocessConfig):
             runtime = LocalInterpreterRuntime(runtime)
+            make_undumpable()  # the program and what it runs are this user's processes: keep our /proc/<pid> closed
+            record_rollout(runtime.workdir)  # swept by the next primekit should this one be killed
         return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
 
 

@@ -31,7 +31,7 @@ IS_04 = str(verifiers.__version__).startswith("0.4.")
 KEY_VAR = "BASH_SERVER_KEY"
 BASH = {"harness": {"id": "bash"}, "runtime": {"type": "subprocess"}}
 OPT_IN = ("the 'bash' harness runs the model's shell commands on this machine, so it runs only on a runtime you "
-          "choose: add [env.agent.runtime] type = \"subprocess\"")
+          "choose: add [env.agent.runtime] type = \"sandbox\" (--env.agent.runtime.type sandbox; ")
 
 
 def _others() -> list[str]:

@@ -27,10 +27,12 @@ class ServerUnreachable(OSError):
     """The server's socket refused the connection (the server is gone): nothing was started."""
 
 
-async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, bytes, bytes]:
+async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str, str],
+                     join: dict | None = None) -> tuple[int, bytes, bytes]:
     """Run ``argv`` (program path relative to ``cwd``, then its arguments) in a child forked by the server
     listening on ``socket_path``; its exit code (``128 + N`` when killed by signal N, as from the launcher),
-    stdout and stderr. Raises :class:`ServerUnreachable` when the server cannot be reached."""
+    stdout and stderr. ``join`` (``{"pid": ..., "limits": {...}}``): the child enters that process's sandbox first
+    (``sandbox_join.py``). Raises :class:`ServerUnreachable` when the server cannot be reached."""
     loop = asyncio.get_running_loop()
     conn = await _connect(socket_path)
     pipes: list[int] = []
@@ -42,7 +44,7 @@ async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str,
         pipes += [err_read, err_write]
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         pipes.append(null)
-        header = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
+        header = json.dumps({"argv": argv, "cwd": cwd, "env": env, **({"join": join} if join else {})}).encode()
         data = struct.pack(">I", len(header)) + header
         sent = socket.send_fds(conn, [data], [null, out_write, err_write])
         for fd in (null, out_write, err_write):  # the child holds its own copies now

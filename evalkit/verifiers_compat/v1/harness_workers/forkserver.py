@@ -280,6 +280,12 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams, kept for its life
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        if request.get("join"):  # a sandboxed run: enter the sandbox; this process only waits for the program
+            import sandbox_join  # a sibling module, as harness_env
+
+            outside = sandbox_join.enter(int(request["join"]["pid"]), request["join"].get("limits") or {})
+            if outside is not None:
+                os._exit(outside if outside >= 0 else 128 - outside)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(allowed(request["env"]))
