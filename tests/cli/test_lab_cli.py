@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from primekit_cli.app import app
 from primekit_cli.commands.lab_cmd import lab_config_files
+from support.cli import prime
 
 runner = CliRunner()
 FAMILIES = {  # the training docs' layout: one file per model family in each of eval/, gepa/, rl/
@@ -116,7 +117,7 @@ def _prime(monkeypatch, tmp_path: Path, *args: str):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
-    return runner.invoke(app, list(args))
+    return prime(*args)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

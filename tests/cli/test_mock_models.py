@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
 
-from primekit_cli.app import app
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
+from support.cli import prime
 
 
 def test_mock_reverse_solves_reverse_text_and_the_run_is_ordinary(tmp_path):

@@ -3,14 +3,9 @@ every other bad input; `--help`, `--version` and a bare group behave as before. 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
-
-
-def prime(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=120)
+from support.cli import prime_process
 
 
 @pytest.mark.parametrize("args, line", [
@@ -19,14 +14,14 @@ def prime(*args: str) -> subprocess.CompletedProcess[str]:
     (["nosuch"], "error: No such command 'nosuch'; see `"),
 ])
 def test_a_usage_error_is_one_line_and_exit_2(args, line):
-    result = prime(*args)
+    result = prime_process(*args)
     assert result.returncode == 2
     assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
     assert "╭" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_help_version_and_a_bare_group_are_unchanged():
-    assert prime("--help").returncode == 0 and "Commands" in prime("--help").stdout
-    assert prime("--version").stdout.startswith("primekit ")
-    bare = prime("eval")
+    assert prime_process("--help").returncode == 0 and "Commands" in prime_process("--help").stdout
+    assert prime_process("--version").stdout.startswith("primekit ")
+    bare = prime_process("eval")
     assert bare.returncode == 2 and "run" in bare.stdout and "view" in bare.stdout

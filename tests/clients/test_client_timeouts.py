@@ -1,6 +1,6 @@
 """Every request is bounded in time: a default, no "forever" values, a bounded preflight.
 
-Misbehaving servers are real (tests/fault_server.py on 127.0.0.1): ``silent`` never answers,
+Misbehaving servers are real (tests/support/fault_server.py on 127.0.0.1): ``silent`` never answers,
 ``drip`` sends headers at once and then one body byte every 0.1 s, which no read timeout catches.
 """
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +15,7 @@ from evalkit.clients.openai_client import OpenAIClient
 from evalkit.clients.wire import parse_completion
 from evalkit.core.errors import ModelCallError, UserError
 from evalkit.core.types import SamplingArgs
+from support import free_port
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -124,11 +123,8 @@ def test_key_is_sent_but_never_shown(servers, monkeypatch):
 
 @pytest.mark.timing
 def test_preflight_fails_fast_on_unreachable_url():
-    import socket
 
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     client = OpenAIClient("m", f"http://127.0.0.1:{port}/v1", max_retries=3)
     started = time.perf_counter()
     with pytest.raises(UserError, match="cannot connect"):

@@ -1,6 +1,6 @@
 """API keys and auth headers never leave the client layer, even when a server echoes them back.
 
-The servers are real (tests/fault_server.py on 127.0.0.1): ``echo401``/``echo500`` answer with an
+The servers are real (tests/support/fault_server.py on 127.0.0.1): ``echo401``/``echo500`` answer with an
 error whose message repeats the request's headers, as some proxies and gateways do.
 """
 
@@ -10,9 +10,6 @@ import asyncio
 import json
 import logging
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +18,10 @@ from evalkit.clients.spec import ClientSpec
 from evalkit.core.errors import ModelCallError
 from evalkit.core.redact import REDACTED, RedactingFilter, redact, register_secret
 from evalkit.core.types import SamplingArgs
+from support.cli import prime_process
 
 KEY = "zq7-PRIVATE-key-value-4242"  # not shaped like any known key: only the registered value can catch it
 HEADER_SECRET = "hdr-PRIVATE-token-9898"
-PRIME = [str(Path(sys.executable).parent / "prime")]
 
 
 def test_patterns_scrub_header_values_tokens_and_url_credentials():
@@ -71,20 +68,16 @@ def test_client_errors_and_retry_logs_do_not_carry_the_key(fault_servers, monkey
         assert secret not in message and secret not in logged and secret not in repr(client)
 
 
-def run_prime(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PRIME, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
-
-
 def test_key_never_reaches_terminal_results_metadata_or_view(fault_servers, tmp_path):
     srv = fault_servers("--always", "echo500")
     env = {**os.environ, "REDACT_TEST_KEY": KEY, "HF_HUB_OFFLINE": "1"}
     base = ["reverse-text", "-m", "m", "-b", srv.base_url, "-k", "REDACT_TEST_KEY", "-n", "2", "-r", "1",
             "--max-retries", "1", "-o", str(tmp_path / "out")]
-    quiet = run_prime("eval", "run", *base, env=env, cwd=tmp_path)
-    loud = run_prime("eval", "run", *base, "-v", env=env, cwd=tmp_path)
+    quiet = prime_process("eval", "run", *base, env=env, cwd=tmp_path)
+    loud = prime_process("eval", "run", *base, "-v", env=env, cwd=tmp_path)
     runs = sorted((tmp_path / "out" / "evals").glob("*/*"))
     assert len(runs) == 2, quiet.stderr + loud.stderr
-    view = run_prime("eval", "view", str(runs[0]), env=env, cwd=tmp_path)
+    view = prime_process("eval", "view", str(runs[0]), env=env, cwd=tmp_path)
     rows = [json.loads(line) for line in (runs[0] / "results.jsonl").read_text().splitlines()]
     assert rows and all("request headers were" in row["error"] and REDACTED in row["error"] for row in rows)
     assert "retry 1/1" in loud.stderr  # -v did log the failing attempts
@@ -101,8 +94,8 @@ def test_key_never_reaches_terminal_results_metadata_or_view(fault_servers, tmp_
 def test_failed_preflight_error_line_does_not_carry_the_key(fault_servers, tmp_path):
     srv = fault_servers("--faults", "echo401")
     env = {**os.environ, "REDACT_TEST_KEY": KEY, "HF_HUB_OFFLINE": "1"}
-    done = run_prime("eval", "run", "reverse-text", "-m", "m", "-b", srv.base_url, "-k", "REDACT_TEST_KEY",
-                     "-n", "1", "-r", "1", "-o", str(tmp_path / "out"), env=env, cwd=tmp_path)
+    done = prime_process("eval", "run", "reverse-text", "-m", "m", "-b", srv.base_url, "-k", "REDACT_TEST_KEY",
+                         "-n", "1", "-r", "1", "-o", str(tmp_path / "out"), env=env, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("error: preflight request to model 'm' failed: HTTP 401") and REDACTED in done.stderr
     assert KEY not in done.stdout + done.stderr and "Traceback" not in done.stderr

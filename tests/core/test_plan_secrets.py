@@ -7,7 +7,7 @@ wrote; the library and the teacher only see it with the secret as a placeholder.
 Before: the plans printed env args as given, and gepa saved the seed prompt (and every proposal built on it) with
 the secret in plain text.
 
-Real parts: ``prime`` as a subprocess; GEPA's task model and teacher are tests/solver_server.py on 127.0.0.1.
+Real parts: ``prime`` as a subprocess; GEPA's task model and teacher are tests/support/solver_server.py on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from __future__ import annotations
 from support import VERIFIERS_ENVS
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import prime_process
 
 SECRET = "envfile-secret-4d7e1a2b9c"
+KEY_ENV = {"SOLVER_KEY": "solver-key-1"}
+"""The key variable the configs name, for the child."""
 
 ENV = '''
 from evalkit.envs import Rubric, SingleTurnEnv
@@ -49,12 +50,6 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def prime(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "SOLVER_KEY": "solver-key-1"}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_gepa_plan_run_verify_line_and_library_state_hold_no_env_file_secret(project):
     from support.solver_server import SolverServer
 
@@ -65,10 +60,10 @@ def test_gepa_plan_run_verify_line_and_library_state_hold_no_env_file_secret(pro
             f'[[env]]\nid = "signed"\nargs = {{ token = "{SECRET}" }}\n'
             "[gepa]\nmax_calls = 14\nnum_train = 4\nnum_val = 2\nminibatch_size = 2\nperfect_score = 9.0\n"
         )
-        dry = prime(project, "gepa", "run", "gepa.toml", "--dry-run")
+        dry = prime_process("gepa", "run", "gepa.toml", "--dry-run", cwd=project, env=KEY_ENV)
         assert dry.returncode == 0, dry.stderr[-3000:]
         assert SECRET not in dry.stdout + dry.stderr and '{"token": "[redacted]"}' in dry.stderr
-        done = prime(project, "gepa", "run", "gepa.toml", "-o", "run")
+        done = prime_process("gepa", "run", "gepa.toml", "-o", "run", cwd=project, env=KEY_ENV)
         requests = server.requests()
     finally:
         server.stop()
@@ -102,12 +97,12 @@ def test_a_gepa_run_with_a_secret_in_its_env_args_resumes_with_the_secret(projec
             f'[[env]]\nid = "signed"\nargs = {{ token = "{SECRET}" }}\n'
             "[gepa]\nmax_calls = 8\nnum_train = 4\nnum_val = 2\nminibatch_size = 2\nperfect_score = 9.0\n"
         )
-        first = prime(project, "gepa", "run", "gepa.toml", "-o", "run")
+        first = prime_process("gepa", "run", "gepa.toml", "-o", "run", cwd=project, env=KEY_ENV)
         assert first.returncode == 0, first.stderr[-3000:]
         before = len(server.requests())
-        bare = prime(project, "gepa", "run", "--resume", "run", "-B", "16")
+        bare = prime_process("gepa", "run", "--resume", "run", "-B", "16", cwd=project, env=KEY_ENV)
         assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "secret in its env args" in bare.stderr
-        again = prime(project, "gepa", "run", "gepa.toml", "--resume", "run", "-B", "16")
+        again = prime_process("gepa", "run", "gepa.toml", "--resume", "run", "-B", "16", cwd=project, env=KEY_ENV)
         requests = server.requests()[before:]
     finally:
         server.stop()
@@ -127,7 +122,7 @@ def rl_dry_run(project: Path, env_table: str, *args: str) -> subprocess.Complete
         f'model = "{model}"\nrun_name = "r"\nmax_steps = 1\nbatch_size = 2\nrollouts_per_example = 2\n'
         f'env_file = "secrets.env"\n[sampling]\nmax_tokens = 4\n{env_table}[baseline]\nenabled = false\n'
     )
-    return prime(project, "rl", "run", "rl.toml", "--dry-run", "-o", "out", *args)
+    return prime_process("rl", "run", "rl.toml", "--dry-run", "-o", "out", *args, cwd=project, env=KEY_ENV)
 
 
 def test_rl_dry_run_plan_holds_no_env_file_secret(project):

@@ -3,7 +3,7 @@
 headers). Before, redaction ran on model errors only, and the raw key landed in ``results.jsonl``,
 the console summary and ``prime eval view``.
 
-The judge's server is real (tests/fault_server.py ``--always echo401`` on 127.0.0.1), so is the model's,
+The judge's server is real (tests/support/fault_server.py ``--always echo401`` on 127.0.0.1), so is the model's,
 and ``prime`` runs as a subprocess.
 """
 
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from support import TESTS
 from support.fault_server import FaultServer
 
 from evalkit.core.redact import REDACTED
+from support.cli import prime_process
 
 KEY = "jdg-PRIVATE-key-value-5151"  # not key-shaped: only the header it travelled in gives it away
 
@@ -68,11 +67,6 @@ def load_environment(**kwargs):
 '''
 
 
-def run_prime(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=300)
-
-
 def tool_calling_server_script(tmp_path: Path) -> Path:
     """A model server that calls `lookup` on the first turn of q1/q2 and answers after the tool."""
     script = tmp_path / "model_server.py"
@@ -118,11 +112,11 @@ def test_a_key_echoed_by_a_judge_tool_or_env_response_reaches_no_file_log_or_ter
     try:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUDGE_URL": judge.base_url, "JUDGE_KEY": KEY}
         out = tmp_path / "out"
-        ran = run_prime("eval", "run", str(env_dir), "-m", "m", "-b", model.base_url, "-n", "3", "-r", "1",
-                        "-o", str(out), "-v", env=env, cwd=tmp_path)
+        ran = prime_process("eval", "run", str(env_dir), "-m", "m", "-b", model.base_url, "-n", "3", "-r", "1",
+                            "-o", str(out), "-v", env=env, cwd=tmp_path)
         (run_dir,) = (out / "evals" / "leaky--m").iterdir()
-        view = run_prime("eval", "view", str(run_dir), "-s", "3", env=env, cwd=tmp_path)
-        html = run_prime("eval", "view", str(run_dir), "--html", env=env, cwd=tmp_path)
+        view = prime_process("eval", "view", str(run_dir), "-s", "3", env=env, cwd=tmp_path)
+        html = prime_process("eval", "view", str(run_dir), "--html", env=env, cwd=tmp_path)
     finally:
         judge.stop()
         model.stop()

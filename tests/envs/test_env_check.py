@@ -3,17 +3,16 @@ environments pass, the CLI prints one table or JSON and exits 1 on a fail; the t
 
 from __future__ import annotations
 
-from support import REPO, TESTS, with_pythonpath
+from support import TESTS
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from evalkit.envcheck.run import EnvCheckOptions, check_environment
 from evalkit.loading.resolve import BUILTIN_IDS
+from support.cli import prime_process
 
 PLANTED = TESTS / "envcheck_envs"
 
@@ -59,21 +58,16 @@ def test_thresholds_are_the_rl_gates():
         baseline_rules.MIN_REWARD, baseline_rules.MAX_REWARD, baseline_rules.MIN_DIVERSE_GROUPS)
 
 
-def prime(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_cli_exit_codes_table_and_json(tmp_path: Path):
-    bad = prime("env", "check", "pays-echo", "--dir", str(PLANTED), "--no-model", "-n", "3", cwd=tmp_path)
+    bad = prime_process("env", "check", "pays-echo", "--dir", str(PLANTED), "--no-model", "-n", "3", cwd=tmp_path)
     assert bad.returncode == 1, bad.stderr
     assert "echo" in bad.stdout and "fail" in bad.stdout and "FAILED" in bad.stdout
-    good = prime("env", "check", "honest-sum", "--dir", str(PLANTED), "--no-model", "-n", "3", "--json", cwd=tmp_path)
+    good = prime_process("env", "check", "honest-sum", "--dir", str(PLANTED), "--no-model", "-n", "3", "--json",
+                         cwd=tmp_path)
     assert good.returncode == 0, good.stderr
     data = json.loads(good.stdout)
     assert data["passed"] is True and {c["status"] for c in data["checks"]} == {"pass"}
-    missing = prime("env", "check", "no-such-env", "--no-model", cwd=tmp_path)
+    missing = prime_process("env", "check", "no-such-env", "--no-model", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
 
 
@@ -89,7 +83,7 @@ def test_rules_of_thumb_on_the_embedded_model():
 
 
 def test_cli_user_errors_are_one_line(tmp_path: Path):
-    both = prime("env", "check", "arithmetic", "-m", "x", "--no-model", cwd=tmp_path)
+    both = prime_process("env", "check", "arithmetic", "-m", "x", "--no-model", cwd=tmp_path)
     assert both.returncode == 2 and both.stderr.strip() == "error: give --model or --no-model, not both"
-    bad_range = prime("env", "check", "arithmetic", "--no-model", "--range", "1", "0", cwd=tmp_path)
+    bad_range = prime_process("env", "check", "arithmetic", "--no-model", "--range", "1", "0", cwd=tmp_path)
     assert bad_range.returncode == 2 and bad_range.stderr.strip() == "error: --range needs LOW < HIGH, got 1 0"

@@ -2,7 +2,7 @@
 the file and line, a damaged field of an object file is left out with a warning, or the command stops
 with ``error:`` and exit 2. The TUI never exits 0 on a crash.
 
-The damage is done to files our own jobs wrote (tests/report_runs.py); the CLI runs as a subprocess
+The damage is done to files our own jobs wrote (tests/support/report_runs.py); the CLI runs as a subprocess
 where what reaches stderr matters, in-process otherwise.
 """
 
@@ -16,25 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support import report_runs
 from support.fault_server import FaultServer
 
 from evalkit.eval.results import read_rows
 from evalkit.report.tui import RunsBrowser, RunScreen
-from primekit_cli.app import app
+from support.cli import prime, prime_process
 
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
-
-
-def prime_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
-from primekit_cli.app import app
+from support import free_port
+from support.cli import assert_user_error, prime
 
 SECRET = "sk-cli-SECRET-9876543210"
 
@@ -27,24 +25,6 @@ def server():
     started = FaultServer()
     yield started
     started.stop()
-
-
-def prime(*args: str, env: dict[str, str] | None = None):
-    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
-    return result
-
-
-def assert_user_error(result, fragment: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    line = [ln for ln in result.output.splitlines() if ln.startswith("error: ")]
-    assert line and fragment in line[0], result.output
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_run_against_server_writes_run_dir(server, tmp_path):

@@ -1,15 +1,13 @@
 """Errors are not scores: error kinds, honest summaries, `complete_with_errors`, exit 1 when every
 rollout errored, and `-R` retrying errored rollouts. Misbehaving servers are real HTTP servers on
-127.0.0.1 (tests/fault_server.py), the CLI runs in-process through typer's runner."""
+127.0.0.1 (tests/support/fault_server.py), the CLI runs in-process through typer's runner."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 from support.scripted_client import ScriptedClient
@@ -19,11 +17,7 @@ from evalkit.core.errors import ModelCallError, error_kind
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
 from evalkit.eval.summary import summarize
-from primekit_cli.app import app
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+from support.cli import prime
 
 
 def rows_of(run_dir: Path) -> list[dict]:

@@ -10,16 +10,14 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
 import evalkit.eval.results as results_module
-from primekit_cli.app import app
+from support.cli import assert_user_error, prime
 
 
 @pytest.fixture(scope="module")
@@ -27,19 +25,6 @@ def server():
     started = FaultServer()
     yield started
     started.stop()
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
-
-
-def assert_one_error_line(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def eval_args(server, out: Path, *more: str) -> list[str]:
@@ -50,14 +35,14 @@ def eval_args(server, out: Path, *more: str) -> list[str]:
 def test_output_dir_that_is_a_file(server, tmp_path):
     blocker = tmp_path / "out"
     blocker.write_text("not a folder")
-    assert_one_error_line(prime(*eval_args(server, blocker)), f"{blocker} is a file, not a folder")
+    assert_user_error(prime(*eval_args(server, blocker)), f"{blocker} is a file, not a folder")
     assert blocker.read_text() == "not a folder"
 
 
 def test_output_dir_below_a_file(server, tmp_path):
     blocker = tmp_path / "out"
     blocker.write_text("x")
-    assert_one_error_line(prime(*eval_args(server, blocker / "deeper")), f"{blocker} is a file, not a folder")
+    assert_user_error(prime(*eval_args(server, blocker / "deeper")), f"{blocker} is a file, not a folder")
 
 
 def test_read_only_output_dir(server, tmp_path, monkeypatch):
@@ -78,7 +63,7 @@ def test_read_only_output_dir(server, tmp_path, monkeypatch):
         result = prime(*eval_args(server, out))
     finally:
         out.chmod(0o755)
-    assert_one_error_line(result, "cannot write", "choose a writable --output-dir")
+    assert_user_error(result, "cannot write", "choose a writable --output-dir")
     assert list(out.iterdir()) == []
 
 
@@ -104,7 +89,7 @@ def test_full_disk_mid_run_leaves_whole_rows_and_resumes(server, tmp_path, monke
 
     monkeypatch.setattr(results_module.os, "write", full_disk_write)
     result = prime(*eval_args(server, tmp_path))
-    assert_one_error_line(result, "No space left on device", "results.jsonl", "free some space", "-R")
+    assert_user_error(result, "No space left on device", "results.jsonl", "free some space", "-R")
     monkeypatch.undo()
 
     (run_dir,) = (tmp_path / "evals" / "reverse-text--stub").iterdir()
@@ -133,7 +118,7 @@ def test_full_disk_on_metadata_write_is_one_line(server, tmp_path, monkeypatch):
     monkeypatch.setattr(fileio.os, "fsync", no_space)
     result = prime(*eval_args(server, tmp_path))
     monkeypatch.setattr(fileio.os, "fsync", real_fsync)
-    assert_one_error_line(result, "No space left on device")
+    assert_user_error(result, "No space left on device")
     assert not list(tmp_path.rglob(".metadata.json.*.tmp"))  # the temp file went with the error
 
 
@@ -147,14 +132,14 @@ def test_env_id_that_is_not_a_module_name(server, env_id, tmp_path):
 def test_binary_system_prompt_file(server, tmp_path):
     binary = tmp_path / "prompt.bin"
     binary.write_bytes(bytes(range(256)) * 4)
-    assert_one_error_line(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(binary)),
+    assert_user_error(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(binary)),
                           "is a binary file, not text")
     latin1 = tmp_path / "prompt.txt"
     latin1.write_bytes("Réponds en français".encode("latin-1"))
-    assert_one_error_line(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(latin1)), "is not UTF-8 text")
-    assert_one_error_line(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(tmp_path)), "is a folder")
+    assert_user_error(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(latin1)), "is not UTF-8 text")
+    assert_user_error(prime(*eval_args(server, tmp_path), "--system-prompt-file", str(tmp_path)), "is a folder")
     config = tmp_path / "eval.toml"
     config.write_text(f'model = "stub"\nbase_url = "{server.base_url}"\n\n[[eval]]\nid = "reverse-text"\n'
                       f'system_prompt_file = "{binary.name}"\n')
-    assert_one_error_line(prime("eval", "run", str(config)), "system_prompt_file", "is a binary file")
+    assert_user_error(prime("eval", "run", str(config)), "system_prompt_file", "is a binary file")
     assert not (tmp_path / "evals").exists()

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
 from evalkit.core.errors import ConfigError
 from evalkit.core.sampling_rules import sampling_problems
 from evalkit.core.types import SamplingArgs
-from primekit_cli.app import app
+from support.cli import prime
 
 
 @pytest.fixture
@@ -23,10 +20,6 @@ def server():
     started = FaultServer()
     yield started
     started.stop()
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
 
 
 def chat_requests(server) -> list[dict]:

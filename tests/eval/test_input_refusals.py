@@ -7,18 +7,12 @@ import os
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
-from primekit_cli.app import app
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
+from support.cli import prime
 
 
 def test_a_header_with_a_line_break_is_one_error_line(tmp_path):

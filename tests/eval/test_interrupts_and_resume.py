@@ -13,15 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
-from primekit_cli.app import app
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+from support.cli import prime
 
 
 def wait_for_rows(out: Path, at_least: int, timeout_s: float = 60) -> Path | None:

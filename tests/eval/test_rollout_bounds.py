@@ -3,7 +3,7 @@ environment adds by `--max-message-chars`. Before: an `env_response` or tool tha
 `max_turns=-1` with no stop condition, hung the run forever; a tool that returned 50 MB was kept whole
 (a 100 MB results file, 690 MB of memory).
 
-The CLI runs as a real subprocess against a real HTTP server on 127.0.0.1 (tests/fault_server.py)
+The CLI runs as a real subprocess against a real HTTP server on 127.0.0.1 (tests/support/fault_server.py)
 where the run's end matters; in-process with the scripted model otherwise.
 """
 

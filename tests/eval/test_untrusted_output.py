@@ -1,18 +1,16 @@
 """What models, environments and reward functions hand back is untrusted: stored as valid UTF-8
 JSON with finite numbers, whatever they return.
 
-Model replies come from a real HTTP server on 127.0.0.1 (tests/fault_server.py): its ``surrogate``
+Model replies come from a real HTTP server on 127.0.0.1 (tests/support/fault_server.py): its ``surrogate``
 fault answers with a lone UTF-16 surrogate (an emoji cut in half), which real servers emit.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
@@ -21,13 +19,9 @@ from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
 from evalkit.core.untrusted import REPLACEMENT, json_bytes, row_line, valid_text
-from primekit_cli.app import app
+from support.cli import prime
 
 HALF_EMOJI = "\ud83d"
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def strict_rows(path: Path) -> list[dict]:

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from support import REPO, VERIFIERS_ENVS
 import typer
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
 from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED
 from primekit_cli.app import app
+from support.cli import prime
 
 
 VF_EVAL_FLAGS: list[tuple[tuple[str, ...], str | None]] = [
@@ -111,10 +109,6 @@ def server():
     started = FaultServer("--reply", "echo")
     yield started
     started.stop()
-
-
-def prime(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
 
 
 def run_options() -> set[str]:

@@ -18,7 +18,7 @@ import evalkit.core.fileio as fileio
 from evalkit.core.errors import UserError
 from gepa_cli.runner import run_gepa
 
-from test_gepa_job import config, make_env, task_model, teacher  # noqa: E402
+from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
 
 
 def run(tmp_path: Path, **overrides):

@@ -5,7 +5,6 @@ overspend from."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from evalkit.core.errors import UserError
 from gepa_cli.budget import RolloutBudget, saved_usage
 from gepa_cli.runner import run_gepa
 
-from test_gepa_job import config, make_env, task_model  # noqa: E402
+from support.gepa_job import config, make_env, task_model  # noqa: E402
 
 
 def test_one_write_per_iteration_and_disk_covers_every_reservation(tmp_path, monkeypatch):

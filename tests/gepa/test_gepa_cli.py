@@ -11,17 +11,12 @@ from support import REPO
 from typer.testing import CliRunner
 
 from support.scripted_client import ScriptedClient
-from primekit_cli.app import app
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields
 from gepa_cli.data import build_examples
+from support.gepa_job import gepa_run
 
 cli = CliRunner()
-
-
-def invoke(*args: str):
-    result = cli.invoke(app, ["gepa", "run", *args])
-    return result.exit_code, result.output
 
 
 @pytest.mark.parametrize(
@@ -37,7 +32,7 @@ def invoke(*args: str):
     ],
 )
 def test_bad_input_is_one_error_line(args, message):
-    code, output = invoke(*args)
+    code, output = gepa_run(*args)
     assert code == 2
     assert "error:" in output and message in output
     assert "Traceback" not in output
@@ -46,11 +41,11 @@ def test_bad_input_is_one_error_line(args, message):
 def test_bad_toml(tmp_path):
     bad_key = tmp_path / "bad.toml"
     bad_key.write_text('[[env]]\nid = "arithmetic"\n[gepa]\nmax_callz = 3\n')
-    code, output = invoke(str(bad_key))
+    code, output = gepa_run(str(bad_key))
     assert code == 2 and "unknown key 'gepa.max_callz'" in output
     broken = tmp_path / "broken.toml"
     broken.write_text('model = "x\n')
-    code, output = invoke(str(broken))
+    code, output = gepa_run(str(broken))
     assert code == 2 and "is not valid TOML" in output
 
 
@@ -105,7 +100,7 @@ def _fake_clients(teacher_reply):
 
 def test_reflection_failure_exits_2(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", _fake_clients(lambda m, s, t: ""))
-    code, output = invoke("arithmetic", "-B", "40", "-n", "6", "-N", "4", "-o", str(tmp_path / "r"))
+    code, output = gepa_run("arithmetic", "-B", "40", "-n", "6", "-N", "4", "-o", str(tmp_path / "r"))
     assert code == 2
     assert "error: reflection model 'teacher' gave no usable proposal in 3 attempts (last: empty reply)" in output
     assert json.loads((tmp_path / "r" / "metadata.json").read_text())["status"] == "failed"
@@ -114,7 +109,7 @@ def test_reflection_failure_exits_2(tmp_path, monkeypatch):
 def test_summary_and_resume_flag(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", _fake_clients(lambda m, s, t: "```\nSay 42.\n```"))
     monkeypatch.chdir(tmp_path)
-    code, output = invoke("arithmetic", "-B", "20", "-n", "6", "-N", "4", "-S", '{"max_tokens": 8}')
+    code, output = gepa_run("arithmetic", "-B", "20", "-n", "6", "-N", "4", "-S", '{"max_tokens": 8}')
     assert code == 0, output
     runs = list((tmp_path / "outputs" / "gepa").glob("arithmetic--local--smollm2-135m/*"))
     assert len(runs) == 1
@@ -124,7 +119,7 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     meta = json.loads((runs[0] / "metadata.json").read_text())
     assert meta["total_metric_calls"] <= 20 and meta["model"] == "local/smollm2-135m"
     # `--resume` alone continues the newest run of this env+model and spends nothing once it is done
-    code, output = invoke("arithmetic", "--resume")
+    code, output = gepa_run("arithmetic", "--resume")
     assert code == 0, output
     assert "resuming" in output
     assert json.loads((runs[0] / "metadata.json").read_text())["total_metric_calls"] == meta["total_metric_calls"]
@@ -133,22 +128,23 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
 
     read_metadata = run_dirs.read_metadata
     monkeypatch.setattr(run_dirs, "read_metadata", lambda path: reads.append(Path(path)) or read_metadata(path))
-    code, output = invoke("--resume", str(runs[0]))
+    code, output = gepa_run("--resume", str(runs[0]))
     assert code == 0, output
     assert reads == [runs[0]]  # resolving the run reads its metadata; the CLI and the job reuse that
     monkeypatch.setattr(run_dirs, "read_metadata", read_metadata)
-    code, output = invoke("arithmetic", "--resume", str(tmp_path / "nope"))
+    code, output = gepa_run("arithmetic", "--resume", str(tmp_path / "nope"))
     assert code == 2 and "not a GEPA run directory" in output
-    code, output = invoke("arithmetic", "-o", str(runs[0]))
+    code, output = gepa_run("arithmetic", "-o", str(runs[0]))
     assert code == 2 and "already holds a GEPA run; continue it with --resume" in output
-    code, output = invoke("arithmetic", "extra")
+    code, output = gepa_run("arithmetic", "extra")
     assert code == 2 and "unexpected extra argument 'extra'" in output
 
 
 def test_no_keys_in_outputs(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", _fake_clients(lambda m, s, t: "```\nSay 42.\n```"))
     monkeypatch.setenv("MY_SECRET_KEY", "sk-very-secret-123")
-    code, output = invoke("arithmetic", "-B", "14", "-n", "6", "-N", "4", "-k", "MY_SECRET_KEY", "-o", str(tmp_path / "r"))
+    code, output = gepa_run("arithmetic", "-B", "14", "-n", "6", "-N", "4", "-k", "MY_SECRET_KEY", "-o",
+                            str(tmp_path / "r"))
     assert code == 0, output
     for file in (tmp_path / "r").rglob("*"):
         if file.is_file() and file.suffix != ".bin":

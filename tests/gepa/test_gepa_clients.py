@@ -1,6 +1,6 @@
 """GEPA's task and reflection clients come from client specs that carry --max-retries and --timeout.
 
-Against a real fault-injecting server on 127.0.0.1 (tests/fault_server.py): faults are counted per
+Against a real fault-injecting server on 127.0.0.1 (tests/support/fault_server.py): faults are counted per
 prompt, so ``--faults 500,500`` means every prompt (the preflight's included) fails twice first.
 """
 
@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support.fault_server import FaultServer
 
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import SamplingArgs
-from primekit_cli.app import app
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields
 from gepa_cli.runner import open_clients
+from support.gepa_job import gepa_run
 
 
 def config(server: FaultServer, **fields) -> GepaJobConfig:
@@ -79,20 +76,15 @@ def test_teacher_gets_the_same_limits_and_its_own_backend(fault_servers, monkeyp
     assert (other.base_url, other.api_key_var, other.max_retries, other.timeout) == (None, None, 4, 7.0)
 
 
-def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["gepa", "run", *args])
-    return result.exit_code, result.output
-
-
 def test_cli_flags_reach_the_task_client(fault_servers, tmp_path):
     """--max-retries 1 cannot get past two 500s (the preflight fails); --max-retries 2 runs to the end."""
     srv = fault_servers("--faults", "500,500")
     # the smallest budget that buys a proposal: seed 2 + 2x1 + 2 on acceptance
     common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "6", "--minibatch-size", "1", "--timeout", "5"]
-    code, output = invoke(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
+    code, output = gepa_run(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
     assert code == 2 and "error: preflight request to model 'm' failed: HTTP 500" in output
     assert "(after 2 attempts)" in output
-    code, output = invoke(*common, "--max-retries", "2", "-o", str(tmp_path / "b"))
+    code, output = gepa_run(*common, "--max-retries", "2", "-o", str(tmp_path / "b"))
     assert code == 0, output
     meta = json.loads((tmp_path / "b" / "metadata.json").read_text())
     assert 2 < meta["total_metric_calls"] <= 6 and meta["job_config"]["max_retries"] == 2 and meta["job_config"]["timeout"] == 5
@@ -102,13 +94,13 @@ def test_cli_flags_reach_the_task_client(fault_servers, tmp_path):
 def test_cli_timeout_reaches_the_task_client(fault_servers, tmp_path):
     srv = fault_servers("--faults", "silent")
     started = time.perf_counter()
-    code, output = invoke("arithmetic", "-m", "m", "-b", srv.base_url, "--timeout", "0.5", "-o", str(tmp_path / "r"))
+    code, output = gepa_run("arithmetic", "-m", "m", "-b", srv.base_url, "--timeout", "0.5", "-o", str(tmp_path / "r"))
     assert code == 2 and "timed out after 0.5 s" in output and time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_cli_rejects_non_positive_timeout(value):
-    code, output = invoke("arithmetic", f"--timeout={value}")
+    code, output = gepa_run("arithmetic", f"--timeout={value}")
     assert code == 2 and "error:" in output and "'timeout'" in output and "Traceback" not in output
 
 
@@ -119,5 +111,5 @@ def test_toml_keys_max_retries_and_timeout(tmp_path):
     job = build_job_config(toml_to_job_fields(parsed, base), str(path))
     assert (job.task_spec().max_retries, job.task_spec().timeout) == (5, 30)
     path.write_text('timeout = 0\n\n[[env]]\nid = "arithmetic"\n')
-    code, output = invoke(str(path))
+    code, output = gepa_run(str(path))
     assert code == 2 and "'timeout'" in output

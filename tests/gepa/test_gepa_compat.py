@@ -23,6 +23,7 @@ from primekit_cli.commands.gepa_cmd import EXAMPLES
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig
 from support import REPO
+from support.gepa_job import gepa_run
 
 
 GEPA_FLAGS: list[tuple[str, ...]] = [
@@ -62,11 +63,6 @@ COMPAT_CONSTANTS = {"schema_version": "verifiers.gepa.v1", "eval_kind": "gepa", 
 cli = CliRunner()
 
 
-def invoke(*args: str):
-    result = cli.invoke(app, ["gepa", "run", *args])
-    return result.exit_code, result.output
-
-
 def wrong_types(record: dict, schema: dict) -> dict:
     return {key: record.get(key, "<missing>") for key, types in schema.items() if not isinstance(record.get(key), types)}
 
@@ -81,7 +77,7 @@ def test_every_anchor_flag_is_implemented_or_refused():
     options = gepa_options()
     assert [flag for flags in GEPA_FLAGS for flag in flags if flag not in options and flag not in refused] == []
     for flag in sorted(refused):
-        code, output = invoke("arithmetic", flag)
+        code, output = gepa_run("arithmetic", flag)
         assert code == 2 and output.startswith(f"error: {flag} is not supported: ") and "No such option" not in output
 
 
@@ -97,12 +93,14 @@ def fake_clients(teacher_reply="```\nSay 42.\n```", seen: list | None = None):
 def test_state_columns_space_separated(tmp_path, monkeypatch):
     seen: list[GepaJobConfig] = []
     monkeypatch.setattr(runner_module, "open_clients", fake_clients(seen=seen))
-    code, output = invoke("arithmetic", "--state-columns", "a", "b", "-B", "14", "-n", "4", "-N", "4", "-o", str(tmp_path / "r"))
+    code, output = gepa_run("arithmetic", "--state-columns", "a", "b", "-B", "14", "-n", "4", "-N", "4", "-o",
+                            str(tmp_path / "r"))
     assert code == 0, output
     assert seen[0].state_columns == ["a", "b"]
     meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
     assert meta["config"]["state_columns"] == ["a", "b"]
-    code, output = invoke("arithmetic", "-B", "14", "-n", "4", "-N", "4", "--state-columns", "a,b", "c", "-o", str(tmp_path / "s"))
+    code, output = gepa_run("arithmetic", "-B", "14", "-n", "4", "-N", "4", "--state-columns", "a,b", "c", "-o",
+                            str(tmp_path / "s"))
     assert code == 0 and seen[1].state_columns == ["a", "b", "c"]  # the old comma form still works
 
 
@@ -117,7 +115,7 @@ def test_files_follow_the_anchor_schema(tmp_path, monkeypatch):
         return ScriptedClient(reverser), ScriptedClient(lambda m, s, t: "```\nREVERSE the text.\n```", model="teacher")
 
     monkeypatch.setattr(runner_module, "open_clients", factory)
-    code, output = invoke("reverse-text", "-B", "30", "-n", "6", "-N", "4", "-o", str(tmp_path / "r"))
+    code, output = gepa_run("reverse-text", "-B", "30", "-n", "6", "-N", "4", "-o", str(tmp_path / "r"))
     assert code == 0, output
     run_dir = tmp_path / "r"
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
@@ -143,14 +141,14 @@ def test_files_follow_the_anchor_schema(tmp_path, monkeypatch):
 
 def test_preflight_line_dry_run_and_refusal(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, output = invoke("arithmetic", "-B", "60", "-n", "12", "-N", "8", "--dry-run")
+    code, output = gepa_run("arithmetic", "-B", "60", "-n", "12", "-N", "8", "--dry-run")
     assert code == 0, output
     assert "budget 60 buys about 3-7 proposals (seed validation 8, each proposal 2x3 + 8 on acceptance)" in output
     assert "task model: local/smollm2-135m (local)" in output and "env arithmetic: train 12, val 8" in output
     assert not (tmp_path / "outputs").exists()  # a dry run writes nothing
-    code, output = invoke("arithmetic", "-B", "40", "-n", "12", "-N", "8", "--dry-run")
+    code, output = gepa_run("arithmetic", "-B", "40", "-n", "12", "-N", "8", "--dry-run")
     assert code == 0 and "pays for only 2 accepted proposal(s)" in output
-    code, output = invoke("arithmetic", "-B", "50", "-N", "100")
+    code, output = gepa_run("arithmetic", "-B", "50", "-N", "100")
     assert code == 2
     assert output.startswith("error: budget 50 buys no proposal (seed validation 100, each proposal 2x3 + 100 on acceptance): "
                              "raise -B/--max-calls to at least 206, or lower -N/--num-val (100 validation examples) or --minibatch-size")
@@ -179,15 +177,15 @@ def test_local_environment_runs_go_to_its_outputs_folder(tmp_path, monkeypatch):
     local_env(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(runner_module, "open_clients", fake_clients())
-    code, output = invoke("vowel-count", "-B", "14", "-n", "4", "-N", "4")
+    code, output = gepa_run("vowel-count", "-B", "14", "-n", "4", "-N", "4")
     assert code == 0, output
     (run_dir,) = (tmp_path / "environments" / "vowel_count" / "outputs" / "gepa" / "vowel-count--local--smollm2-135m").iterdir()
     assert (run_dir / "metadata.json").is_file() and not (tmp_path / "outputs").exists()
-    code, output = invoke("vowel-count", "--resume")  # a bare --resume looks in the same place
+    code, output = gepa_run("vowel-count", "--resume")  # a bare --resume looks in the same place
     assert code == 0 and "resuming" in output
-    code, output = invoke("vowel-count", "-B", "14", "-n", "4", "-N", "4", "-o", str(tmp_path / "mine"))
+    code, output = gepa_run("vowel-count", "-B", "14", "-n", "4", "-N", "4", "-o", str(tmp_path / "mine"))
     assert code == 0 and (tmp_path / "mine" / "metadata.json").is_file()  # -o overrides
-    code, output = invoke("arithmetic", "-B", "14", "-n", "4", "-N", "4")  # a built-in keeps ./outputs
+    code, output = gepa_run("arithmetic", "-B", "14", "-n", "4", "-N", "4")  # a built-in keeps ./outputs
     assert code == 0 and list((tmp_path / "outputs" / "gepa").glob("arithmetic--*/*"))
 
 
@@ -217,11 +215,11 @@ def test_gepa_toml_accepts_anchor_keys(tmp_path):
 def test_runs_written_before_the_schema_change_still_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", fake_clients())
     run_dir = tmp_path / "r"
-    assert invoke("arithmetic", "-B", "14", "-n", "4", "-N", "4", "-o", str(run_dir))[0] == 0
+    assert gepa_run("arithmetic", "-B", "14", "-n", "4", "-N", "4", "-o", str(run_dir))[0] == 0
     meta = json.loads((run_dir / "metadata.json").read_text())
     old = meta.pop("job_config")  # the earlier layout: our job config under "config", envs without extra_env_kwargs
     old["envs"] = [{"id": e["id"], "args": e["args"]} for e in old["envs"]]
     (run_dir / "metadata.json").write_text(json.dumps({**meta, "config": old}))
-    code, output = invoke("--resume", str(run_dir))
+    code, output = gepa_run("--resume", str(run_dir))
     assert code == 0, output
     assert json.loads((run_dir / "metadata.json").read_text())["job_config"]["max_calls"] == 14

@@ -17,7 +17,7 @@ from evalkit.envs import Rubric, SingleTurnEnv
 from gepa_cli.components import available, listing
 from gepa_cli.config import EnvSpec
 from gepa_cli.runner import run_gepa
-from test_gepa_job import config, exact
+from support.gepa_job import config, exact
 
 KEYWORD = {"a": "ALPHA", "b": "BETA"}
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -18,13 +16,13 @@ from pathlib import Path
 from support.scripted_client import ScriptedClient
 
 from gepa_cli.runner import run_gepa
-from support import TESTS
+from support.gepa_job import spawn_child
 
 CHILD = textwrap.dedent(
     """
     import sys
-    sys.path[:0] = [{tests!r}, {here!r}]
-    from test_gepa_job import config, make_env, task_model
+    sys.path[:0] = [{tests!r}]
+    from support.gepa_job import config, make_env, task_model
     from support.scripted_client import ScriptedClient
     from gepa_cli.runner import run_gepa
     from pathlib import Path
@@ -47,15 +45,8 @@ def _used(run_dir: Path) -> int:
     return max(saved.get("used", 0), saved.get("reserved", 0))
 
 
-def spawn_child(tmp_path: Path, source: str) -> subprocess.Popen:
-    """Start ``source`` (with ``{tests}``, ``{here}`` and ``{tmp}`` filled in) as a child Python process; keep its PID."""
-    script = tmp_path / "child.py"
-    script.write_text(source.format(tests=str(TESTS), here=str(Path(__file__).parent), tmp=str(tmp_path)))
-    return subprocess.Popen([sys.executable, str(script)], cwd=os.getcwd())
-
-
 def test_kill_and_resume_stays_within_budget(tmp_path):
-    from test_gepa_job import config, make_env, task_model
+    from support.gepa_job import config, make_env, task_model
 
     run_dir = tmp_path / "run"
     child = spawn_child(tmp_path, CHILD)

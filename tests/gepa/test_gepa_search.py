@@ -14,7 +14,7 @@ import pytest
 
 from support import REPO
 from support.scripted_client import ScriptedClient
-from test_gepa_job import config, make_env, read_jsonl, run, task_model
+from support.gepa_job import config, make_env, read_jsonl, run, task_model
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.core.errors import ConfigError
 
@@ -198,7 +198,6 @@ def test_toml_keys_and_flags_reach_the_config(tmp_path):
 
 
 def test_every_search_key_and_flag_is_documented_and_in_help():
-    from pathlib import Path
 
     from typer.testing import CliRunner
 

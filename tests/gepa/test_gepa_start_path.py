@@ -9,7 +9,7 @@ import evalkit.clients.routing as routing
 from evalkit.core.aio import LoopThread
 from support.scripted_client import ScriptedClient
 
-from test_gepa_job import config, run, teacher  # noqa: E402
+from support.gepa_job import config, run, teacher  # noqa: E402
 
 
 def _count_routes(monkeypatch, model: str) -> list[str]:

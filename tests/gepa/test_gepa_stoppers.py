@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.scripted_client import ScriptedClient
-from test_gepa_resume import spawn_child
-from test_gepa_job import config, make_env, run, task_model
+from support.gepa_job import config, make_env, run, spawn_child, task_model
 from evalkit.core.errors import UserError
 from gepa_cli.runner import run_gepa
 from gepa_cli.stoppers import STOP_FILE_EVERY_S
@@ -102,9 +101,9 @@ def test_stop_file_stops_after_the_current_proposal_and_is_cleared_on_resume(tmp
 CHILD = textwrap.dedent(
     """
     import sys
-    sys.path[:0] = [{tests!r}, {here!r}]
+    sys.path[:0] = [{tests!r}]
     from pathlib import Path
-    from test_gepa_job import config, make_env, task_model
+    from support.gepa_job import config, make_env, task_model
     from support.scripted_client import ScriptedClient
     from gepa_cli.runner import run_gepa
     from primekit_cli.errors import sigterm_as_interrupt

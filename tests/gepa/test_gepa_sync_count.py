@@ -15,7 +15,7 @@ from support.scripted_client import ScriptedClient
 from gepa_cli.budget import RESERVE_AHEAD, saved_usage
 from gepa_cli.runner import run_gepa
 
-from test_gepa_job import config, make_env, task_model, teacher  # noqa: E402
+from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
 
 USELESS = "```\nSomething else.\n```"
 """A teacher reply that never helps: every iteration spends its two minibatches (no acceptance), so only the

@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from test_gepa_job import config, run
+from support.gepa_job import config, run
 from evalkit.core.errors import UserError
 
 SECRET = "sk-test-SECRET-4242"

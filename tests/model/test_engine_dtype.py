@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from support import REPO, with_pythonpath
+from support import REPO, free_port, with_pythonpath
 
 import pytest
 
@@ -120,15 +120,11 @@ def test_rl_sampler_dtype_defaults_to_auto_and_a_key_forces_one():
 @pytest.mark.slow
 @pytest.mark.parametrize(("flag", "reason"), [((), "(auto: "), (("--dtype", "fp32"), "dtype float32 (asked for)")])
 def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason):
-    import socket
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     log = tmp_path / "serve.log"
     env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:

@@ -1,6 +1,6 @@
 """The prefix cache holds K/V of one weights version only: a sequence in flight across
 ``update_weights(drain=False)`` cannot save its old-weight K/V into the new cache, and a later request
-gets what a fresh engine on the new weights computes. A tiny random-weight Llama (tests/tiny_model.py)."""
+gets what a fresh engine on the new weights computes. A tiny random-weight Llama (tests/support/tiny_model.py)."""
 
 from __future__ import annotations
 

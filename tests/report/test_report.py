@@ -1,7 +1,7 @@
 """`prime eval view` reports of eval, GEPA and RL runs: loaders, text, and the HTML page in a real browser.
 
 Run dirs come from our own jobs with scripted or tiny models (tests/support/report_runs.py). The browser
-tests open each page in headless Chromium over the DevTools protocol (tests/chromium.py), fail on
+tests open each page in headless Chromium over the DevTools protocol (tests/support/chromium.py), fail on
 any console error, uncaught exception or network request, check the numbers in the DOM against the
 run's own files, drive the page's script (sort, search, filter), and save a screenshot in tmp_path.
 """
@@ -12,11 +12,9 @@ import importlib.util
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from support import report_runs
 from support.chromium import Browser, find_chromium
@@ -24,7 +22,7 @@ from support.chromium import Browser, find_chromium
 from evalkit.report.gepa_data import load_gepa_run
 from evalkit.report.html import _num, build_context, render_html, write_report
 from evalkit.report.rl_data import load_rl_run
-from primekit_cli.app import app
+from support.cli import prime
 
 REF_WRITER = Path("/work/ref/verifiers-0.3.1/verifiers/legacy/gepa/gepa_utils.py")
 
@@ -50,10 +48,6 @@ def browser(tmp_path_factory):
         pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
     with Browser(tmp_path_factory.mktemp("chromium")) as instance:
         yield instance
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def meta(run_dir: Path) -> dict:

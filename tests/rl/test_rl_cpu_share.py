@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import torch
-from test_rl_training import ENV_CODE
+from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply
 from support.tiny_model import build_tokenizer, write_tiny_model
 from typer.testing import CliRunner
 

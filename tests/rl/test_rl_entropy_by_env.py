@@ -6,7 +6,6 @@ environment and logs their mean; the token-weighted mean of the environments' me
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch

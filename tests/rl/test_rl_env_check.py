@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_rl_training import _project, tiny_model  # noqa: F401  (the fixture, reused)
+from support.rl_project import rl_project
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 
 
 @pytest.mark.slow
-def test_env_check_gate_refuses_a_gameable_reward(tmp_path, tiny_model):  # noqa: F811
-    config = _project(tmp_path, tiny_model, extra="check = true\n")
+def test_env_check_gate_refuses_a_gameable_reward(tmp_path, tiny_model):
+    config = rl_project(tmp_path, tiny_model, extra="check = true\n")
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     # the digits environment pays the fraction of digits: a reply listing every answer is all digits

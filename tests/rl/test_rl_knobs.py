@@ -20,12 +20,6 @@ from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from rl_backend.config import RLConfig, TrainerConfig
 from rl_backend.policy import Policy, Sample, lr_at
 from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
-from support.tiny_model import write_tiny_model
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _config(tiny_model: Path, **trainer: Any) -> RLConfig:

@@ -17,7 +17,6 @@ import torch
 from rl_backend.config import RLConfig
 from rl_backend.losses import LOSSES, clip_range, make_loss
 from rl_backend.policy import Policy, Sample
-from support.tiny_model import write_tiny_model
 
 
 def _inputs():
@@ -99,11 +98,6 @@ def test_prime_rl_custom_loss_sums_to_the_trainers_loss(name: str):
     assert float(total.detach() / 5) == pytest.approx(float(ours.loss.detach()), rel=1e-6)
     with pytest.raises(ValueError, match="not token-normalised"):
         primekit_loss(SimpleNamespace(), type="grpo")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _policy(tiny_model: Path, **trainer: Any) -> Policy:

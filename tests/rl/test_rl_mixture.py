@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.core.errors import UserError
@@ -112,11 +111,6 @@ env_id = "reverse-text"
 env_args = {{ num_train_examples = 20, num_eval_examples = 4 }}
 """
 ENVS = ("arithmetic", "reverse-text")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _config(tmp_path: Path, model: Path, name: str, diverse: float = 0.0) -> Path:

@@ -18,13 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support.tiny_model import write_tiny_model
-from test_rl_training import _metrics, _project
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+from support.rl_project import read_metrics, rl_project
 
 
 def rl(*args: str):
@@ -33,7 +27,7 @@ def rl(*args: str):
 
 @pytest.mark.slow
 def test_killed_while_exporting_final_weights_then_resume_finishes_the_export(tmp_path, tiny_model):
-    config = _project(tmp_path, tiny_model)
+    config = rl_project(tmp_path, tiny_model)
     out = tmp_path / "out"
     assert rl(str(config), "-o", str(out)).exit_code == 0
     run_dir = out / "rl" / "t"
@@ -48,13 +42,13 @@ def test_killed_while_exporting_final_weights_then_resume_finishes_the_export(tm
 
     shutil.rmtree(final)  # what a kill -9 during the final export leaves
     (run_dir / "weights" / ".step_2.tmp-killed").mkdir()
-    steps_before = [m["step"] for m in _metrics(run_dir) if "loss" in m]
+    steps_before = [m["step"] for m in read_metrics(run_dir) if "loss" in m]
     result = rl(str(config), "-o", str(out), "--resume")
     assert result.exit_code == 0, result.output
     assert "finishing the final eval/weight export only" in " ".join(result.output.split())
     assert (final / "config.json").is_file() and not (run_dir / "weights" / ".step_2.tmp-killed").exists()
-    assert [m["step"] for m in _metrics(run_dir) if "loss" in m] == steps_before  # no training step redone
-    assert [m["step"] for m in _metrics(run_dir) if "eval_reward" in m] == [1, 2]  # the final eval was recorded
+    assert [m["step"] for m in read_metrics(run_dir) if "loss" in m] == steps_before  # no training step redone
+    assert [m["step"] for m in read_metrics(run_dir) if "eval_reward" in m] == [1, 2]  # the final eval was recorded
 
     again = rl(str(config), "-o", str(out), "--resume")
     assert again.exit_code == 2
@@ -63,7 +57,7 @@ def test_killed_while_exporting_final_weights_then_resume_finishes_the_export(tm
 
 @pytest.mark.slow
 def test_killed_before_the_first_checkpoint_then_resume_starts_it_over(tmp_path, tiny_model):
-    config = _project(tmp_path, tiny_model)
+    config = rl_project(tmp_path, tiny_model)
     out = tmp_path / "out"
     assert rl(str(config), "-o", str(out)).exit_code == 0
     run_dir = out / "rl" / "t"
@@ -74,7 +68,7 @@ def test_killed_before_the_first_checkpoint_then_resume_starts_it_over(tmp_path,
     result = rl(str(config), "-o", str(out), "--resume")
     assert result.exit_code == 0, result.output
     assert "stopped before its first checkpoint; starting it over from step 0" in " ".join(result.output.split())
-    assert [m["step"] for m in _metrics(run_dir) if "loss" in m] == [1, 2]  # the old lines went, not doubled
+    assert [m["step"] for m in read_metrics(run_dir) if "loss" in m] == [1, 2]  # the old lines went, not doubled
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_1", "step_2"]
 
 

@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.scripted_client import ScriptedClient
-from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
@@ -27,6 +25,7 @@ from evalkit.model.requests import GenerationResult
 from evalkit.loading.resolve import load_environment
 from evalkit.core.types import Completion, SamplingArgs
 from primekit_cli.app import app
+from support.rl_project import ScriptedSource
 
 ENV_ARGS = {"num_train_examples": 12, "num_eval_examples": 4, "num_docs": 8, "max_turns": 4}
 
@@ -75,34 +74,6 @@ class ScriptedToolModel:
 
 def _call(name: str, arguments: dict) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-class ScriptedSource:
-    """A rollout source whose client is the script; weight sync is a no-op (the script does not learn)."""
-
-    name = "scripted"
-
-    def __init__(self, policy, script: ScriptedToolModel):
-        self.policy = policy
-        self.client = ScriptedClient(script, model="scripted")
-        self.sampling = SamplingArgs(logprobs=True)
-
-    def sync(self, policy, step):
-        return None
-
-    def reseed(self, seed):
-        return None
-
-    def export_model(self):
-        return self.policy.merged_copy()
-
-    def close(self):
-        return None
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _config(tmp_path: Path, model: Path) -> Path:

@@ -13,61 +13,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.core.types import SamplingArgs
 from primekit_cli.app import app
 from rl_backend.config import RLConfig
-from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
-
-
-def _project(tmp_path: Path, tiny_model: Path, extra: str = "") -> Path:
-    env_dir = tmp_path / "environments" / "digits"
-    env_dir.mkdir(parents=True)
-    (env_dir / "digits.py").write_text(ENV_CODE)
-    config = tmp_path / "rl.toml"
-    config.write_text(
-        f'''model = "{tiny_model}"
-run_name = "t"
-max_steps = 2
-batch_size = 4
-rollouts_per_example = 2
-[sampling]
-max_tokens = 8
-[[env]]
-id = "{env_dir}"
-[trainer]
-lr = 1e-3
-micro_batch_size = 2
-[ckpt]
-interval = 1
-keep_last = 2
-[eval]
-interval = 1
-num_examples = 2
-[baseline]
-num_examples = 4
-min_reward = 0.0
-max_reward = 1.0
-min_diverse_groups = 0.0
-{extra}'''
-    )
-    return config
-
-
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+from support.rl_project import read_metrics, rl_project
 
 
 @pytest.mark.slow
 def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
-    config = _project(tmp_path, tiny_model)
+    config = rl_project(tmp_path, tiny_model)
     out = tmp_path / "out"
     runner = CliRunner()
     result = runner.invoke(app, ["rl", "run", str(config), "-o", str(out)])
@@ -75,14 +31,14 @@ def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
     run_dir = out / "rl" / "t"
     baseline = json.loads((run_dir / "baseline.json").read_text())
     assert baseline["passed"] and baseline["attempts"] == 8
-    steps = [m for m in _metrics(run_dir) if "loss" in m]
+    steps = [m for m in read_metrics(run_dir) if "loss" in m]
     assert [m["step"] for m in steps] == [1, 2]
     for m in steps:
         assert math.isfinite(m["loss"]) and m["train_tokens"] > 0 and m["groups_kept"] >= 1
         for key in ("reward_mean", "reward_std", "filtered_frac", "entropy", "mismatch_kl", "grad_norm", "lr", "tokens_per_s", "step_s"):
             assert key in m
     assert steps[0]["policy_lag"] == 0 and steps[1]["policy_lag"] == 1  # one-step off-policy
-    assert {m["step"] for m in _metrics(run_dir) if "eval_reward" in m} == {1, 2}
+    assert {m["step"] for m in read_metrics(run_dir) if "eval_reward" in m} == {1, 2}
     for step in (1, 2):
         ckpt = run_dir / "checkpoints" / f"step_{step}"
         assert (ckpt / "trainable" / "adapter_model.safetensors").is_file()
@@ -99,7 +55,7 @@ def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
     result = runner.invoke(app, ["rl", "run", str(config), "-o", str(out), "--resume", "--max-steps", "3"])
     assert result.exit_code == 0, result.output
     assert "resumed from checkpoint step 2" in result.output
-    assert [m["step"] for m in _metrics(run_dir) if "loss" in m] == [1, 2, 3]
+    assert [m["step"] for m in read_metrics(run_dir) if "loss" in m] == [1, 2, 3]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_2", "step_3"]  # keep_last = 2
     first_ids = [json.loads(line)["example_id"] for line in (run_dir / "rollouts" / "step_3.jsonl").read_text().splitlines()]
     assert min(first_ids) == cursor  # the resumed run continues the data order where the checkpoint left it
@@ -107,7 +63,7 @@ def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
 
 @pytest.mark.slow
 def test_refuses_without_learning_signal(tmp_path, tiny_model):
-    config = _project(tmp_path, tiny_model)
+    config = rl_project(tmp_path, tiny_model)
     text = config.read_text().replace("min_diverse_groups = 0.0", "min_diverse_groups = 0.0\n").replace("max_reward = 1.0", "max_reward = 0.0")
     config.write_text(text)
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
@@ -117,7 +73,7 @@ def test_refuses_without_learning_signal(tmp_path, tiny_model):
     # the override trains anyway, in the same run folder
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), "--skip-baseline", "--max-steps", "1"])
     assert result.exit_code == 0, result.output
-    assert [m["step"] for m in _metrics(tmp_path / "out" / "rl" / "t") if "loss" in m] == [1]
+    assert [m["step"] for m in read_metrics(tmp_path / "out" / "rl" / "t") if "loss" in m] == [1]
 
 
 def _config(model: Path, **trainer) -> RLConfig:

@@ -23,7 +23,7 @@ from evalkit.model.requests import GenerationResult
 from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from primekit_cli.app import app
 from rl_backend.trajectories import check_prefix_property, first_break, interleave, refusal
-from test_rl_tools import ScriptedSource  # a rollout source whose client is a script
+from support.rl_project import ScriptedSource  # a rollout source whose client is a script
 from support.tiny_model import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 
 DROPS_REASONING = CHAT_TEMPLATE.replace(

@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
-from support.tiny_model import write_tiny_model
 
 from primekit_cli.app import app
 
@@ -96,11 +95,6 @@ min_reward = 0.0
 max_reward = 1.0
 min_diverse_groups = 0.0
 """
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture

@@ -1,18 +1,16 @@
-"""The vLLM rollout source against a fake server (HTTP, tests/fake_vllm.py) and fake server processes we own:
+"""The vLLM rollout source against a fake server (HTTP, tests/support/fake_vllm.py) and fake server processes we own:
 a sleeping child, and the fake server itself started as vLLM from another environment (``vllm_command``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from support import TESTS
 from support.fake_vllm import FakeVLLM
 
 from evalkit.clients.openai_client import OpenAIClient
@@ -20,12 +18,8 @@ from evalkit.core.errors import UserError
 from evalkit.core.types import SamplingArgs
 from rl_backend.config import RLConfig
 from rl_backend.sources.vllm_source import VLLMSource, server_command
+from support import TESTS, free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class FakePolicy:
@@ -50,7 +44,7 @@ def _config(port: int) -> RLConfig:
 
 @pytest.fixture
 def fake():
-    port = _free_port()
+    port = free_port()
     server = FakeVLLM(port)
     yield server, port
     server.close()
@@ -113,7 +107,7 @@ def test_server_that_dies_at_start_is_a_user_error(tmp_path):
         return subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
 
     with pytest.raises(UserError, match="exited with code 3"):
-        VLLMSource(_config(_free_port()), FakePolicy(), tmp_path, launch=launch, model_dir=tmp_path)
+        VLLMSource(_config(free_port()), FakePolicy(), tmp_path, launch=launch, model_dir=tmp_path)
 
 
 def test_vllm_backend_without_cuda_is_refused():
@@ -156,7 +150,7 @@ def test_tool_environment_on_vllm_needs_a_tool_call_parser(tmp_path):
     from evalkit.core.errors import ConfigError
     from rl_backend.runner import Trainer
 
-    config = _config(_free_port())
+    config = _config(free_port())
     config.env[0].id = "fact-search"
     with pytest.raises(ConfigError, match="set inference.tool_call_parser"):
         Trainer(config, tmp_path).setup("vllm")  # refused before any model or server starts
@@ -184,7 +178,7 @@ def test_vllm_command_starts_the_server_from_another_environment_on_its_gpus(tmp
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    port = _free_port()
+    port = free_port()
     config = _external(port, vllm_command=[sys.executable, str(FAKE_SERVER)], gpus=[1])
     config.trainer.gpus = [0]
     source = VLLMSource(config, FakePolicy(), tmp_path, model_dir=tmp_path)
@@ -221,13 +215,14 @@ def test_gpu_indices_follow_this_processes_visible_devices_and_several_mean_tens
 
 
 def test_vllm_command_that_is_not_executable_is_one_line(tmp_path):
-    config = _external(_free_port(), vllm_command=[str(tmp_path / "no-env" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"])
+    python = str(tmp_path / "no-env" / "bin" / "python")
+    config = _external(free_port(), vllm_command=[python, "-m", "vllm.entrypoints.openai.api_server"])
     with pytest.raises(UserError, match="inference.vllm_command: '.*no-env/bin/python' is not an executable"):
         VLLMSource(config, FakePolicy(), tmp_path, model_dir=tmp_path)
 
 
 def test_base_url_uses_a_running_server_checks_lora_and_leaves_it_running(tmp_path):
-    port = _free_port()
+    port = free_port()
     server = FakeVLLM(port, served_name="my-qwen")
     try:
         source = VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{port}/v1"), FakePolicy(), tmp_path)
@@ -256,8 +251,8 @@ async def _health(port: int) -> int:
 
 def test_base_url_without_a_server_or_without_runtime_lora_is_refused_with_the_fix(tmp_path):
     with pytest.raises(UserError, match=r"no vLLM server answers at http://127.0.0.1:\d+/health .*remove inference.base_url"):
-        VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{_free_port()}"), FakePolicy(), tmp_path)
-    port = _free_port()
+        VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{free_port()}"), FakePolicy(), tmp_path)
+    port = free_port()
     server = FakeVLLM(port, lora_routes=False)
     try:
         with pytest.raises(UserError, match="runtime LoRA loading is off.*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, --enable-lora --max-lora-rank 16"):

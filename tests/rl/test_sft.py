@@ -19,12 +19,7 @@ from rl_backend.sft import run
 from rl_backend.sft_config import load_sft_config
 from rl_backend.sft_samples import to_sample
 from support import REPO, with_pythonpath
-from support.tiny_model import build_tokenizer, write_tiny_model
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+from support.tiny_model import build_tokenizer
 
 
 def _dataset(folder: Path, rows: int = 16) -> Path:

@@ -1,6 +1,6 @@
 """A checkpoint sweep skips a step whose export cannot load (empty: the export never finished; corrupt:
 a damaged weights file) with one warning line, and evaluates the steps after it. The exports are tiny
-random-weight models (tests/tiny_model.py) laid out as an RL run's ``weights/step_N``."""
+random-weight models (tests/support/tiny_model.py) laid out as an RL run's ``weights/step_N``."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +26,12 @@ LONG = {"model": "local/smollm2-135m", "messages": [{"role": "user", "content": 
 KEY = "test-secret-9f3b"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 class Served:
     """One `prime serve` process (CPU, fp32, max batch 8)."""
 
     def __init__(self, tmp_path: Path, *extra: str):
-        self.port = _free_port()
+        self.port = free_port()
         self.log = tmp_path / f"serve-{self.port}.log"
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         args = ["serve", "--port", str(self.port), "--device", "cpu", "--dtype", "fp32", "--max-batch", "8", *extra]

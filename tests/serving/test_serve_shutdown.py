@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import free_port
 
 pytestmark = pytest.mark.slow
 LONG_PROMPT = {"messages": [{"role": "user", "content": "word " * 7000}], "max_tokens": 4}
@@ -32,9 +33,7 @@ def _health(port: int) -> dict | None:
 @pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_long_prefill_exits_cleanly_and_answers_503(tmp_path: Path, sig: signal.Signals) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         server = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "--port", str(port), "--device", "cpu",

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import re
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,14 +19,16 @@ import pytest
 verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 
 from evalkit.core.errors import UserError
-from support import REPO, with_pythonpath
 from support.bash_server import BashServer
+from support.cli import assert_user_error, prime_process
 
 pytestmark = [pytest.mark.verifiers,
               pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")]
 
 IS_04 = str(verifiers.__version__).startswith("0.4.")
 KEY_VAR = "BASH_SERVER_KEY"
+KEY_ENV = {KEY_VAR: "test-key"}
+"""The key variable the commands name, for the child (the hash server takes any key)."""
 BASH = {"harness": {"id": "bash"}, "runtime": {"type": "subprocess"}}
 OPT_IN = ("the 'bash' harness runs the model's shell commands on this machine, so it runs only on a runtime you "
           "choose: add [env.agent.runtime] type = \"subprocess\"")
@@ -48,19 +48,6 @@ def server():
     started.stop()
 
 
-def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key",
-                                   "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=600)
-
-
-def one_error(done: subprocess.CompletedProcess) -> str:
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
-    return lines[0]
-
-
 def rows(project: Path, out: str) -> list[dict]:
     (results,) = (project / out).glob("evals/*/*/results.jsonl")
     found = [json.loads(line) for line in results.read_text().splitlines()]
@@ -71,8 +58,11 @@ def rows(project: Path, out: str) -> list[dict]:
 def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_project, server):
     project = verifiers_project
     model = ["-m", "hash-model", "-b", server.base_url, "-k", KEY_VAR, "-n", "3", "-r", "1"]
-    assert OPT_IN in one_error(prime(project, "eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}'))
-    done = prime(project, "eval", "run", "vf-v1-math", *model, "-a", json.dumps(BASH), "-o", "flags")
+    refused = prime_process("eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}', project=project,
+                            env=KEY_ENV, timeout=600)
+    assert OPT_IN in assert_user_error(refused)
+    done = prime_process("eval", "run", "vf-v1-math", *model, "-a", json.dumps(BASH), "-o", "flags", project=project,
+                         env=KEY_ENV, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     by_flags = rows(project, "flags")
     assert [r["reward"] for r in by_flags] == [1.0, 1.0, 1.0] and not any(r["error"] for r in by_flags)
@@ -83,7 +73,7 @@ def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_projec
         f'model = "hash-model"\nbase_url = "{server.base_url}"\napi_key_var = "{KEY_VAR}"\nnum_examples = 3\n'
         f'rollouts_per_example = 1\noutput_dir = "toml"\n\n[[eval]]\nenv_id = "vf-v1-math"\n\n'
         '[eval.harness]\nid = "bash"\n\n[eval.runtime]\ntype = "subprocess"\n')
-    done = prime(project, "eval", "run", "eval.toml")
+    done = prime_process("eval", "run", "eval.toml", project=project, env=KEY_ENV, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows(project, "toml") == by_flags
 
@@ -92,10 +82,12 @@ def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_projec
 def test_verifiers_dotted_flags_choose_bash_and_its_runtime(verifiers_project, server):
     project = verifiers_project
     client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
-    refused = one_error(prime(project, "eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash"))
+    refused = assert_user_error(prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
+                                              project=project, env=KEY_ENV, timeout=600))
     assert OPT_IN in refused
-    done = prime(project, "eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
-                 "--env.agent.harness.edit", "false", "--env.agent.runtime.type", "subprocess", "-o", "dotted")
+    done = prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
+                         "--env.agent.harness.edit", "false", "--env.agent.runtime.type", "subprocess", "-o", "dotted",
+                         project=project, env=KEY_ENV, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = rows(project, "dotted")
     assert [r["reward"] for r in found] == [1.0, 1.0, 1.0]
@@ -140,6 +132,6 @@ def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifier
 
 
 def test_help_says_bash_runs_only_on_a_chosen_runtime(verifiers_project):
-    done = prime(verifiers_project, "eval", "run", "--help")
+    done = prime_process("eval", "run", "--help", project=verifiers_project)
     text = " ".join(done.stdout.replace("│", " ").split())
     assert "verifiers' own default is bash" in text and "so it runs only with the runtime chosen explicitly" in text

@@ -9,7 +9,7 @@
   folder stayed.
 
 Real parts: verifiers' own ``SubprocessRuntime`` wrapped by primekit's, the fork server, launcher and programs as
-processes; ``prime eval run`` as a subprocess against tests/fault_server.py (a model that never answers, so the
+processes; ``prime eval run`` as a subprocess against tests/support/fault_server.py (a model that never answers, so the
 run is mid-rollout when it is killed).
 """
 

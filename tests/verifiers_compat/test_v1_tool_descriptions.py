@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession
@@ -24,15 +21,10 @@ pytest.importorskip("verifiers", reason="needs a verifiers extra (make test inst
 
 from evalkit.loading.resolve import load_environment  # noqa: E402
 from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
+from support.cli import prime_process
 
 pytestmark = pytest.mark.verifiers
 SEED = "Add two integers."
-
-
-def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home")}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def described(requests: list[dict]) -> set[str]:
@@ -41,16 +33,17 @@ def described(requests: list[dict]) -> set[str]:
 
 
 def test_list_components_shows_the_mcp_tools_and_their_descriptions(verifiers_project):
-    done = prime(verifiers_project, "gepa", "run", "vf-v1-shared", "-m", "m", "-b", "http://127.0.0.1:9/v1",
-                 "--list-components")
+    done = prime_process("gepa", "run", "vf-v1-shared", "-m", "m", "-b", "http://127.0.0.1:9/v1",
+                         "--list-components", project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     tools = done.stdout.split("tools:\n", 1)[1]
     assert json.loads(tools) == {"calc_add": SEED}  # named as the chat program names it: <server>_<tool>
 
 
 def test_a_tool_server_running_elsewhere_is_refused_in_one_line(verifiers_project):
-    done = prime(verifiers_project, "gepa", "run", "vf-v1-shared", "-m", "m", "-b", "http://127.0.0.1:9/v1",
-                 "-a", json.dumps({"tools": {"url": "http://127.0.0.1:9/mcp"}}), "--list-components")
+    done = prime_process("gepa", "run", "vf-v1-shared", "-m", "m", "-b", "http://127.0.0.1:9/v1",
+                         "-a", json.dumps({"tools": {"url": "http://127.0.0.1:9/mcp"}}), "--list-components",
+                         project=verifiers_project)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "error: v1 taskset 'vf-v1-shared': tool server 'calc' runs at http://127.0.0.1:9/mcp, so its tools cannot be "
@@ -61,13 +54,13 @@ def test_a_tool_server_running_elsewhere_is_refused_in_one_line(verifiers_projec
 def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
     args = ["eval", "run", "vf-v1-shared", "-m", "solver", "-b", solver.base_url, "-n", "1", "-r", "1"]
     before = len(solver.requests())
-    done = prime(verifiers_project, *args)
+    done = prime_process(*args, project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     assert described(solver.requests()[before:]) == {SEED}
 
     (verifiers_project / "tools.json").write_text(json.dumps({"calc_add": "Sums two integers. CALL ME."}))
     before = len(solver.requests())
-    done = prime(verifiers_project, *args, "--tools-file", "tools.json")
+    done = prime_process(*args, "--tools-file", "tools.json", project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     sent = solver.requests()[before:]
     assert described(sent) == {"Sums two integers. CALL ME."} and len([r for r in sent if r.get("tools")]) == 2
@@ -76,7 +69,7 @@ def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
     assert len(rows) == 2 and all(row["reward"] == 1.0 for row in rows)  # the tool still runs
 
     (verifiers_project / "bad.json").write_text(json.dumps({"add": "x"}))
-    done = prime(verifiers_project, *args, "--tools-file", "bad.json")
+    done = prime_process(*args, "--tools-file", "bad.json", project=verifiers_project)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: --tools-file: no tool named 'add' in this environment (its tools: calc_add)"]
 
@@ -84,14 +77,14 @@ def test_tools_file_descriptions_reach_the_model(verifiers_project, solver):
 @pytest.mark.slow  # ~15 s: two evals whose tasks each start their own tool server
 def test_a_tool_server_per_rollout_is_listed_and_described_too(verifiers_project, solver):
     """``Task.toolsets`` (one server per rollout) advertised without a prefix: the tool is ``add``."""
-    done = prime(verifiers_project, "gepa", "run", "vf-v1-task-tools", "-m", "m", "-b", "http://127.0.0.1:9/v1",
-                 "--list-components")
+    done = prime_process("gepa", "run", "vf-v1-task-tools", "-m", "m", "-b", "http://127.0.0.1:9/v1",
+                         "--list-components", project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.split("tools:\n", 1)[1]) == {"add": SEED}
     (verifiers_project / "tools.json").write_text(json.dumps({"add": "Adds. CALL ME."}))
     before = len(solver.requests())
-    done = prime(verifiers_project, "eval", "run", "vf-v1-task-tools", "-m", "solver", "-b", solver.base_url, "-n", "2",
-                 "-r", "1", "--tools-file", "tools.json")
+    done = prime_process("eval", "run", "vf-v1-task-tools", "-m", "solver", "-b", solver.base_url, "-n", "2",
+                         "-r", "1", "--tools-file", "tools.json", project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     sent = [request for request in solver.requests()[before:] if request.get("tools")]
     assert len(sent) == 4 and {(t["function"]["name"], t["function"]["description"]) for r in sent for t in r["tools"]} == {
@@ -122,10 +115,10 @@ def test_prime_gepa_run_writes_the_proposed_descriptions_to_tools_json(verifiers
     description says "Double-check", which the same server, as the teacher (-M), adds to each description."""
     server = SolverServer("--call-only-if", "Double-check")
     try:
-        done = prime(verifiers_project, "gepa", "run", "vf-v1-shared", "-a", '{"num_tasks": 8}', "-m", "solver",
-                     "-b", server.base_url, "-M", "solver", "--components", "system_prompt,tools", "-B", "30",
-                     "--num-train", "4", "--num-val", "4", "--minibatch-size", "2", "--stop-at-score", "1",
-                     "-o", "run")
+        done = prime_process("gepa", "run", "vf-v1-shared", "-a", '{"num_tasks": 8}', "-m", "solver",
+                             "-b", server.base_url, "-M", "solver", "--components", "system_prompt,tools", "-B", "30",
+                             "--num-train", "4", "--num-val", "4", "--minibatch-size", "2", "--stop-at-score", "1",
+                             "-o", "run", project=verifiers_project)
         sent = server.requests()
     finally:
         server.stop()

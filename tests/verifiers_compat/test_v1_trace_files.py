@@ -6,7 +6,7 @@ Before: verifiers' own writer appended each episode as it was, so a tool's outpu
 40,000-character tool result was written whole (twice: the tool message and the reply quoting it), and a resume
 read the whole file into memory.
 
-Real parts: `prime eval run` in a subprocess against tests/solver_server.py on 127.0.0.1, verifiers' shared tool
+Real parts: `prime eval run` in a subprocess against tests/support/solver_server.py on 127.0.0.1, verifiers' shared tool
 server (tests/verifiers_envs/vf_v1_shared, told to print the secrets) as a subprocess, the file read back with
 verifiers' own reader.
 """

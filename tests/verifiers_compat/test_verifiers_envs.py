@@ -1,5 +1,5 @@
 """Environments written for verifiers, run unchanged: `prime eval run` / `prime gepa run` in real subprocesses
-against a real HTTP server on 127.0.0.1 (tests/solver_server.py, a scripted model that answers right), and the
+against a real HTTP server on 127.0.0.1 (tests/support/solver_server.py, a scripted model that answers right), and the
 embedded model.
 
 The environments are in tests/verifiers_envs/ (verifiers code as its users write it); each test copies them
@@ -9,12 +9,10 @@ into a fresh project's `environments/` folder.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import prime_process
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
@@ -22,13 +20,6 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 @pytest.fixture
 def project(verifiers_project: Path) -> Path:
     return verifiers_project
-
-
-def prime(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`prime ...` as a user runs it, from the project folder, with HOME inside the test's folder."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def run_rows(project: Path, env_id: str, model: str = "solver") -> tuple[list[dict], dict]:
@@ -74,7 +65,7 @@ env_args = {{ judge_base_url = "{url}" }}
 
 def test_legacy_verifiers_envs_run_unchanged_through_prime_eval_run(project, solver):
     (project / "eval.toml").write_text(EVAL_TOML.format(url=solver.base_url))
-    done = prime(project, "eval", "run", "eval.toml")
+    done = prime_process("eval", "run", "eval.toml", project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
 
@@ -115,7 +106,8 @@ def test_legacy_verifiers_envs_run_unchanged_through_prime_eval_run(project, sol
 
 @pytest.mark.verifiers
 def test_v1_taskset_runs_offline_through_prime_eval_run(project, solver):
-    done = prime(project, "eval", "run", "vf-v1-math", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "2")
+    done = prime_process("eval", "run", "vf-v1-math", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "2",
+                         project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     rows, meta = run_rows(project, "vf-v1-math")
     assert len(rows) == 4 and all(r["reward"] == 1.0 and r["error"] is None for r in rows)
@@ -129,7 +121,8 @@ def test_v1_taskset_runs_offline_through_prime_eval_run(project, solver):
 
 
 def test_buggy_reward_function_gives_error_rows_not_a_crash(project, solver):
-    done = prime(project, "eval", "run", "vf-buggy", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1")
+    done = prime_process("eval", "run", "vf-buggy", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
+                         project=project)
     assert "Traceback" not in done.stderr
     assert done.returncode == 1 and "error: every rollout of vf-buggy errored (2/2); first error: [reward]" in done.stderr
     rows, meta = run_rows(project, "vf-buggy")
@@ -163,7 +156,7 @@ max_tokens = 64
 
 def test_gepa_optimizes_the_verifiers_system_prompt_and_keeps_few_shot(project, solver):
     (project / "gepa.toml").write_text(GEPA_TOML.format(url=solver.base_url))
-    done = prime(project, "gepa", "run", "gepa.toml", "-o", str(project / "gepa-run"))
+    done = prime_process("gepa", "run", "gepa.toml", "-o", str(project / "gepa-run"), project=project)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-2000:]
     candidates = [json.loads(line) for line in (project / "gepa-run" / "results.jsonl").read_text().splitlines()]
     seed = "Think step by step, then give the final number in answer tags."
@@ -176,7 +169,7 @@ def test_gepa_optimizes_the_verifiers_system_prompt_and_keeps_few_shot(project, 
 
 @pytest.mark.slow
 def test_embedded_model_runs_a_verifiers_env_through_prime_eval_run(project):
-    done = prime(project, "eval", "run", "vf-tools", "-n", "1", "-r", "1", "-t", "8")
+    done = prime_process("eval", "run", "vf-tools", "-n", "1", "-r", "1", "-t", "8", project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     rows, meta = run_rows(project, "vf-tools", "local/smollm2-135m")
     assert len(rows) == 1 and rows[0]["error"] is None and meta["usage"]["output_tokens"] > 0

@@ -1,5 +1,5 @@
 """Same rows as verifiers: environments shaped like real upstream ones, run by verifiers' own `vf-eval` and by
-`prime eval run` against one deterministic model (tests/hash_server.py: the reply is a pure function of the
+`prime eval run` against one deterministic model (tests/support/hash_server.py: the reply is a pure function of the
 conversation), compared example by example (prompt, completion, reward, metrics).
 
 Shapes (tests/verifiers_envs/, written for these tests after public environments): a plain-string `task`
@@ -12,30 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
 
 from support.hash_server import HashServer
+from support.verifiers_parity import KEY_VAR, TOML, comparable, rows_of, run
 
 PARITY_ENVS = ("vf_task_str", "vf_completion", "vf_envgroup")
-KEY_VAR = "HASH_SERVER_KEY"
-
-TOML = """\
-model = "hash-model"
-{url_key} = "{url}"
-api_key_var = "{key}"
-num_examples = 3
-rollouts_per_example = 2
-max_tokens = 24
-output_dir = "{out}"
-{extra}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -50,41 +37,11 @@ def project(verifiers_project: Path) -> Path:
     return verifiers_project
 
 
-def run(project: Path, args: list[str], pythonpath: list[Path], timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), "PYTHONUNBUFFERED": "1",
-           KEY_VAR: "test-key", "PYTHONPATH": os.pathsep.join(str(p) for p in pythonpath)}
-    return subprocess.run([sys.executable, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 def config(project: Path, name: str, url: str, out: str, extra: str = "", url_key: str = "base_url") -> Path:
     evals = "".join(f'\n[[eval]]\nenv_id = "{env}"\n' for env in PARITY_ENVS)
     path = project / name
     path.write_text(TOML.format(url_key=url_key, url=url, key=KEY_VAR, out=project / out, extra=extra) + evals)
     return path
-
-
-def rows_of(out: Path, env: str) -> list[dict[str, Any]]:
-    (results,) = sorted(out.glob(f"evals/{env}*--hash-model/*/results.jsonl"))
-    return [json.loads(line) for line in results.read_text().splitlines()]
-
-
-def message(m: Any) -> dict[str, Any]:
-    """A message as both harnesses write it, reduced to what a row means: role, text, tool calls."""
-    calls = [json.loads(c) if isinstance(c, str) else c for c in m.get("tool_calls") or []]
-    calls = [[(c.get("function") or c).get("name"), (c.get("function") or c).get("arguments")] for c in calls]
-    return {"role": m["role"], "content": m.get("content") or "", "tool_calls": calls}
-
-
-def comparable(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Rows per example: prompt, completion, reward, metrics, whether it errored (rollouts sorted)."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r["example_id"], []).append({
-            "prompt": [message(m) for m in r["prompt"]], "completion": [message(m) for m in r["completion"]],
-            "reward": round(r["reward"], 6), "metrics": {k: round(v, 6) for k, v in r["metrics"].items()},
-            "error": r.get("error") is not None,
-        })
-    return {k: sorted(v, key=lambda row: json.dumps(row, sort_keys=True)) for k, v in out.items()}
 
 
 def test_legacy_shapes_give_the_rows_vf_eval_gives(project, server):

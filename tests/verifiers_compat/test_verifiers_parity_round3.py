@@ -1,6 +1,6 @@
 """Same rows as verifiers, round 3: shapes found in environments nobody here wrote, each in a tiny environment
 (tests/verifiers_envs/), run by verifiers' own evaluator and by `prime eval run` against one deterministic model
-(tests/hash_server.py), compared example by example (helpers from tests/test_verifiers_parity.py).
+(tests/support/hash_server.py), compared example by example (helpers in tests/support/verifiers_parity.py).
 
 - `vf_tool_null`: a reward that reads the tool-calling reply's `content` (verifiers keeps `None`, and sends
   `content: null` back on the next request);
@@ -20,7 +20,7 @@ import pytest
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
 from support.hash_server import HashServer  # noqa: E402
-from test_verifiers_parity import KEY_VAR, TOML, comparable, rows_of, run  # noqa: E402
+from support.verifiers_parity import KEY_VAR, TOML, comparable, rows_of, run  # noqa: E402
 
 pytestmark = pytest.mark.verifiers
 LEGACY = str(verifiers.__version__).startswith("0.3.")

@@ -4,18 +4,20 @@ plans, maps, notes or is refused in one line (docs/verifiers-configs.md has the 
 
 The config is validated by verifiers 0.4's own classes, so those tests skip under verifiers 0.3.1 (where the
 dialect is one `error:` line naming the extra, tested here too). Real parts: `prime` in a subprocess, the
-deterministic tests/hash_server.py model on 127.0.0.1, the v1 tasksets of tests/verifiers_envs/.
+deterministic tests/support/hash_server.py model on 127.0.0.1, the v1 tasksets of tests/verifiers_envs/.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from evalkit.core.errors import UserError
 from evalkit.verifiers_compat.v04_args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
+from support.cli import assert_user_error, prime_process
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
@@ -53,7 +55,9 @@ type = "subprocess"
 """
 
 
-from test_verifiers_v1 import prime, project  # noqa: E402,F401  (the same project folder and subprocess)
+@pytest.fixture
+def project(verifiers_project: Path) -> Path:
+    return verifiers_project
 
 
 @pytest.fixture(autouse=True)
@@ -73,18 +77,9 @@ def hash_server():
 
 def ran(project, *args: str) -> subprocess.CompletedProcess:
     """``prime *args`` that must exit 0."""
-    done = prime(project, *args)
+    done = prime_process(*args, project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def one_error(done: subprocess.CompletedProcess) -> str:
-    """The single ``error:`` line of a refused command (exit 2, no traceback)."""
-    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
-    assert "Traceback" not in done.stderr
-    (line,) = [x for x in done.stderr.splitlines() if not x.startswith("note: ")]
-    assert line.startswith("error: ")
-    return line
 
 
 # ----- the command line (no verifiers classes needed) ---------------------------------------------
@@ -116,7 +111,7 @@ def test_under_verifiers_0_3_1_the_dialect_is_one_line_naming_the_extra(project)
     (project / "chat.toml").write_text(CHAT_TOML.format(url="http://127.0.0.1:9/v1"))
     for args in (["eval", "run", "@", "chat.toml"], ["eval", "run", "chat.toml"],
                  ["eval", "run", "vf-v1-chat", "--sampling.temperature", "0.5"], ["gepa", "run", "@", "chat.toml"]):
-        line = one_error(prime(project, *args, "--dry-run"))
+        line = assert_user_error(prime_process(*args, "--dry-run", project=project))
         assert "verifiers 0.3.1 is installed" in line and "pip install 'primekit[verifiers]'" in line
 
 
@@ -208,8 +203,8 @@ def test_what_primekit_does_not_run_is_refused_in_one_line(project, monkeypatch,
 @needs_04
 def test_a_refusal_on_the_command_line_is_one_error_line_and_exit_2(project):
     (project / "c.toml").write_text('[env.taskset]\nid = "vf-v1-chat"\n[env.agent.harness]\nid = "codex"\n')
-    assert "env.agent.harness.id = 'codex'" in one_error(prime(project, "eval", "run", "@", "c.toml"))
-    assert "env.agent.harness.id = 'codex'" in one_error(prime(project, "gepa", "run", "c.toml", "--dry-run"))
+    for args in (["eval", "run", "@", "c.toml"], ["gepa", "run", "c.toml", "--dry-run"]):
+        assert "env.agent.harness.id = 'codex'" in assert_user_error(prime_process(*args, project=project))
 
 
 @needs_04
@@ -220,15 +215,17 @@ def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_
     (plan,) = json.loads(done.stdout)["evals"]
     assert plan["env_args"] == {"offset": 2, "taskset": {}, "harness": {"max_turns": 3}}
     (project / "differ.toml").write_text(base + '[env.solver]\nmax_turns = 3\n')
-    assert "seats solver, checker would get different limits" in one_error(prime(project, "eval", "run", "differ.toml", "--dry-run"))
+    refused = assert_user_error(prime_process("eval", "run", "differ.toml", "--dry-run", project=project))
+    assert "seats solver, checker would get different limits" in refused
 
 
 @needs_04
 def test_a_builtin_environment_or_no_taskset_is_one_line(project):
-    line = one_error(prime(project, "eval", "run", "reverse-text", "--sampling.temperature", "0.5", "--dry-run"))
+    line = assert_user_error(prime_process("eval", "run", "reverse-text", "--sampling.temperature", "0.5", "--dry-run",
+                                           project=project))
     assert "'reverse-text' is not a verifiers v1 taskset" in line
     (project / "none.toml").write_text("num_rollouts = 2\n")
-    assert "no taskset: give one" in one_error(prime(project, "eval", "run", "@", "none.toml"))
+    assert "no taskset: give one" in assert_user_error(prime_process("eval", "run", "@", "none.toml", project=project))
 
 
 # ----- verifiers 0.4: the same rows ------------------------------------------------------------------
@@ -301,8 +298,8 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
                                "extra_env_kwargs": {}}]
     (project / "other.toml").write_text(toml.format(url="http://127.0.0.1:9/v1").replace(
         '[reflection_client]\nbase_url = "http://127.0.0.1:9/v1"', '[reflection_client]\nbase_url = "http://127.0.0.1:8/v1"'))
-    assert "reflection_client: primekit's GEPA sends the reflection model" in one_error(
-        prime(project, "gepa", "run", "@", "other.toml", "--dry-run"))
+    assert "reflection_client: primekit's GEPA sends the reflection model" in assert_user_error(
+        prime_process("gepa", "run", "@", "other.toml", "--dry-run", project=project))
 
 
 @needs_04

@@ -3,7 +3,7 @@ the tests marked `verifiers` in both): taskset-wide shared tool servers, a tasks
 a single-agent Env that scripts the user, `[env.taskset]`/`[env.harness]` configs, and verifiers' own
 `traces.jsonl` read back with verifiers' own code (its reader and its replay command).
 
-Real parts: `prime eval run` in a subprocess against tests/solver_server.py on 127.0.0.1 (a scripted model that
+Real parts: `prime eval run` in a subprocess against tests/support/solver_server.py on 127.0.0.1 (a scripted model that
 answers right), verifiers' chat program as a subprocess (under 0.4 it streams: the bridge answers SSE), and the
 environments in tests/verifiers_envs/ (upstream shapes, written here).
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (ma
 
 from evalkit.core.errors import UserError
 from evalkit.loading.resolve import load_environment
+from support.cli import prime_process
 
 pytestmark = pytest.mark.verifiers
 CURRENT = str(verifiers.__version__).startswith("0.4.")
@@ -33,19 +33,8 @@ CURRENT = str(verifiers.__version__).startswith("0.4.")
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    import shutil
-
-    envs = VERIFIERS_ENVS
-    shutil.copytree(envs, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-    (tmp_path / "home").mkdir()
-    return tmp_path
-
-
-def prime(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(project / "home")}
-    return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=300)
+def project(verifiers_project: Path) -> Path:
+    return verifiers_project
 
 
 def run_dir(project: Path, env_id: str) -> Path:
@@ -61,8 +50,8 @@ def rows_of(folder: Path) -> list[dict]:
 
 def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verifiers(project, solver, tmp_path):
     log = tmp_path / "calc.log"
-    done = prime(project, "eval", "run", "vf-v1-shared", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "2",
-                 "-a", json.dumps({"tools": {"log": str(log)}}))
+    done = prime_process("eval", "run", "vf-v1-shared", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "2",
+                         "-a", json.dumps({"tools": {"log": str(log)}}), project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = log.read_text().splitlines()
     assert len([x for x in lines if x.startswith("start")]) == 1  # one server for all four rollouts
@@ -95,8 +84,8 @@ def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verif
 
 def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solver):
     before = len(solver.requests())
-    done = prime(project, "eval", "run", "vf-v1-seats", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
-                 "-a", '{"offset": 2}', "-C", "agents")
+    done = prime_process("eval", "run", "vf-v1-seats", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
+                         "-a", '{"offset": 2}', "-C", "agents", project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(run_dir(project, "vf-v1-seats"))  # one row per seat per episode, as verifiers writes them
     assert [(r["example_id"], r["agent"], r["trainable"]) for r in rows] == [
@@ -113,13 +102,14 @@ def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solve
     assert asked == ["What is 0+1?", "What is 1+2?", "What is 1+2?", "What is 3+2?"]
     episodes = [json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()]
     assert sorted(t["agent"]["name"] for e in episodes for t in e["traces"]) == ["checker"] * 2 + ["solver"] * 2
-    view = prime(project, "eval", "view", str(run_dir(project, "vf-v1-seats")))
+    view = prime_process("eval", "view", str(run_dir(project, "vf-v1-seats")), project=project)
     shown = re.findall(r"completion/assistant: (\S+)", view.stdout)  # 3 samples of the 4 seat rows (all tied at 1.0)
     assert view.returncode == 0 and len(shown) == 3 and set(shown) <= {"1", "3", "5"}, view.stdout
 
 
 def test_single_agent_env_with_a_scripted_user(project, solver):
-    done = prime(project, "eval", "run", "vf-v1-chat", "-m", "solver", "-b", solver.base_url, "-n", "1", "-r", "1")
+    done = prime_process("eval", "run", "vf-v1-chat", "-m", "solver", "-b", solver.base_url, "-n", "1", "-r", "1",
+                         project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = rows_of(run_dir(project, "vf-v1-chat"))
     assert row["reward"] == 1.0 and row["metrics"] == {"follows": 1.0, "turns": 2.0}
@@ -131,7 +121,8 @@ def test_an_env_that_opens_the_exchange_puts_its_opening_in_the_rows_prompt(proj
     """A prompt-less task opened by the env's own ``turn(...)``: the row's prompt is what the model was shown
     before its first reply (verifiers' own rows), not the task's bare system prompt."""
     before = len(solver.requests())
-    done = prime(project, "eval", "run", "vf-v1-opener", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1")
+    done = prime_process("eval", "run", "vf-v1-opener", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
+                         project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = sorted(rows_of(run_dir(project, "vf-v1-opener")), key=lambda r: r["example_id"])
     assert [r["reward"] for r in rows] == [1.0, 1.0]
@@ -161,7 +152,7 @@ max_turns = 1
 
 def test_eval_toml_taskset_and_harness_tables(project, solver):
     (project / "eval.toml").write_text(EVAL_TOML.format(url=solver.base_url))
-    done = prime(project, "eval", "run", "eval.toml")
+    done = prime_process("eval", "run", "eval.toml", project=project)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(run_dir(project, "vf-v1-chat"))
     assert len(rows) == 3  # [eval.taskset] num_tasks
@@ -262,7 +253,7 @@ def test_taskset_and_harness_tables_in_gepa_and_rl_toml(tmp_path):
 
 @pytest.mark.skipif(not CURRENT, reason="the legacy API is there in verifiers 0.3.1")
 def test_legacy_env_under_verifiers_0_4_is_one_line_with_the_install_command(project):
-    done = prime(project, "eval", "run", "vf-single", "-n", "1")
+    done = prime_process("eval", "run", "vf-single", "-n", "1", project=project)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: environment 'vf-single' is written for verifiers' legacy API (`import verifiers as "

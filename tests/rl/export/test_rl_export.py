@@ -27,6 +27,7 @@ from primekit_cli.app import app
 from rl_backend.config import load_rl_config
 from rl_backend.export import TARGETS, export_config
 from rl_backend.export.common import covered, leaf_paths
+from support.cli import prime
 
 GOLDEN = TESTS / "golden" / "export"
 SHIPPED = [("digit-sums", "prime-rl"), ("digit-sums-vf", "tinker"), ("digit-sums-vf", "skyrl")]
@@ -312,7 +313,7 @@ def _prime(args: list[str], monkeypatch: pytest.MonkeyPatch, path: str, exit_cod
     """`prime ARGS` in this process (prime-rl itself runs as a real child process); (exit code, stderr+stdout)."""
     monkeypatch.setenv("PATH", path)
     monkeypatch.setenv("FAKE_RL_EXIT", exit_code)
-    result = CliRunner().invoke(app, args)
+    result = prime(*args)
     return result.exit_code, result.output
 
 
