@@ -37,7 +37,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.scripted_client import ScriptedClient, tool_call_reply  # noqa: E402  (the test suite's scripted model)
 
-from evalkit.core.aio import LoopThread  # noqa: E402
+from evalkit.core.aio import LoopThread, Slots  # noqa: E402
 from evalkit.core.types import SamplingArgs  # noqa: E402
 from evalkit.envs import Rubric, ToolEnv  # noqa: E402
 from gepa_cli.adapter import SystemPromptAdapter  # noqa: E402
@@ -160,7 +160,7 @@ def plain(args: argparse.Namespace, seed: int, merge: bool, run_dir: Path | None
     env = make_env(args.examples)
     train, val = build_examples([env], ["gain"], args.train, args.val, seed)
     loop = LoopThread()
-    adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), max_concurrent=args.concurrency)
+    adapter = SystemPromptAdapter([env], task, loop, RolloutBudget(10**9), bound=Slots(args.concurrency))
 
     teacher = scripted_teacher(args.latency)
 

@@ -3,8 +3,8 @@
 Contract with the library (``gepa.core.adapter.GEPAAdapter``):
 
 * ``evaluate(batch, candidate, capture_traces)`` runs one rollout per :class:`Example` through
-  ``evalkit.eval.rollouts.run_groups`` on the job's event loop (concurrently, ``max_concurrent`` at a time,
-  one bound shared by the batch's environments)
+  ``evalkit.eval.rollouts.run_groups`` on the job's event loop (concurrently, at most the run's
+  ``max_concurrent`` at a time: one bound, ``config.slots()``, shared by every evaluation and environment)
   and returns per-example rewards. Every rollout is reserved on the :class:`RolloutBudget` first;
   an evaluation that does not fit raises :class:`BudgetExceeded` and runs nothing. gepa needs a
   score for every example, so a rollout that errored without a score (model, environment or
@@ -33,11 +33,12 @@ from gepa.core.adapter import EvaluationBatch
 
 from evalkit.core.aio import LoopThread, Slots
 from evalkit.clients.base import ModelClient
-from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
+from evalkit.core.defaults import RolloutLimits
 from evalkit.envs.base import Environment
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import RolloutState, SamplingArgs
+from evalkit.vocabulary import ConcurrencyFields
 from gepa_cli.budget import RolloutBudget
 from gepa_cli.data import Example
 
@@ -60,7 +61,7 @@ class SystemPromptAdapter:
         budget: RolloutBudget,
         *,
         sampling: SamplingArgs | None = None,
-        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        bound: Slots | None = None,
         limits: RolloutLimits = RolloutLimits(),
         state_columns: Sequence[str] = (),
         on_rollouts: Callable[[int, float, list[RolloutState]], None] | None = None,
@@ -72,7 +73,8 @@ class SystemPromptAdapter:
         self.loop = loop
         self.budget = budget
         self.sampling = sampling
-        self.max_concurrent = max_concurrent
+        self.bound = bound or ConcurrencyFields().slots()
+        """The run's one bound on rollouts in flight (:meth:`evalkit.vocabulary.ConcurrencyFields.slots`)."""
         self.limits = limits
         self.state_columns = list(state_columns)
         self.on_rollouts = on_rollouts
@@ -105,9 +107,9 @@ class SystemPromptAdapter:
         self, items: list[tuple[dict[str, str], list[Example]]], capture_traces: bool = True
     ) -> list[EvaluationBatch[RolloutState, dict[str, Any]]]:
         """gepa's batched form (several proposals' or candidates' evaluations in one call): every
-        rollout of every item is reserved first, then all run concurrently under one ``max_concurrent``."""
+        rollout of every item is reserved first, then all run concurrently under the run's one bound."""
         self.budget.reserve(sum(len(batch) for _, batch in items))
-        bound = Slots(self.max_concurrent)
+        bound = self.bound
 
         async def all_items() -> list[list[RolloutState]]:
             return list(await asyncio.gather(*(self._rollouts(batch, candidate, bound) for candidate, batch in items)))

@@ -46,7 +46,7 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     envs: list[EnvSpec] = Field(min_length=1)
     """Environments sharing one system prompt; examples are drawn from each equally."""
     reflection_model: str | None = None
-    """Teacher model that rewrites the prompt; ``None`` means the task model."""
+    """Teacher model that rewrites the prompt; unset: the task model."""
     max_calls: int = Field(default=500, ge=1)
     """Rollout budget: every task-model rollout counts, the seed's validation pass included (reflection calls
     are counted separately)."""
@@ -66,7 +66,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     seed: int = 0
     """Seed for data sampling and the library's candidate/minibatch choices."""
     run_dir: str | None = None
-    """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``."""
+    """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``, where the output root is
+    a local environment's ``outputs/`` (``environments/<env>/outputs``), else ``./outputs``."""
     output_root: str | None = None
     """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
     reflection_attempts: int = Field(default=3, ge=1)

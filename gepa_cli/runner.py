@@ -451,7 +451,7 @@ class _Job:
             self.loop,
             self.budget,
             sampling=SamplingArgs.from_dict(config.sampling),
-            max_concurrent=config.max_concurrent,
+            bound=config.slots(),
             limits=config.limits(),
             state_columns=config.state_columns,
             on_rollouts=on_rollouts,

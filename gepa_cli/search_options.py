@@ -2,7 +2,7 @@
 
 :class:`GepaSearchFields` is a field group: :class:`gepa_cli.config.GepaSection` (the TOML's ``[gepa]``
 table) and :class:`gepa_cli.config.GepaJobConfig` both inherit it, and ``prime gepa run`` derives one
-flag per field from it (:mod:`primekit_cli.field_flags`), so a knob's name, default, bounds and docstring
+flag per field from it (:func:`primekit_cli.options.group_flags`), so a knob's name, default, bounds and docstring
 live here only. Defaults are gepa 0.1.4's own (``gepa.optimize``), so leaving a knob out runs the
 library as its authors tuned it. Importable without the gepa library: the objects gepa takes are
 built by :mod:`gepa_cli.search` at run time.

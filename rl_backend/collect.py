@@ -19,7 +19,7 @@ from evalkit.core.aio import LoopThread
 from evalkit.core.errors import UserError
 from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import Completion, RolloutState, SamplingArgs
-from rl_backend.advantages import make_advantage_rule
+from rl_backend.algorithms import Algorithm, Trace
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
 from rl_backend.mixture import EnvMixture
@@ -39,6 +39,8 @@ class StepBatch:
     advantages: dict[tuple[int, int], float] = field(default_factory=dict)
     env_of: dict[int, str] = field(default_factory=dict)
     """The environment label of each example id (the global cursor of the example)."""
+    algo_state: dict[str, Any] = field(default_factory=dict)
+    """Each environment's algorithm state once this batch's credit is assigned (what a checkpoint after it keeps)."""
 
 
 class BatchCollector:
@@ -56,7 +58,9 @@ class BatchCollector:
         own = SamplingArgs.from_dict({**config.sampling.request_args(), "logprobs": True})
         self.sampling = source.sampling.merged(own)
         """The source's required settings (token ids, logprobs) with the config's sampling over them."""
-        self.rule = make_advantage_rule(config.trainer.advantage.type, config.trainer.advantage.std_normalize)
+        self.algorithms: dict[str, Algorithm] = {
+            env.label: config.algo_of(env).build(config.trainer) for env in config.env}
+        """One algorithm per environment (its own ``algo`` or the run's), keyed by its label."""
 
     def collect(self, step: int, cursor: int, weights_step: int) -> StepBatch:
         """Roll out groups until ``examples_per_step`` have reward variance or ``max_rounds`` are spent."""
@@ -75,7 +79,8 @@ class BatchCollector:
             if self.config.trainer.zero_truncated_completions:
                 _zero_truncated(groups)
             generated.extend(groups)
-            kept.extend(filter_groups(groups, self.config.filter.enabled).kept)
+            kept.extend(filter_groups(groups, self.config.filter.enabled,
+                                      signal_when_uniform=lambda g: self._own_baseline(g, env_of)).kept)
             rounds += 1
             if not self.config.filter.enabled:
                 break
@@ -93,10 +98,33 @@ class BatchCollector:
         masked = self.config.trainer.mask_truncated_completions
         for group in batch.kept:
             scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
-            for state, advantage in zip(scored, self.rule([s.reward for s in scored])):
+            algorithm = self._algorithm_of(group, env_of)
+            credit = algorithm.credit([trace_of(s) for s in scored]) if scored else []
+            for state, advantage in zip(scored, credit or []):
                 if not (masked and state.is_truncated):  # still in the group's mean, out of the loss
                     batch.advantages[(state.example_id, state.rollout_idx)] = advantage
+        batch.algo_state = self.state_dict()
         return batch
+
+    def _algorithm_of(self, group: list[RolloutState], env_of: dict[int, str]) -> Algorithm:
+        """The algorithm of the environment that rolled the group out."""
+        if len(self.algorithms) == 1:
+            return next(iter(self.algorithms.values()))
+        return self.algorithms[env_of[group[0].example_id]]
+
+    def _own_baseline(self, group: list[RolloutState], env_of: dict[int, str]) -> bool:
+        """Whether the group's algorithm credits it against something other than its siblings (``rae``), so that
+        equal rewards still carry signal and the difficulty filter keeps the group."""
+        return not self._algorithm_of(group, env_of).group_relative
+
+    def state_dict(self) -> dict[str, Any]:
+        return {label: algorithm.state_dict() for label, algorithm in self.algorithms.items()
+                if algorithm.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for label, algorithm_state in state.items():
+            if label in self.algorithms:
+                self.algorithms[label].load_state_dict(algorithm_state)
 
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
         """The groups of examples ``ids`` in their order, each run by its own environment under one bound."""
@@ -125,6 +153,16 @@ class BatchCollector:
                 out[position] = group
                 env_of[ids[position]] = self.mixture.members[k].name
         return out
+
+
+def trace_of(state: RolloutState) -> Trace:
+    """What credit assignment reads of a scored rollout: its reward and sizes (the last turn's prompt is the
+    context the model conditioned on, less what it generated itself)."""
+    output = state.usage.output_tokens
+    last = state.responses[-1] if state.responses else None
+    context = len(last.prompt_token_ids) + len(last.completion_token_ids or []) if last and last.prompt_token_ids else 0
+    return Trace(reward=float(state.reward), output_tokens=output, input_tokens=max(0, context - output),
+                 turns=max(1, len(state.responses)))
 
 
 def _zero_truncated(groups: list[list[RolloutState]]) -> None:

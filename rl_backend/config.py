@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_serializer, model_validator
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
@@ -24,6 +24,7 @@ from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
 from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
+from rl_backend.algo_config import AlgoConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,9 +37,6 @@ class _Strict(BaseModel):
 
 
 ENV_NAME = re.compile(r"[A-Za-z0-9._+-]+")
-SHARED_GPU_MAX_UTILIZATION = 0.8
-"""Most of a GPU's memory vLLM may take when the trainer runs on the same GPU (the rest holds the
-trainer's weights, gradients, optimizer state and activations)."""
 
 
 class EnvConfig(EnvTable):
@@ -47,6 +45,8 @@ class EnvConfig(EnvTable):
     name: str | None = None
     """Label of this environment in metrics (``reward_mean/<name>``), rollout rows and eval folders
     (default: the id's last part, ``reverse-text``); needed when two tables share an id."""
+    algo: AlgoConfig | None = None
+    """This environment's own training algorithm (prime-rl's per-source ``algo``); default: the run's ``[algo]``."""
 
     @property
     def label(self) -> str:
@@ -110,7 +110,8 @@ class LossConfig(_Strict):
     type: str = "mask"
     """Loss rule from ``rl_backend.losses.LOSSES`` (docs/rl-losses.md): ``mask`` (importance-weighted, tokens whose
     ratio is out of range dropped; the default), ``clip`` (PPO clipping plus the same masking), ``grpo``, ``dr_grpo``,
-    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it)."""
+    ``dapo``, ``cispo`` or ``gspo`` (each as its paper and TRL's GRPOTrainer define it), or ``dppo`` (prime-rl's
+    default: DPPO plus a KL term to the sampler)."""
     mask_low: float = Field(0.125, gt=0)
     """``mask`` and ``clip``: tokens with ratio trainer/sampler below this are masked out of the loss."""
     mask_high: float = Field(8.0, gt=0)
@@ -121,15 +122,42 @@ class LossConfig(_Strict):
     clip_eps_high: float | None = Field(None, gt=0)
     """The upper clip 1 + clip_eps_high (DAPO's decoupled "clip-higher"; ``cispo``: the cap of its detached
     importance weight). Unset: the loss's own default (``clip_eps``; ``dapo`` 0.28, ``gspo`` 4e-4, ``cispo`` 4.0)."""
+    dppo_mask_low: float = Field(0.2, ge=0)
+    """``dppo``: with a negative advantage, a token whose probability fell more than this below the sampler's leaves
+    the policy-gradient term (prime-rl's default)."""
+    dppo_mask_high: float = Field(0.2, ge=0)
+    """``dppo``: with a positive advantage, a token whose probability rose more than this above the sampler's
+    leaves it."""
+    adv_tau: float = Field(1.0, ge=0)
+    """``dppo``: weight of the policy-gradient term (0 leaves only the KL term)."""
+    kl_tau: float = Field(1e-3, ge=0)
+    """``dppo``: weight of the squared log ratio trainer/sampler on every token (0: off)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus: ``entropy_coef`` times the mean per-token entropy of the policy is subtracted from the
     loss (0: off). A counter to entropy collapse, at the price of slower sharpening."""
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: Any) -> dict[str, Any]:
+        """``dppo``'s knobs only with ``dppo`` (the resolved config reloads)."""
+        data = handler(self)
+        return data if self.type == "dppo" else {k: v for k, v in data.items() if k not in DPPO_KNOBS}
+
+    def knobs(self) -> dict[str, float]:
+        """The loss's own settings beyond the shared ones (``dppo``'s four)."""
+        return {key: getattr(self, key) for key in DPPO_KNOBS} if self.type == "dppo" else {}
+
     @model_validator(mode="after")
     def _order(self) -> "LossConfig":
+        stray = sorted(set(DPPO_KNOBS) & self.model_fields_set) if self.type != "dppo" else []
+        if stray:
+            raise ValueError(f"trainer.loss.{stray[0]} is a knob of loss type 'dppo' (prime-rl's default), not "
+                             f"'{self.type}'; remove it or set trainer.loss.type = 'dppo'")
         if self.mask_low >= 1 or self.mask_high <= 1:
             raise ValueError(f"need mask_low < 1 < mask_high, got mask_low={self.mask_low} mask_high={self.mask_high}")
         return self
+
+
+DPPO_KNOBS = ("dppo_mask_low", "dppo_mask_high", "adv_tau", "kl_tau")
 
 
 class AdvantageConfig(_Strict):
@@ -172,7 +200,7 @@ class OptimizerFields(_Strict):
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``). ``prime rl run --device`` sets it."""
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
     @field_validator("device")
     @classmethod
     def _known_device(cls, value: str) -> str:
@@ -247,7 +275,7 @@ class TrainerConfig(OptimizerFields):
 
 class InferenceConfig(_Strict):
     backend: Literal["auto", "torch", "vllm"] = "auto"
-    """Where rollouts are generated: ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
+    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
     vllm_command: list[str] | None = None
     """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g. ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
     base_url: str | None = None
@@ -397,8 +425,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """Optimizer steps to train."""
     batch_size: int = Field(128, gt=0)
     """Rollouts per step; a multiple of rollouts_per_example."""
-    rollouts_per_example: int = Field(8, gt=1)
-    """Group size: rollouts of one example whose rewards are compared."""
+    rollouts_per_example: int = Field(8, ge=1)
+    """Group size: rollouts of one example whose rewards are compared (prime-rl's ``group_size``); 1 only for an
+    algorithm that needs no siblings (``rae``)."""
     seed: int = 0
     """Seed for data order, sampling and LoRA initialisation."""
     system_prompt: str | None = None
@@ -411,6 +440,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
     """How the environments' rows are mixed (hosted training's ``[buffer]``; only ``env_ratios`` here)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """Optimizer, loss, LoRA."""
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    """The training algorithm (``grpo``, ``max_rl``, ``rae``, ...; docs/rl-algorithms.md); an ``[[env]]`` may set
+    its own."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     """Rollout generation backend."""
     ckpt: CkptConfig = Field(default_factory=CkptConfig)
@@ -484,12 +516,22 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
             raise ValueError(
                 f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
             )
+        _check_algos(self)
         return self
+
+    def algo_of(self, env: EnvConfig) -> AlgoConfig:
+        """The algorithm an environment trains with: its own ``algo``, else the run's."""
+        return env.algo or self.algo
 
     @property
     def notes(self) -> list[str]:
         """Keys of another trainer's shape that were accepted but change nothing here, each with why."""
         return list(self._notes)
+
+    @property
+    def baseline_rollouts(self) -> int:
+        """Rollouts per example of the baseline checks (at least 2: they compare a group's rewards)."""
+        return self.baseline.rollouts_per_example or max(2, self.rollouts_per_example)
 
     @property
     def examples_per_step(self) -> int:
@@ -519,6 +561,28 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
         source = ("inference.max_model_len" if config.inference.max_model_len is not None
                   else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
         config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
+
+
+def _check_algos(config: "RLConfig") -> None:
+    """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
+    if config.rollouts_per_example == 1:
+        from rl_backend.algorithms import ALGORITHMS
+
+        relative = sorted({a.type for a in [config.algo, *(e.algo for e in config.env)] if a is not None
+                           and ALGORITHMS[a.type].group_relative})
+        if relative:
+            raise ValueError(f"rollouts_per_example (group_size) = 1 leaves algo.type '{relative[0]}' no siblings to "
+                             "compare: every advantage would be 0; use 2 or more, or algo.type = 'rae'")
+    advantage = config.trainer.advantage
+    if advantage.model_fields_set:
+        own = sorted({a.type for a in [config.algo, *(e.algo for e in config.env if e.algo)]}
+                     - {"grpo", "echo", "hierarchical_grpo"})
+        if own:
+            raise ValueError(f"trainer.advantage is GRPO's baseline rule; algo.type '{own[0]}' assigns its own credit: "
+                             "remove [trainer.advantage] or use algo.type = 'grpo'")
+    for spec in config.eval.env or []:
+        if spec.algo is not None:
+            raise ValueError(f"eval.env '{spec.label}' sets algo, but evaluation does not train; remove it")
 
 
 def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env") -> None:
@@ -557,43 +621,12 @@ def _check_inference(config: RLConfig) -> None:
             "remove 'trainer.lora = false' or use backend = 'torch'"
         )
     if vllm and inference.base_url is None:
-        gpu_layout(config, trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
+        from rl_backend.gpus import plan_gpus
+
+        plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization,
+                  trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
     elif inference.gpus is not None and inference.backend == "torch":
         raise ValueError("inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)")
-
-
-class GpuLayout(BaseModel):
-    """Where a started vLLM server and the trainer run (indices as this process sees its GPUs; trainer None: the CPU)."""
-
-    inference: list[int]
-    trainer: int | None
-    memory_utilization: float
-
-    @property
-    def shared(self) -> bool:
-        return self.trainer in self.inference
-
-
-def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
-    """The GPUs of a started server and of the trainer; ValueError when they share one without room left.
-
-    ``trainer_on_gpu=False`` when this process has no CUDA (a CPU torch here, vLLM with its own CUDA
-    torch elsewhere): then the server has its GPUs to itself.
-    """
-    inference = config.inference
-    gpus = list(inference.gpus) if inference.gpus else [0]
-    trainer = (config.trainer.gpus[0] if config.trainer.gpus else 0) if trainer_on_gpu else None
-    if len(set(gpus)) != len(gpus) or any(gpu < 0 for gpu in [*gpus, trainer or 0]):
-        raise ValueError(f"GPU indices must be distinct and >= 0, got inference.gpus={gpus} trainer.gpus={config.trainer.gpus}")
-    shared = trainer in gpus
-    utilization = inference.gpu_memory_utilization or (0.5 if shared else 0.9)
-    if shared and utilization > SHARED_GPU_MAX_UTILIZATION:
-        raise ValueError(
-            f"vLLM and the trainer share GPU {trainer}, so inference.gpu_memory_utilization ({utilization:g}) must be at most "
-            f"{SHARED_GPU_MAX_UTILIZATION:g} to leave the trainer room; lower it, or put them on different GPUs "
-            "(inference.gpus / trainer.gpus)"
-        )
-    return GpuLayout(inference=gpus, trainer=trainer, memory_utilization=utilization)
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -89,6 +89,9 @@ TRUNCATION = {
 }
 
 
+RENDERER = "primekit renders prompts with the model's own chat template"
+
+
 def _prefixed(prefix: str, rules: dict[str, Rule]) -> dict[str, Rule]:
     return {f"{prefix}.{key}": rule for key, rule in rules.items()}
 
@@ -121,12 +124,13 @@ RULES: dict[str, Rule] = {
     "trainer.optim.type": note("AdamW is primekit's optimizer", check=_only("adamw", why="primekit's trainer uses AdamW only")),
     "trainer.optim.lr": to("trainer.lr"),
     "trainer.optim.weight_decay": to("trainer.weight_decay"),
-    "trainer.optim.max_norm": to("trainer.max_grad_norm"),
+    "trainer.optim.max_norm": to("trainer.max_grad_norm", lambda v: 0.0 if v == "None" else v),  # "None": no clipping
     "trainer.optim.betas1": to("trainer.adam_beta1"),
     "trainer.optim.betas2": to("trainer.adam_beta2"),
     "trainer.scheduler.type": to("trainer.lr_scheduler_type"),
     "trainer.scheduler.warmup_steps": to("trainer.warmup_steps"),
     "trainer.scheduler.min_lr": to("trainer.min_lr"),
+    "trainer.loss.type": to("trainer.loss.type", lambda v: "dppo" if v == "default" else v),  # prime-rl's default
     "trainer.loss.mask_ratio_low": to("trainer.loss.mask_low"),
     "trainer.loss.mask_ratio_high": to("trainer.loss.mask_high"),
     "trainer.loss.ratio_type": note("importance ratios are per token", check=_only("token", why="primekit's ratios are per token")),
@@ -159,6 +163,27 @@ RULES: dict[str, Rule] = {
     "inference.model.max_model_len": to("inference.max_model_len"),
     "inference.model.enforce_eager": to("inference.server_args", lambda v: ["--enforce-eager"] if v else []),
     "inference.parallel": refuse(MULTI_GPU + "; several inference.gpus give vLLM tensor parallelism"),
+    # prime-rl's current shape (the commit export pins): group_size, [orchestrator.algo], [orchestrator.train.*],
+    # [[orchestrator.*.source]] (see _sources), [monitors.wandb], [orchestrator.renderer], [inference.vllm]
+    "orchestrator.group_size": to("rollouts_per_example"),
+    "orchestrator.concurrency.max_inflight": to("max_concurrent"),
+    "orchestrator.train.filter_zero_advantages": to("filter.enabled"),
+    "orchestrator.eval.group_size": to("eval.rollouts_per_example"),
+    "orchestrator.eval.skip_first_step": to("eval.at_start", lambda v: not v),
+    "run.name": to("run_name"),
+    "deployment.type": note("primekit trains on this machine", check=_only("single_node", why=MULTI_GPU)),
+    "deployment.num_train_gpus": note("one trainer device", check=_only(1, why=MULTI_GPU)),
+    "deployment.num_infer_gpus": note("inference.gpus places a vLLM server"),
+    "orchestrator.algo": to("algo"),
+    **_prefixed("orchestrator.train.sampling", {key: to(f"sampling.{key}") for key in SAMPLING if key != "max_tokens"}),
+    "orchestrator.train.sampling.max_completion_tokens": to("sampling.max_tokens"),
+    "orchestrator.eval.sampling.temperature": to("eval.temperature"),
+    "orchestrator.renderer.name": note(RENDERER),
+    **{f"monitors.wandb.{key}": to(f"wandb.{key}") for key in ("project", "entity", "name")},
+    "inference.vllm.gpu_memory_utilization": to("inference.gpu_memory_utilization"),
+    "inference.vllm.max_model_len": to("inference.max_model_len"),
+    "inference.vllm.enforce_eager": to("inference.server_args", lambda v: ["--enforce-eager"] if v else []),
+    "inference.vllm.tool_call_parser": to("inference.tool_call_parser"),
 }
 
 VF_RL: dict[str, Rule] = {  # verifiers' vf-rl [trainer.args] (transformers TrainingArguments names)
@@ -208,6 +233,8 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if prime_rl_shape and isinstance(work.get("ckpt"), dict) and "interval" not in work["ckpt"]:
         work["ckpt"]["interval"] = 0  # prime-rl's [ckpt] without an interval saves at the end only
     _gpu_counts(work, notes)
+    current_shape = _current_shape(work)
+    _sources(work, notes)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
     args = _get(work, "trainer.args")
@@ -220,11 +247,90 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if rule is None:
                 raise _Refused(f"trainer.args.{key}: verifiers' vf-rl key with no primekit counterpart")
             _use(work, f"trainer.args.{key}", value, rule, notes)
+    if current_shape and _get(work, "trainer.loss.type") is _MISSING:
+        _put(work, "trainer.loss.type", "dppo", "trainer.loss")
+        notes.append("trainer.loss: prime-rl's default loss (DPPO + KL), primekit's 'dppo'")
     _tokenizer(work, notes)
     _server_args(work, notes)
     _check_off_policy(work, notes)
     _leftovers(work)
     return work, notes
+
+
+ZERO_ADVANTAGE_GATE = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}
+"""A curriculum gate that rejects groups whose advantages are all zero: primekit's difficulty filter."""
+
+
+def _current_shape(work: dict[str, Any]) -> bool:
+    """Whether the config is in prime-rl's current shape (whose default loss is DPPO + KL), not the older one."""
+    return any(_get(work, key) is not _MISSING for key in
+               ("orchestrator.group_size", "orchestrator.train", "orchestrator.algo", "orchestrator.eval.source"))
+
+
+def _sources(work: dict[str, Any], notes: list[str]) -> None:
+    """prime-rl's ``[[orchestrator.train.source]]`` / ``[[orchestrator.eval.source]]`` (one environment each: a
+    taskset, the agent's harness and runtime, and for training its own ``algo``) as ``[[env]]`` / ``[[eval.env]]``;
+    ``[orchestrator.eval.sampling] max_completion_tokens`` is accepted where it equals the training one."""
+    for key, target in (("orchestrator.train.source", "env"), ("orchestrator.eval.source", "eval.env")):
+        value = _get(work, key)
+        if value is _MISSING:
+            continue
+        _pop(work, key)
+        tables = [value] if isinstance(value, dict) else value
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            raise _Refused(f"{key} must be [[{key}]] tables")
+        tables = [dict(t) for t in tables]
+        ratios = [t.pop("ratio", None) for t in tables]
+        _put(work, target, [_source(t, f"{key}[{i}]", train=target == "env", notes=notes)
+                            for i, t in enumerate(tables)], key)
+        if any(r is not None for r in ratios):
+            if target != "env" or None in ratios:
+                raise _Refused(f"{key}.ratio: give every training source a ratio, or none")
+            _put(work, "buffer.env_ratios", ratios, f"{key}.ratio")
+    eval_tokens = _get(work, "orchestrator.eval.sampling.max_completion_tokens")
+    if eval_tokens is not _MISSING:
+        _pop(work, "orchestrator.eval.sampling.max_completion_tokens")
+        train = _get(work, "orchestrator.train.sampling.max_completion_tokens")
+        if train is _MISSING or train != eval_tokens:
+            raise _Refused(f"orchestrator.eval.sampling.max_completion_tokens = {eval_tokens!r}: primekit's periodic "
+                           "evals sample with the training max_tokens; set both the same or remove it")
+        notes.append("orchestrator.eval.sampling.max_completion_tokens: the training max_tokens, which evals use")
+
+
+def _source(table: dict[str, Any], where: str, train: bool, notes: list[str]) -> dict[str, Any]:
+    """One source as an ``[[env]]`` table: ``env.taskset.id`` is the id, the taskset's other keys its args."""
+    table = copy.deepcopy(table)
+    out: dict[str, Any] = {}
+    if "name" in table:
+        out["name"] = table.pop("name")
+    if train and "algo" in table:
+        out["algo"] = table.pop("algo")
+    if train and table.get("curriculum") == {"gates": {"zero_advantage": ZERO_ADVANTAGE_GATE}}:
+        del table["curriculum"]  # what primekit's difficulty filter does ([filter], on by default)
+        notes.append(f"{where}.curriculum.gates.zero_advantage: primekit's difficulty filter ([filter])")
+    env = table.pop("env", {})
+    taskset = dict(env.pop("taskset", {})) if isinstance(env, dict) else {}
+    if "id" not in taskset:
+        raise _Refused(f"{where}.env.taskset.id: give the environment id")
+    out["id"] = taskset.pop("id")
+    if taskset:
+        out["args"] = taskset
+    seats = [seat for seat, value in env.items() if isinstance(value, dict) and {"harness", "runtime"} & set(value)]
+    for seat in seats:  # `agent`, or each seat of a multi-agent taskset (player0, player1, ...)
+        agent = env.pop(seat)
+        harness, runtime = agent.pop("harness", {}), agent.pop("runtime", {})
+        if harness.get("id", "null") != "null" or set(harness) - {"id"}:
+            raise _Refused(f"{where}.env.{seat}.harness = {harness!r}: prime-rl harness with no primekit counterpart "
+                           "(primekit runs the environment's own rollout loop, prime-rl's 'null' harness)")
+        if runtime.get("type", "subprocess") != "subprocess" or set(runtime) - {"type"}:
+            raise _Refused(f"{where}.env.{seat}.runtime = {runtime!r}: prime-rl runtime with no primekit counterpart "
+                           "(primekit runs environments in this process)")
+        if agent:
+            raise _Refused(f"{where}.env.{seat}.{next(iter(agent))}: prime-rl agent key with no primekit counterpart")
+    rest = [f"env.{k}" for k in env] + list(table)
+    if rest:
+        raise _Refused(f"{where}.{rest[0]}: prime-rl source key with no primekit counterpart")
+    return out
 
 
 def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
@@ -337,7 +443,8 @@ def _pop(work: dict[str, Any], dotted: str) -> None:
             del chain[depth - 1][parts[depth - 1]]
 
 
-FOREIGN_TABLES = ("orchestrator", "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
+FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm", "deployment", "run",
+                  "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
                   "inference.model", "inference.args")
 """Tables only another trainer's shape has: whatever is still in them after translation is refused by name."""
 

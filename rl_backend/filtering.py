@@ -7,7 +7,7 @@ of rounds (``[filter] max_rounds``), so a step never loops forever on a task tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from evalkit.core.types import RolloutState
@@ -28,9 +28,12 @@ class FilterResult:
     dropped: int
 
 
-def filter_groups(groups: Sequence[list[RolloutState]], enabled: bool = True) -> FilterResult:
-    """Keep the groups with reward variance (all of them when filtering is disabled)."""
+def filter_groups(groups: Sequence[list[RolloutState]], enabled: bool = True,
+                  signal_when_uniform: Callable[[list[RolloutState]], bool] | None = None) -> FilterResult:
+    """Keep the groups with reward variance (all of them when filtering is disabled), and those whose algorithm
+    credits them against a baseline of its own (``signal_when_uniform``: ``rae``), which equal rewards do not zero."""
     if not enabled:
         return FilterResult(kept=list(groups), dropped=0)
-    kept = [group for group in groups if not is_uniform(group)]
+    kept = [group for group in groups
+            if not is_uniform(group) or (signal_when_uniform is not None and signal_when_uniform(group))]
     return FilterResult(kept=kept, dropped=len(groups) - len(kept))

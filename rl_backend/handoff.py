@@ -94,7 +94,7 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
     from rl_backend.baseline import run_checks
 
     cfg = config.baseline
-    rpe = cfg.rollouts_per_example or config.rollouts_per_example
+    rpe = config.baseline_rollouts
     sampling = {"max_tokens": config.sampling.max_tokens, "temperature": config.sampling.temperature,
                 "top_p": config.sampling.top_p}
 
@@ -131,11 +131,14 @@ def launch(command: list[str], config_path: Path, run_dir: Path, console: Consol
 
 
 def _print_plan(config: RLConfig, run_dir: Path, exported: Any, command: list[str], baseline: str, installed: bool) -> None:
+    from rl_backend.plan import algo_lines
+
     out = Console()
     lines = [
         "# plan (--backend prime-rl)",
         f"run dir      {run_dir}",
         f"model        {config.model}",
+        *algo_lines(config),
         *(f"environment  {spec.id} {json.dumps(spec.args) if spec.args else ''}".rstrip() for spec in config.env),
         baseline + ("" if baseline.endswith("off") or "(--skip" in baseline else ", here, before prime-rl starts"),
         f"config       {run_dir / CONFIG_NAME} (prime-rl {prime_rl.VERSION})",

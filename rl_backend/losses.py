@@ -271,8 +271,42 @@ class GSPOLoss(PolicyLoss):
         return self.clipped_surrogate(ratio, adv)
 
 
+class DPPOLoss(PolicyLoss):
+    """prime-rl's default loss (DPPO-Binary-TV, arXiv:2602.04879, plus Kimi-K2.5's KL term, arXiv:2602.02276), over the
+    batch's tokens:
+
+    ``L = 1/sum_i |o_i| sum_i sum_t [-keep_it * adv_tau * A_i * r_it + kl_tau * log(r_it)^2]``
+
+    The trust region is on probabilities, conditioned on the advantage's sign: with A > 0 a token whose probability
+    rose more than ``dppo_mask_high`` above the sampler's is dropped from the policy-gradient term, with A < 0 one
+    whose probability fell more than ``dppo_mask_low``. The KL term (squared log ratio) keeps every token near the
+    sampler."""
+
+    name = "dppo"
+
+    def __init__(self, *args, dppo_mask_low: float = 0.2, dppo_mask_high: float = 0.2, adv_tau: float = 1.0,
+                 kl_tau: float = 1e-3, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dppo_mask_low, self.dppo_mask_high = dppo_mask_low, dppo_mask_high
+        self.adv_tau, self.kl_tau = adv_tau, kl_tau
+
+    def token_losses(self, logprobs, sampler_logprobs, adv, mask):
+        import torch
+
+        mask = mask.to(logprobs.dtype)
+        log_ratio = logprobs - sampler_logprobs
+        ratio = torch.exp(log_ratio)
+        diff = torch.exp(logprobs) - torch.exp(sampler_logprobs)
+        adv = adv.expand_as(logprobs)
+        invalid = torch.where(adv > 0, diff > self.dppo_mask_high, diff < -self.dppo_mask_low)
+        keep = mask * (~invalid).to(logprobs.dtype)
+        losses = -keep * self.adv_tau * adv * ratio + self.kl_tau * mask * log_ratio ** 2
+        return TokenTerms(losses=losses, mask=mask, keep=keep, clipped=torch.zeros_like(ratio), log_ratio=log_ratio)
+
+
 LOSSES: dict[str, type[PolicyLoss]] = {
-    loss.name: loss for loss in (MaskedRatioLoss, ClippedRatioLoss, GRPOLoss, DrGRPOLoss, DAPOLoss, CISPOLoss, GSPOLoss)
+    loss.name: loss
+    for loss in (MaskedRatioLoss, ClippedRatioLoss, GRPOLoss, DrGRPOLoss, DAPOLoss, CISPOLoss, GSPOLoss, DPPOLoss)
 }
 LOSS_NAMES = frozenset(LOSSES)
 
@@ -283,6 +317,8 @@ def clip_range(name: str, clip_eps: float | None, clip_eps_high: float | None) -
 
 
 def make_loss(name: str, mask_low: float = 0.125, mask_high: float = 8.0, clip_eps: float | None = None,
-              clip_eps_high: float | None = None, max_tokens: int | None = None) -> PolicyLoss:
+              clip_eps_high: float | None = None, max_tokens: int | None = None, **knobs: float) -> PolicyLoss:
+    """The loss ``name``; ``knobs`` are a loss's own settings (``dppo``: ``dppo_mask_low``/``high``, ``adv_tau``,
+    ``kl_tau``)."""
     return LOSSES[name](mask_low=mask_low, mask_high=mask_high, clip_eps=clip_eps, clip_eps_high=clip_eps_high,
-                        max_tokens=max_tokens)
+                        max_tokens=max_tokens, **knobs)

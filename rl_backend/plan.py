@@ -13,8 +13,15 @@ from pathlib import Path
 
 from evalkit.core.errors import ConfigError
 from evalkit.model.devices import cuda_available, resolve_device
-from rl_backend.config import RLConfig, gpu_layout
+from rl_backend.config import RLConfig
+from rl_backend.gpus import GpuLayout, plan_gpus
 from rl_backend.mixture import mixture_line
+
+
+def gpu_layout(config: RLConfig, trainer_on_gpu: bool = True) -> GpuLayout:
+    """Where this run's started vLLM server and its trainer run (:func:`rl_backend.gpus.plan_gpus`)."""
+    inference = config.inference
+    return plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization, trainer_on_gpu)
 
 
 def resolve_backend(config: RLConfig) -> str:
@@ -80,6 +87,7 @@ def trainer_device(config: RLConfig) -> str:
 
 
 def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
+    check_algorithms(config)
     lora = config.trainer.lora
     mode = f"LoRA r={lora.rank} alpha={lora.alpha:g}" if lora else "full fine-tuning"
     ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
@@ -91,6 +99,7 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     return [
         f"run dir      {run_dir}",
         f"model        {config.model} ({mode}, loss '{config.trainer.loss.type}')",
+        *algo_lines(config),
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
         f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
@@ -106,6 +115,24 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     ]
 
 
+def check_algorithms(config: RLConfig) -> None:
+    """Refuse, before anything starts, an algorithm `prime rl run` cannot train yet (one line saying what it needs)."""
+    from rl_backend.algo_config import unavailable
+
+    tables = [("algo", config.algo)] + [(f"env '{e.label}' algo", e.algo) for e in config.env if e.algo]
+    for where, algo in tables:
+        why = unavailable(algo, where)
+        if why:
+            raise ConfigError(why)
+
+
+def algo_lines(config: RLConfig) -> list[str]:
+    """The run's algorithm, and each environment's where it sets its own."""
+    lines = [f"algorithm    {config.algo.summary()}"]
+    lines += [f"             {e.label}: {e.algo.summary()}" for e in config.env if e.algo is not None]
+    return lines
+
+
 def _loss_lines(config: RLConfig) -> list[str]:
     """The loss's clipping, normalisation and extras, and the alarms that halt the run; nothing at the defaults."""
     from rl_backend.losses import LOSSES, clip_range
@@ -115,6 +142,9 @@ def _loss_lines(config: RLConfig) -> list[str]:
         rule = LOSSES[loss.type]
         low, high = clip_range(loss.type, loss.clip_eps, loss.clip_eps_high)
         clip = "" if loss.type == "mask" else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        if loss.type == "dppo":
+            clip = (f"probability trust region -{loss.dppo_mask_low:g}/+{loss.dppo_mask_high:g}, "
+                    f"adv_tau {loss.adv_tau:g}, kl_tau {loss.kl_tau:g}, ")
         norm = {"token": "mean over the batch's tokens", "sequence": "mean per sequence, then over sequences",
                 "constant": "sum / (sequences x max_tokens)"}[rule.normalizer]
         lines.append(f"loss         {loss.type}: {clip}{norm}, {trainer.num_iterations} update(s) per batch"
@@ -131,7 +161,7 @@ def baseline_line(config: RLConfig, skip: bool = False) -> str:
         return "baseline     off" + (" (--skip-baseline)" if skip and cfg.enabled else "")
     per_env = " per environment" if len(config.env) > 1 else ""
     return (
-        f"baseline     {cfg.num_examples} examples x {cfg.rollouts_per_example or config.rollouts_per_example}{per_env} "
+        f"baseline     {cfg.num_examples} examples x {config.baseline_rollouts}{per_env} "
         f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
     )
 

@@ -165,7 +165,7 @@ class Policy:
         self.optimizer = make_optimizer(self.model, trainer)
         loss = trainer.loss
         self.loss_fn = make_loss(loss.type, loss.mask_low, loss.mask_high, loss.clip_eps, loss.clip_eps_high,
-                                 max_tokens=config.sampling.max_tokens)
+                                 max_tokens=config.sampling.max_tokens, **loss.knobs())
 
     # ----- weights for the sampler / export ------------------------------------------------------
     def merged_copy(self) -> Any:

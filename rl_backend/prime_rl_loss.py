@@ -20,8 +20,8 @@ from rl_backend.losses import LOSSES, make_loss
 
 IMPORT_PATH = "rl_backend.prime_rl_loss.primekit_loss"
 """What the export writes as ``[trainer.loss] import_path``."""
-CARRIED = tuple(name for name, loss in LOSSES.items() if loss.normalizer == "token" and name != "mask")
-"""Loss types carried as a custom loss (``mask`` maps to prime-rl's default loss instead)."""
+CARRIED = tuple(name for name, loss in LOSSES.items() if loss.normalizer == "token" and name not in ("mask", "dppo"))
+"""Loss types carried as a custom loss (``mask`` and ``dppo`` map to prime-rl's default loss instead)."""
 
 
 @dataclass

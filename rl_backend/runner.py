@@ -153,6 +153,8 @@ class Trainer:
         self.run_dir = run_dir
         self.console = console or Console(stderr=True)
         self.eval_rewards: dict[int, float] = {}
+        self.algo_state: dict[str, Any] = {}
+        """Each environment's algorithm state after the batch last trained on (``rae``'s baselines), for checkpoints."""
         self._exported: set[int] = set()
         self._template_checked = False
         self._wandb: Any = None
@@ -224,7 +226,7 @@ class Trainer:
         from rl_backend.baseline import run_checks
 
         cfg = self.config.baseline
-        rpe = cfg.rollouts_per_example or self.config.rollouts_per_example
+        rpe = self.config.baseline_rollouts
         if cfg.check:
             from rl_backend.env_check_gate import run_env_checks
 
@@ -326,6 +328,7 @@ class Trainer:
                 task = progress.add_task("", total=cfg.max_steps, completed=step)
                 while step < cfg.max_steps:
                     batch, wait_s = pipeline.next()
+                    self.algo_state = batch.algo_state
                     step_started = time.perf_counter()
                     if level and pipeline.idle:
                         self.source.sync(self.policy, step)
@@ -367,7 +370,7 @@ class Trainer:
         if not halting:
             return
         if step not in steps_in(self.run_dir / runs.CHECKPOINTS_DIR):
-            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards})
+            save_checkpoint(self.run_dir, step, self.policy, self._checkpoint_state(cursor))
         raise RunHalted(f"run halted at step {step} on health alarm {', '.join(halting)} (--halt-on); checkpoint and "
                         f"metrics saved in {self.run_dir}: fix what the alarm says, then continue with --resume or "
                         "start over")
@@ -451,12 +454,16 @@ class Trainer:
 
         return rollout_metrics(batch.generated, batch.kept, batch.env_of, self.mixture.members[0].name) | trainer_metrics(metrics)
 
+    def _checkpoint_state(self, cursor: int) -> dict[str, Any]:
+        """What ``state.json`` keeps beside the weights: the data cursor, the evals so far, the algorithms' state."""
+        return {"cursor": cursor, "eval_rewards": self.eval_rewards, "algorithms": self.algo_state}
+
     def maybe_checkpoint(self, step: int, cursor: int) -> None:
         from rl_backend.checkpoints import prune, save_checkpoint
 
         cfg = self.config.ckpt
         if (cfg.interval and step % cfg.interval == 0) or step == self.config.max_steps:
-            save_checkpoint(self.run_dir, step, self.policy, {"cursor": cursor, "eval_rewards": self.eval_rewards})
+            save_checkpoint(self.run_dir, step, self.policy, self._checkpoint_state(cursor))
             prune(self.run_dir / runs.CHECKPOINTS_DIR, cfg.keep_last)
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:
@@ -635,6 +642,8 @@ def _start_and_train(trainer: Trainer, resume_from: int | None, skip_baseline: b
         state = load_checkpoint(run_dir, resume_from, trainer.policy)
         start_step, cursor = resume_from, int(state["cursor"])
         trainer.eval_rewards = {int(k): v for k, v in state.get("eval_rewards", {}).items() if k.isdigit()}
+        trainer.collector.load_state_dict(state.get("algorithms", {}))
+        trainer.algo_state = state.get("algorithms", {})
         _truncate_metrics(run_dir / runs.METRICS, resume_from)
         # evals of the checkpoint's own step that finished after it was saved are not redone
         trainer.eval_rewards.update(recorded_evals(run_dir / runs.METRICS))

@@ -69,8 +69,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     seed: int = 0
     """Seed for shuffling (vf-eval's ``shuffle_seed``; recorded as ``shuffle_seed`` when ``shuffle`` is on)."""
     output_dir: str | None = None
-    """Run dirs go under ``<output_dir>/evals/``; unset: the local environment's ``outputs/`` or ``./outputs``
-    (:func:`evalkit.core.runs.outputs_root`)."""
+    """Run dirs go under ``<output_dir>/evals/``; unset: a local environment's ``outputs/``
+    (``environments/<env>/outputs``), else ``./outputs``."""
     provider: str | None = None
     """vf-eval's ``-p`` preset: a base URL and key variable filling unset ``base_url``/``api_key_var``."""
     api_client_type: str | None = None
@@ -78,7 +78,7 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     independent_scoring: bool = False
     """Score each rollout on its own (vf-eval's ``-i``); native rubrics always do."""
     resume: str | None = None
-    """A run dir to continue, or ``"latest"`` for the newest incomplete matching run."""
+    """A run dir to continue, or ``"latest"`` (``-R`` without a value) for the newest incomplete matching run."""
     run_dir: str | None = None
     """Write into this folder instead of a new one under ``output_dir`` (the RL trainer's baseline and
     periodic evals do); a run already there with the same settings is continued, others are refused."""
@@ -86,7 +86,8 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     """Which split to draw examples from: the eval split (falls back to train), or the training split
     (the RL baseline checks the rows it will train on)."""
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
-    """A rollout passes (for pass@k) when its reward is at least this."""
+    """A rollout passes (for pass@k) when its reward is at least this; unset, a verifiers environment uses its own
+    (0.5 unless it sets one)."""
     preflight: bool = True
     """Send one small request first so an unreachable server fails fast."""
     retry_errors: bool = True

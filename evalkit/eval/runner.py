@@ -177,7 +177,7 @@ async def execute(
             await run_groups(
                 plan.env, client, [plan.examples[eid] for eid in ids], example_ids=ids,
                 rollouts_per_example=config.rollouts_per_example, sampling=plan.sampling,
-                max_concurrent=config.max_concurrent, system_prompt=config.system_prompt,
+                bound=config.slots(), system_prompt=config.system_prompt,
                 rollout_indices=plan.missing, on_group=on_group, limits=config.limits(),
             )
     except BaseException:

@@ -1,6 +1,6 @@
 """Text reports of GEPA and RL runs, and the side-by-side table of several eval runs, for a terminal.
 
-The eval run's own text report is :func:`evalkit.eval.view.render_report`; this module adds what
+The eval run's own text report is :func:`evalkit.report.eval_text.render_report`; this module adds what
 `prime eval view` prints for the other kinds, from the same loaders the HTML report uses.
 """
 

@@ -30,11 +30,11 @@ class FieldGroup(BaseModel):
 
 class ModelFields(FieldGroup):
     """Which model answers and how requests reach it (eval's flags ``-m -b -k -e --header --max-retries --timeout
-    --device``; GEPA's task model)."""
+    --device``; GEPA's task model). Which backend serves ``model``: :mod:`evalkit.clients.routing`."""
 
     model: str | None = None
-    """Model name, ``endpoint_id`` in endpoints.toml, ``local/...``, ``hf/<org>/<name>``, a local model folder or
-    ``litellm/<provider>/<model>`` (backend rule: :mod:`evalkit.clients.routing`); unset: the embedded default."""
+    """Model: a server's model name, an ``endpoint_id`` in endpoints.toml, ``local/...``, ``hf/<org>/<name>``, a
+    model folder or ``litellm/<provider>/<model>``; unset: the embedded default."""
     endpoint_id: str | None = None
     """An endpoint that must exist in the endpoints file; wins over ``model`` for routing."""
     base_url: str | None = None
@@ -117,7 +117,8 @@ class ConcurrencyFields(FieldGroup):
     """Rollouts in flight at once, one bound shared by all of a run's environments (vf-eval's ``-c``)."""
 
     def slots(self) -> Slots:
-        """The bound itself, one per run (shared by its environments)."""
+        """The bound itself, one per run (shared by its environments): eval's runner, GEPA's adapter and RL's
+        rollout collection each take theirs from here."""
         return Slots(self.max_concurrent)
 
 
@@ -138,7 +139,7 @@ class SecretsFields(FieldGroup):
 
     env_file: list[str] = Field(default_factory=list)
     """``KEY=VALUE`` secrets files (judge or tool keys) loaded into the environment for the run (relative to the
-    config file); their values are never written to outputs, logs or resolved configs."""
+    config file); their values are never written to outputs, logs or resolved configs (their paths are)."""
 
     @field_validator("env_file", mode="before")
     @classmethod

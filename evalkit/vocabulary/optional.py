@@ -31,11 +31,6 @@ def all_optional(name: str, *groups: type[BaseModel], exclude: frozenset[str] = 
     return create_model(name, __base__=base, **fields)
 
 
-def field_help(group: type[BaseModel], key: str) -> str:
-    """A field's description in one line of plain text (the CLI's help for the option that sets it)."""
-    return description_text(group.model_fields[key])
-
-
 def description_text(field: FieldInfo) -> str:
     """A field's description in one line of plain text: Sphinx roles become their target's last name, double
     backquotes plain text (help text is read in a terminal, not rendered)."""

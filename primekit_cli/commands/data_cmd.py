@@ -24,7 +24,7 @@ def from_eval(
     """The rollouts of eval runs that scored at least --min-reward, as a chat dataset for SFT."""
     from rich.console import Console
 
-    from evalkit.eval.sft_data import write_sft_dataset
+    from evalkit.eval.sft_dataset import write_sft_dataset
 
     done = write_sft_dataset(run_dirs, output, min_reward=min_reward, best_of_group=best_of_group,
                              keep_truncated=keep_truncated)

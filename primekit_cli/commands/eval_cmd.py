@@ -8,12 +8,12 @@ from typing import Any
 import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
+from evalkit.eval.config import EvalConfig
 from primekit_cli.compat_flags import compat_command, EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import LATEST, resume_command
-from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from primekit_cli.v1_dialect import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
@@ -59,51 +59,57 @@ STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the ch
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 
 
+EVAL_FLAGS = options.FlagTable(
+    EvalConfig,
+    options.MODEL, options.BASE_URL, options.API_KEY_VAR,
+    options.flag("provider", "-p", extra=f"One of: {', '.join(PROVIDER_CHOICES)}; -b/-k win."),
+    options.flag("api_client_type"),
+    "header",
+    options.ENDPOINTS_PATH,
+    options.flag("num_examples", "-n"),
+    options.flag("rollouts_per_example", "-r"),
+    options.MAX_CONCURRENT,
+    "max_tokens", "temperature", "sampling_args", "env_args", "extra_env_kwargs",
+    options.flag("env_dir_path"),
+    options.flag("system_prompt"),
+    "system_prompt_file", "tools_file",
+    options.flag("shuffle"),
+    options.flag("seed", "--shuffle-seed", "--seed"),
+    options.flag("output_dir", "-o"),
+    options.flag("resume", "-R", metavar="[RUN_DIR]"),
+    "save_results",
+    options.flag("independent_scoring", "-i", negatable=False),
+    options.MAX_RETRIES, options.TIMEOUT,
+    options.flag("state_columns", "-C", cli=str, extra="Comma-separated."),
+    options.flag("pass_threshold"),
+    options.SCORE_TIMEOUT, options.ROLLOUT_TIMEOUT, options.MAX_MESSAGE_CHARS,
+    options.flag("retry_errors"),
+    options.DEVICE, options.ENV_FILE,
+    "steps", "verbose", "dry_run",
+)
+"""``prime eval run``'s options in ``--help`` order: the field flags, and where the hand-written ones go."""
+
+
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
              cls=dialect_command(compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS)))
 @user_errors
+@options.field_flags(EVAL_FLAGS)
 def run(
     ctx: typer.Context,
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
-    model: options.Model = None,
-    api_base_url: options.ApiBaseUrl = None,
-    api_key_var: options.ApiKeyVar = None,
-    provider: str = typer.Option(None, "--provider", "-p", help=f"Base URL + key variable preset ({', '.join(PROVIDER_CHOICES)}); -b/-k win."),
-    api_client_type: str = typer.Option(None, "--api-client-type", help="vf-eval's client type; only openai_chat_completions is served here."),
     header: list[str] = typer.Option(None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."),
-    endpoints_path: options.EndpointsPath = None,
-    num_examples: int = typer.Option(None, "--num-examples", "-n", help="Examples to evaluate; -1 = all. [default: 5]"),
-    rollouts_per_example: int = typer.Option(None, "--rollouts-per-example", "-r", help="Rollouts per example. [default: 3]"),
-    max_concurrent: options.MaxConcurrent = None,
     max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
     temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
     sampling_args: options.SamplingArgs = None,
     env_args: options.EnvArgs = None,
     extra_env_kwargs: options.ExtraEnvKwargs = None,
-    env_dir_path: options.EnvDirPath = None,
-    system_prompt: str = typer.Option(None, "--system-prompt", help="Replace the environment's system prompt."),
     system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
     tools_file: Path = typer.Option(None, "--tools-file", help="Replace the tools' descriptions with a JSON object {name: description} (e.g. a GEPA run's tools.json)."),
-    shuffle: bool = typer.Option(None, "--shuffle/--no-shuffle", help="Shuffle the eval split before taking -n examples."),
-    shuffle_seed: int = typer.Option(None, "--shuffle-seed", "--seed", help="Seed for --shuffle. [default: 0]"),
-    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where run dirs go (under evals/). [default: environments/ENV/outputs for a local environment, else ./outputs]"),
-    resume: str = typer.Option(None, "--resume", "-R", metavar="[RUN_DIR]",
-                               help="Continue a run: a RUN_DIR, or no value for the newest incomplete matching run."),
     save_results: bool = typer.Option(False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."),
-    independent_scoring: bool = typer.Option(None, "--independent-scoring", "-i", help="Score each rollout on its own (native rubrics always do)."),
-    max_retries: options.MaxRetries = None,
-    timeout: options.Timeout = None,
-    state_columns: str = typer.Option(None, "--state-columns", "-C", help="Comma-separated env state keys to save as columns."),
-    pass_threshold: float = typer.Option(None, "--pass-threshold", help="Reward at or above which a rollout passes (pass@k). [default: 1.0; a verifiers environment's own, 0.5 unless it sets one]"),
-    score_timeout: options.ScoreTimeout = None,
-    rollout_timeout: options.RolloutTimeout = None,
-    max_message_chars: options.MaxMessageChars = None,
-    retry_errors: bool = typer.Option(None, "--retry-errors/--no-retry-errors", help="With -R: run again rollouts that errored without a score (model, environment, timeout). [default: retry]"),
-    device: options.Device = None,
-    env_file: options.EnvFile = None,
     steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: options.Verbose = False,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved run(s) as JSON and exit 0; no model is called."),
+    given: dict[str, Any] | None = None,
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
 
@@ -112,19 +118,11 @@ def run(
     """
     if verbose:
         _enable_verbose_logging()
-    from evalkit.eval.config import EvalConfig
-
-    system_prompt = _system_prompt_flag(system_prompt, system_prompt_file)
-    overrides = options.given(
-        EvalConfig, model=model, base_url=api_base_url, api_key_var=api_key_var, provider=provider, api_client_type=api_client_type,
-        endpoints_path=endpoints_path, num_examples=num_examples, rollouts_per_example=rollouts_per_example,
-        max_concurrent=max_concurrent, system_prompt=system_prompt, shuffle=shuffle, seed=shuffle_seed,
-        output_dir=output_dir, env_dir_path=env_dir_path, resume=resume, max_retries=max_retries, timeout=timeout,
-        pass_threshold=pass_threshold, independent_scoring=independent_scoring, score_timeout=score_timeout,
-        rollout_timeout=rollout_timeout, max_message_chars=max_message_chars,
-        retry_errors=retry_errors, device=device,
-        state_columns=[c.strip() for c in state_columns.split(",") if c.strip()] if state_columns else None,
-    )
+    overrides = dict(given or {})
+    env_file = overrides.pop("env_file", None)
+    system_prompt = _system_prompt_flag(overrides.pop("system_prompt", None), system_prompt_file)
+    if system_prompt is not None:
+        overrides["system_prompt"] = system_prompt
     overrides.update(_json_overrides(sampling_args, max_tokens, temperature, env_args, extra_env_kwargs, header))
     if tools_file is not None:
         from evalkit.envs.tool_descriptions import read_tools_file
@@ -136,7 +134,7 @@ def run(
 
         return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
-    _run_all(configs, plan, steps, None if plan is not None else env_or_config, resume)
+    _run_all(configs, plan, steps, None if plan is not None else env_or_config, overrides.get("resume"))
 
 
 def _run_all(configs: list[Any], plan: Any, steps: str | None, env_or_config: str | None, resume: str | None) -> None:
@@ -207,11 +205,11 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     return failed
 
 
-def _load_secrets(configs: list[Any], cli_files: list[Path] | None) -> None:
+def _load_secrets(configs: list[Any], cli_files: list[str] | None) -> None:
     """The configs' ``env_file`` and ``--env-file`` files, loaded once into this process's environment."""
     from evalkit.core.secrets_file import load_env_files
 
-    extra = [str(path.expanduser().resolve()) for path in cli_files or []]
+    extra = [str(Path(path).expanduser().resolve()) for path in cli_files or []]
     for config in configs:
         config.env_file = [*config.env_file, *extra]
     load_env_files(path for config in configs for path in config.env_file)
@@ -373,7 +371,7 @@ def view(
     """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html for a web page."""
     from rich.console import Console
 
-    from evalkit.eval.view import render_report, resolve_run_dir
+    from evalkit.report.eval_text import render_report, resolve_run_dir
     from evalkit.core.runs import require_kind, require_one_kind
 
     console = Console(highlight=False)

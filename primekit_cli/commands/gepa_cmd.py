@@ -22,14 +22,12 @@ from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command,
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
-from primekit_cli.field_flags import field_flags
 from primekit_cli.v1_dialect import dialect_args, dialect_command, gepa_fields, plain_file, wants_dialect
+from gepa_cli.config import GepaJobConfig
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 from gepa_cli.tracking import TrackingShortcuts
 
 RESUME_FLAGS = ("--resume",)
-ENV_DIR_PATH = options.env_dir_path_option("-p")
-"""verifiers' GEPA script spells ``--env-dir-path`` as ``-p`` (vf-eval's ``-p`` is ``--provider``)."""
 ENV_OR_CONFIG_HELP = ("Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
                       "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); left out (or a run directory) with --resume.")
 
@@ -68,57 +66,53 @@ the budget buys, refuses a budget that buys no proposal, and warns below 3.
 """
 
 
+GEPA_FLAGS = options.FlagTable(
+    GepaJobConfig,
+    options.MODEL,
+    options.flag("reflection_model", "-M", extra="Any model -m accepts."),
+    options.ENDPOINTS_PATH, options.BASE_URL, options.API_KEY_VAR, options.MAX_RETRIES, options.TIMEOUT, options.DEVICE,
+    options.flag("max_calls", "-B"),
+    options.flag("num_train", "-n"),
+    options.flag("num_val", "-N"),
+    options.flag("minibatch_size"),
+    options.flag("perfect_score"),
+    options.flag("stop_at_score"),
+    options.ROLLOUT_TIMEOUT, options.SCORE_TIMEOUT, options.MAX_MESSAGE_CHARS,
+    options.flag("state_columns", cli=list[str], extra="Space-separated (a b c)."),
+    options.MAX_CONCURRENT,
+    "sampling_args", "env_args", "extra_env_kwargs",
+    options.flag("env_dir_path", "-p"),  # verifiers' GEPA script spells it -p (vf-eval's -p is --provider)
+    options.flag("seed"),
+    options.flag("run_dir", "-o"),
+    "list_components", "dry_run", "resume",
+    options.ENV_FILE,
+    "verbose",
+    options.group_flags(GepaSearchFields, panel="Search and stopping"),
+    options.group_flags(TrackingShortcuts, panel="Tracking"),
+)
+"""``prime gepa run``'s options in ``--help`` order: the field flags, and where the hand-written ones go."""
+
+
 @app.command("run", epilog=EXAMPLES + BUDGET_HELP + MODELS_EPILOG + help_section(GEPA_REFUSED, ()),
              context_settings={"help_option_names": ["-h", "--help"]},
              cls=dialect_command(compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY)))
 @user_errors
-@field_flags(TrackingShortcuts, into="tracking_flags", panel="Tracking")
-@field_flags(GepaSearchFields, into="search_flags")
+@options.field_flags(GEPA_FLAGS)
 def run(
     ctx: typer.Context,
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
     stray: str = typer.Argument(None, hidden=True),
-    model: options.Model = None,
-    reflection_model: str = typer.Option(
-        None, "-M", "--reflection-model", help="Teacher model that rewrites the prompt; any model -m accepts [default: -m]."
-    ),
-    endpoints_path: options.EndpointsPath = None,
-    base_url: options.ApiBaseUrl = None,
-    api_key_var: options.ApiKeyVar = None,
-    max_retries: options.MaxRetries = None,
-    timeout: options.Timeout = None,
-    device: options.Device = None,
-    max_calls: int = typer.Option(None, "-B", "--max-calls", help="Rollout budget, seed validation included [default: 500]."),
-    num_train: int = typer.Option(None, "-n", "--num-train", help="Training examples for reflection [default: 100]."),
-    num_val: int = typer.Option(None, "-N", "--num-val", help="Validation examples (the Pareto frontier) [default: 50]."),
-    minibatch_size: int = typer.Option(None, "--minibatch-size", help="Examples per reflection [default: 3]."),
-    perfect_score: float = typer.Option(
-        None, "--perfect-score", help="If set, don't reflect on minibatches where the parent already scores this on every example."
-    ),
-    stop_at_score: float = typer.Option(None, "--stop-at-score", help="End the run once a candidate's mean validation score reaches this."),
-    rollout_timeout: options.RolloutTimeout = None,
-    score_timeout: options.ScoreTimeout = None,
-    max_message_chars: options.MaxMessageChars = None,
-    state_columns: list[str] = typer.Option(None, "--state-columns", help="Env state keys shown to the teacher, space-separated (a b c)."),
-    max_concurrent: options.MaxConcurrent = None,
     sampling_args: options.SamplingArgs = None,
     env_args: options.EnvArgs = None,
     extra_env_kwargs: options.ExtraEnvKwargs = None,
-    env_dir_path: ENV_DIR_PATH = None,
-    seed: int = typer.Option(None, "--seed", help="Seed for data sampling and the search [default: 0]."),
-    run_dir: str = typer.Option(
-        None, "-o", "--run-dir", help="Run directory [default: environments/ENV/outputs/gepa/ENV--MODEL/RUN_ID/ for a local env, else outputs/gepa/...]."
-    ),
     list_components: bool = typer.Option(False, "--list-components", help="Print the components the environment offers to --components (with their seed text) and exit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
     resume: str = typer.Option(
         None, "--resume", metavar="[RUN_DIR]", show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
-    env_file: options.EnvFile = None,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
-    search_flags: dict[str, Any] | None = None,
-    tracking_flags: dict[str, Any] | None = None,
+    given: dict[str, Any] | None = None,
 ) -> None:
     """Optimize the system prompt with reflection and a Pareto frontier over validation examples.
 
@@ -131,21 +125,15 @@ def run(
 
     from gepa_cli.runner import run_gepa
 
-    from gepa_cli.config import GepaJobConfig
-
-    given = options.given(
-        GepaJobConfig, model=model, reflection_model=reflection_model, endpoints_path=endpoints_path, base_url=base_url,
-        api_key_var=api_key_var, max_retries=max_retries, timeout=timeout, device=device, max_calls=max_calls,
-        num_train=num_train, num_val=num_val, minibatch_size=minibatch_size, perfect_score=perfect_score,
-        stop_at_score=stop_at_score, state_columns=_split_columns(state_columns), max_concurrent=max_concurrent,
-        rollout_timeout=rollout_timeout, score_timeout=score_timeout, max_message_chars=max_message_chars,
-        sampling=parse_json_object(sampling_args, "-S/--sampling-args") if sampling_args is not None else None,
-        seed=seed, run_dir=run_dir, env_dir_path=env_dir_path,
-    )
-    given = {**given, **(search_flags or {}), **TrackingShortcuts(**(tracking_flags or {})).tables()}
+    fields = dict(given or {})
+    env_file = fields.pop("env_file", None) or []
+    shortcuts = TrackingShortcuts(**{key: fields.pop(key) for key in TrackingShortcuts.model_fields if key in fields})
+    if sampling_args is not None:
+        fields["sampling"] = parse_json_object(sampling_args, "-S/--sampling-args")
+    fields.update(shortcuts.tables())
     request = _resume_request(env_or_config, stray, resume)
-    env_files = [str(path.expanduser().resolve()) for path in env_file or []]
-    config, resolved = _config_and_run_dir(request, given, env_files, env_or_config, env_args, extra_env_kwargs,
+    env_files = [str(Path(path).expanduser().resolve()) for path in env_file]
+    config, resolved = _config_and_run_dir(request, fields, env_files, env_or_config, env_args, extra_env_kwargs,
                                            dialect_args(ctx))
     load_env_files(config.env_file, apply=not dry_run)
     if list_components:
@@ -281,14 +269,6 @@ def _resume_request(env_or_config: str | None, stray: str | None, resume: str | 
 
 def _conflict(flag: str, source: str) -> Exception:
     return UserError(f"{flag} cannot be combined with a TOML config; set args in {source}'s [[env]] table")
-
-
-def _split_columns(raw: list[str] | None) -> list[str] | None:
-    """``--state-columns a b`` (verifiers' form) arrives as ``["a", "b"]``; ``a,b`` is split too."""
-    if raw is None:
-        return None
-    return [part.strip() for value in raw for part in value.split(",") if part.strip()]
-
 
 
 def _print_summary(outcome: Any, config: Any) -> None:

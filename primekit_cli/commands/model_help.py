@@ -1,4 +1,4 @@
-"""How ``-m``/``-M`` pick a backend, for the ``--help`` of ``prime eval run`` and ``prime gepa run``.
+"""How ``-m``/``-M`` pick a backend, for the ``--help`` epilog of ``prime eval run`` and ``prime gepa run``.
 
 The short form of the rule in :mod:`evalkit.clients.routing` (the one implementation); keep the two in step.
 """
@@ -6,11 +6,6 @@ The short form of the rule in :mod:`evalkit.clients.routing` (the one implementa
 from __future__ import annotations
 
 from evalkit.core.defaults import DEFAULT_MODEL
-
-MODEL_HELP = (
-    "Model: a server's model name, an endpoint id, `local/...`, `hf/ORG/NAME`, a model folder or "
-    f"`litellm/PROVIDER/MODEL` (see 'Models' below). [default: {DEFAULT_MODEL}]"
-)
 
 MODELS_EPILOG = f"""
 Models (-m, and -M for gepa), first match wins:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import typer
 
 from evalkit.core.errors import UserError
 from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
+from primekit_cli import options
 from primekit_cli.errors import user_errors
 from primekit_cli.resume_option import is_step_or_folder, resume_command
-
-if TYPE_CHECKING:
-    from rl_backend.config import RLConfig
+from rl_backend.config import RLConfig
 
 app = typer.Typer(help="Baseline checks, then RL fine-tuning.", no_args_is_help=True)
 
@@ -57,6 +56,12 @@ periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval vie
 """
 
 
+RL_FLAGS = options.FlagTable(RLConfig, "dry_run", "resume", "skip_baseline", "output_dir", options.TRAINER_DEVICE,
+                             options.ENV_FILE, "backend", "halt_on", "prime_rl_cmd")
+"""``prime rl run``'s options: the trainer's device and the secrets files are field flags; the rest of the config
+takes dotted flags."""
+
+
 @app.command(
     "run",
     help=RUN_HELP,
@@ -64,6 +69,7 @@ periodic evals are eval run dirs in baseline/ and evals/step_N/ (`prime eval vie
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 @user_errors
+@options.field_flags(RL_FLAGS)
 def run(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
@@ -75,11 +81,10 @@ def run(
     ),
     skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
-    device: str = typer.Option(None, "--device", help="Trainer and in-process sampler: auto, cpu, cuda or cuda:N (the config's trainer.device). [default: auto]"),
-    env_file: list[Path] = typer.Option(None, "--env-file", help="A KEY=VALUE secrets file (judge or tool API keys) loaded for the run; repeatable, added to the config's env_file. Values are never written; config.resolved.toml records the path."),
     backend: str = typer.Option(
         "primekit", "--backend", metavar="primekit|prime-rl",
-        help="Who trains: primekit in this process, or prime-rl (after the baseline checks here).",
+        help="Who trains: primekit in this process, or prime-rl (after the baseline checks here). Who samples is "
+        "the config's inference.backend.",
     ),
     halt_on: str = typer.Option(
         None, "--halt-on", metavar="ALARM[,ALARM]",
@@ -91,15 +96,17 @@ def run(
         help="--backend prime-rl: the command that runs prime-rl's `rl`, e.g. 'uv run --project ~/prime-rl rl' "
         "[default: rl on PATH]",
     ),
+    given: dict[str, Any] | None = None,
 ) -> None:
     from evalkit.core.secrets_file import load_env_files
     from rl_backend.config import load_rl_config
     from rl_backend.runner import run as run_rl
 
-    overrides = list(ctx.args) + (["--trainer.device", device] if device is not None else [])
+    given = given or {}
+    overrides = list(ctx.args) + options.trainer_overrides(given)
     overrides += ["--health.halt_on", _toml_names(halt_on)] if halt_on is not None else []
     cfg = load_rl_config(config, overrides)
-    cfg.env_file = [*cfg.env_file, *(str(p.expanduser().resolve()) for p in env_file or [])]
+    cfg.env_file = [*cfg.env_file, *(str(Path(p).expanduser().resolve()) for p in given.get("env_file", []))]
     load_env_files(cfg.env_file, apply=not dry_run)  # prime-rl, run from here, inherits them too
     if backend not in ("primekit", "prime-rl"):
         raise UserError(f"--backend '{backend}' is unknown; use primekit (this process) or prime-rl")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from evalkit.core.runs import ResumeRequest, WEIGHTS_DIR, step_dir, step_numbers
+from primekit_cli import options
 from primekit_cli.errors import user_errors
+from rl_backend.sft_config import SFTConfig
 from primekit_cli.resume_option import is_step_or_folder, resume_command
 
 app = typer.Typer(help="Supervised fine-tuning on a chat dataset.", no_args_is_help=True)
@@ -38,9 +41,14 @@ def _group() -> None:
     """Supervised fine-tuning on a chat dataset."""
 
 
+SFT_FLAGS = options.FlagTable(SFTConfig, "resume", "output_dir", options.TRAINER_DEVICE)
+"""``prime sft run``'s options: the trainer's device is a field flag; the rest of the config takes dotted flags."""
+
+
 @app.command("run", help=RUN_HELP, cls=resume_command(("--resume",), is_step_or_folder),
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @user_errors
+@options.field_flags(SFT_FLAGS)
 def run(
     ctx: typer.Context,
     config: Path = typer.Argument(..., help="An SFT TOML config (docs/sft.md)."),
@@ -50,14 +58,14 @@ def run(
         "or RUN_DIR (its newest checkpoint).",
     ),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
-    device: str = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N (the config's trainer.device). [default: auto]"),
+    given: dict[str, Any] | None = None,
 ) -> None:
     from rich.console import Console
 
     from rl_backend.sft import run as run_sft
     from rl_backend.sft_config import load_sft_config
 
-    overrides = list(ctx.args) + (["--trainer.device", device] if device is not None else [])
+    overrides = list(ctx.args) + options.trainer_overrides(given or {})
     summary = run_sft(load_sft_config(config, overrides), output_dir=output_dir,
                       resume=ResumeRequest.parse(resume, steps=True))
     console = Console()

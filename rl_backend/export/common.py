@@ -207,7 +207,17 @@ HALT_ON: dict[str, str] = {
                       "its own (train with --backend primekit to halt on alarms)",
 }
 """A key no target can carry, refused when set (its default, no alarms, is what every target does)."""
-NEWER_SAME_AT_DEFAULT = ("health.halt_on", "sampling.top_k", "sampling.min_p", "sampling.repetition_penalty", "sampling.enable_thinking",
+GRPO_ONLY: dict[str, str] = {
+    "algo": "its trainer assigns group-relative advantages only; prime-rl carries [algo] as [orchestrator.algo]",
+    "env.algo": "one algorithm per run there; prime-rl carries a per-environment algo",
+}
+"""The training algorithm, for targets that run GRPO-style credit only: refused when not the default."""
+DPPO_ONLY: dict[str, str] = {f"trainer.loss.{key}": "a knob of prime-rl's default loss (trainer.loss.type = 'dppo')"
+                             for key in ("dppo_mask_low", "dppo_mask_high", "adv_tau", "kl_tau")}
+"""prime-rl's DPPO+KL knobs, for targets without that loss (set only with it, which they refuse)."""
+NEWER_SAME_AT_DEFAULT = (*DPPO_ONLY, "algo", "env.algo",
+                         "health.halt_on", "sampling.top_k", "sampling.min_p", "sampling.repetition_penalty",
+                         "sampling.enable_thinking",
                          "sampling.reasoning_effort", "trainer.kl_coef", "trainer.mask_truncated_completions",
                          "trainer.zero_truncated_completions", "eval.env", "filter.oversampling_factor")
 """Keys whose primekit default (off) is what every target does (no note when untouched)."""

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.tomlio import dumps
-from rl_backend.config import LoraConfig, OptimizerFields, RLConfig
+from rl_backend.algo_config import AlgoConfig
+from rl_backend.config import DPPO_KNOBS, LoraConfig, OptimizerFields, RLConfig
 from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
@@ -53,13 +54,17 @@ MAPPING: dict[str, str] = {
     "trainer.lora.alpha": "trainer.model.lora.alpha",
     "trainer.lora.dropout": "trainer.model.lora.dropout",
     "trainer.lora.target_modules": "trainer.model.lora.target_modules",
-    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; clip, dapo, cispo: type 'custom', "
+    "trainer.loss.type": "trainer.loss (mask: type 'default', kl_tau = 0; dppo: type 'default' with its knobs; "
+                         "clip, dapo, cispo: type 'custom', "
                          "import_path rl_backend.prime_rl_loss.primekit_loss; grpo, dr_grpo, gspo refused)",
+    **{f"trainer.loss.{key}": f"trainer.loss.{key} (loss type 'dppo': prime-rl's default loss)" for key in DPPO_KNOBS},
     "trainer.loss.mask_low": "trainer.loss.kwargs.mask_low (custom losses; refused when changed with 'mask')",
     "trainer.loss.mask_high": "trainer.loss.kwargs.mask_high (custom losses; refused when changed with 'mask')",
     "trainer.loss.clip_eps": "trainer.loss.kwargs.clip_eps (custom losses; refused when changed with 'mask')",
     "trainer.loss.clip_eps_high": "trainer.loss.kwargs.clip_eps_high (custom losses; refused when changed with 'mask')",
     "trainer.advantage.type": "orchestrator.algo.type",
+    "algo": "orchestrator.algo (its type and the keys set, under prime-rl's names)",
+    "env.algo": "orchestrator.train.source.algo",
     "trainer.on_policy": "orchestrator.max_off_policy_steps (0, else 1)",
     "trainer.async_level": "orchestrator.max_off_policy_steps",
     "trainer.adam_beta1": "trainer.optim.betas1",
@@ -174,6 +179,8 @@ def _loss(config: RLConfig) -> dict[str, Any]:
     loss = config.trainer.loss
     if loss.type == "mask":
         return {"type": "default", "adv_tau": 1.0, "kl_tau": 0.0}
+    if loss.type == "dppo":
+        return {"type": "default", **loss.knobs()}
     kwargs: dict[str, Any] = {"type": loss.type}
     kwargs.update({key: getattr(loss, key) for key in LOSS_KNOBS if getattr(loss, key) is not None})
     return {"type": "custom", "import_path": IMPORT_PATH, "kwargs": kwargs}
@@ -199,7 +206,7 @@ def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file:
         "batch_size": config.batch_size,
         "group_size": config.rollouts_per_example,
         "max_off_policy_steps": config.trainer.async_level,
-        "algo": {"type": config.trainer.advantage.type},
+        "algo": algo_table(config.algo, config),
         "concurrency": {"max_inflight": config.max_concurrent},
         "renderer": {"name": "default"},
         "train": {
@@ -228,10 +235,19 @@ def _train_source(config: RLConfig, entry: EnvEntry, index: int, system_prompt_f
     if ratios is not None:
         source["ratio"] = ratios[index]
     source["env"] = _env(entry, system_prompt_file)
+    if entry.spec.algo is not None:
+        source["algo"] = algo_table(entry.spec.algo, config)
     if config.filter.enabled:
         gate = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}
         source["curriculum"] = {"gates": {"zero_advantage": gate}}
     return source
+
+
+def algo_table(algo: AlgoConfig, config: RLConfig) -> dict[str, Any]:
+    """``[orchestrator.algo]``: primekit's ``[algo]`` keys are prime-rl's own; plain GRPO names the advantage rule."""
+    if algo.type == "grpo" and algo.model_fields_set <= {"type"}:
+        return {"type": config.trainer.advantage.type}
+    return algo.model_dump(mode="json", exclude_none=True)
 
 
 def _env(entry: EnvEntry, system_prompt_file: Path | None) -> dict[str, Any]:
@@ -290,6 +306,8 @@ def _loss_problems(config: RLConfig) -> list[str]:
         return [f"trainer.loss.{key} = {value_at(config, f'trainer.loss.{key}')!r} has no prime-rl equivalent with "
                 "loss.type 'mask' (prime-rl's default loss masks by probability difference, DPPO, not by ratio bounds "
                 "or clipping; 'clip', 'dapo' or 'cispo' carry it)" for key in LOSS_KNOBS if changed(config, f"trainer.loss.{key}")]
+    if loss.type == "dppo":
+        return []
     if loss.type not in CARRIED:
         how = {"grpo": "averages each sequence's tokens first", "gspo": "averages sequence-level losses",
                "dr_grpo": "divides by batch_size * max_tokens"}.get(loss.type, "normalises otherwise")

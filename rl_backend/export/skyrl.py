@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (AND_THEN, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Expanded, Export, checked,
+from rl_backend.export.common import (AND_THEN, DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT,
+                                      Expanded, Export, checked,
                                       comment_word, one_env_problems, shell_command, shell_word)
 from rl_backend.losses import clip_range
 
@@ -69,6 +70,8 @@ LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message
 
 NO_MEANING: dict[str, str] = {
     **HALT_ON,
+    **GRPO_ONLY,
+    **DPPO_ONLY,
     "system_prompt": "the integration uses the environment's own prompt",
     "env.args": "the dataset step and the generator load the environment without arguments",
     "env.name": "one environment, named by its id",

@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export, checked, one_env_problems, shell_command
+from rl_backend.export.common import (DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export,
+                                      checked, one_env_problems, shell_command)
 
 TARGET = "tinker"
 VERSION = "v0.5.5"
@@ -52,6 +53,8 @@ LOCAL_ONLY = (
 
 NO_MEANING: dict[str, str] = {
     **HALT_ON,
+    **GRPO_ONLY,
+    **DPPO_ONLY,
     "system_prompt": "the recipe uses the environment's own prompt",
     "sampling.top_p": "the recipe samples with top_p = 1.0",
     "env.name": "one environment, named by its id",

@@ -121,10 +121,11 @@ def server_env(config: Any, base: Mapping[str, str] | None = None) -> dict[str, 
 
 
 def _layout(config: Any) -> Any:
-    from rl_backend.config import gpu_layout
+    from rl_backend.gpus import plan_gpus
 
     try:
-        return gpu_layout(config, trainer_on_gpu=cuda_available())
+        return plan_gpus(config.inference.gpus, config.trainer.gpus, config.inference.gpu_memory_utilization,
+                         trainer_on_gpu=cuda_available())
     except ValueError as exc:
         raise UserError(str(exc)) from None
 

@@ -264,7 +264,7 @@ def test_max_concurrent_is_one_bound_shared_by_the_environments():
     instead of splitting it between them: 3 + 1 examples of two environments under -c 4 run 4 at once."""
     import asyncio
 
-    from evalkit.core.aio import LoopThread
+    from evalkit.core.aio import LoopThread, Slots
     from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
     from gepa_cli.budget import RolloutBudget
     from gepa_cli.data import Example
@@ -283,9 +283,10 @@ def test_max_concurrent_is_one_bound_shared_by_the_environments():
     envs = [make_env(), make_env()]
     batch = [Example(i, "val", 0 if i < 3 else 1, "toy", {"question": f"q{i}", "answer": f"a{i}"}, i) for i in range(4)]
     with LoopThread() as loop:
-        adapter = SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), max_concurrent=4)
+        adapter = SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), bound=Slots(4))
         adapter.evaluate(batch, {COMPONENT: SEED_PROMPT})
         assert Counting.peak == 4
         Counting.peak = 0
-        SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), max_concurrent=1).evaluate(batch, {COMPONENT: "x"})
+        one_at_a_time = SystemPromptAdapter(envs, Counting(task_model), loop, RolloutBudget(10), bound=Slots(1))
+        one_at_a_time.evaluate(batch, {COMPONENT: "x"})
         assert Counting.peak == 1  # not one per environment

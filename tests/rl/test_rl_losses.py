@@ -77,7 +77,7 @@ def test_gspo_uses_one_geometric_mean_ratio_per_sequence():
 
 
 def test_the_registry_holds_every_loss_and_the_config_rejects_others():
-    assert set(LOSSES) == {"mask", "clip", "grpo", "dr_grpo", "dapo", "cispo", "gspo"}
+    assert set(LOSSES) == {"mask", "clip", "grpo", "dr_grpo", "dapo", "cispo", "gspo", "dppo"}
     with pytest.raises(ValueError, match="trainer.loss.type 'ppo' is unknown"):
         RLConfig.model_validate({"env": [{"id": "x"}], "trainer": {"loss": {"type": "ppo"}}})
 

@@ -313,7 +313,7 @@ def test_prime_rl_gpu_id_keys_are_accepted():
     config = RLConfig.model_validate({"env": [{"id": "a"}], "batch_size": 8, "rollouts_per_example": 4,
                                       "inference_gpu_ids": [0], "trainer_gpu_ids": [1], "inference": {"vllm_command": ["vllm", "serve"]}})
     assert config.inference.gpus == [0] and config.trainer.gpus == [1]
-    from rl_backend.config import gpu_layout
+    from rl_backend.plan import gpu_layout
 
     layout = gpu_layout(config)
     assert layout.memory_utilization == 0.9 and not layout.shared

@@ -1,0 +1,48 @@
+"""Distillation: the signal is a frozen model's (or the demonstration-conditioned policy's) view of the tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rl_backend.algorithms.base import Algorithm, Trace
+
+_TEACHER = ("a teacher endpoint that returns the log-probabilities of given tokens (vLLM's prompt_logprobs), "
+            "which primekit's trainer does not call yet")
+
+
+class OPD(Algorithm):
+    """On-policy distillation: the policy samples; each sampled token's reverse KL to a frozen teacher,
+    ``log p_teacher - log p_policy``, is its signal (the ``ref_kl`` component). No advantages."""
+
+    name = "opd"
+    paper = "Thinking Machines, On-Policy Distillation (2025); Agarwal et al. 2024, GKD (arXiv:2306.13649)"
+    action_component = "ref_kl"
+    group_relative = False
+    missing = _TEACHER
+
+    def credit(self, group: Sequence[Trace]) -> None:
+        return None
+
+
+class OPSD(OPD):
+    """On-policy self-distillation (SDFT): the reference is the live policy with an expert demonstration
+    prepended; the reverse KL to it is the signal (``ref_kl``). No advantages."""
+
+    name = "opsd"
+    paper = "SDFT (arXiv:2601.19897)"
+    missing = ("scoring the sampled tokens under the demonstration-conditioned policy, which primekit's trainer "
+               "does not do yet")
+
+
+class SFTDistill(Algorithm):
+    """Hard distillation: a frozen teacher samples; the policy trains with cross-entropy on its tokens (``ce``),
+    every sampled token at weight 1. No advantages."""
+
+    name = "sft"
+    paper = "Hinton et al. 2015 (distillation); Kim & Rush 2016, sequence-level KD (arXiv:1606.07947)"
+    action_component = "ce"
+    group_relative = False
+    missing = "rollouts sampled from a frozen teacher endpoint, which primekit's trainer does not do yet"
+
+    def credit(self, group: Sequence[Trace]) -> None:
+        return None
