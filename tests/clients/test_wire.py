@@ -15,7 +15,7 @@ from support.scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.model.detokenize import IncrementalText
 from evalkit.core.types import Completion, SamplingArgs, Usage
-from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
+from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
 from evalkit.clients.wire import WireError, assistant_message, completion_body, parse_request
 
 ADD_TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}

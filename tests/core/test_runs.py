@@ -24,7 +24,7 @@ from evalkit.core import runs
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import UserError
 from primekit_cli.app import app
-from primekit_cli.resume_option import LATEST, is_step_or_folder, with_default_values
+from primekit_cli.argv import LATEST, is_step_or_folder, with_default_values
 
 HOLD_LOCK = "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
 

@@ -98,6 +98,20 @@ def test_stop_file_stops_after_the_current_proposal_and_is_cleared_on_resume(tmp
     assert not stop_file.exists() and "removed" in (tmp_path / "run" / "gepa.log").read_text()
 
 
+
+def test_a_stop_file_that_is_a_folder_is_named_at_resume_before_anything_is_rewritten(tmp_path):
+    outcome, _, _ = run(config(tmp_path, max_calls=60, no_improvement_stop=1), teach=useless())
+    assert outcome.status == "no_improvement"
+    run_dir = tmp_path / "run"
+    (run_dir / "gepa.stop").mkdir()
+    kept = {name: ((run_dir / name).read_bytes(), (run_dir / name).stat().st_mtime_ns)
+            for name in ("budget.json", "metadata.json")}
+    with pytest.raises(UserError) as refused:
+        resume(tmp_path)
+    assert str(refused.value) == (f"{run_dir / 'gepa.stop'} is a folder, not a stop file; remove it "
+                                  f"(`rm -r {run_dir / 'gepa.stop'}`), then resume")
+    assert kept == {name: ((run_dir / name).read_bytes(), (run_dir / name).stat().st_mtime_ns) for name in kept}
+
 CHILD = textwrap.dedent(
     """
     import sys

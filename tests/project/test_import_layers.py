@@ -2,11 +2,11 @@
 no cycle, and no import against the layer order.
 
 Layers, top to bottom: ``primekit_cli`` (the app) -> ``gepa_cli`` and ``rl_backend`` (side by side, neither
-imports the other) -> ``evalkit``. Inside evalkit, the bottom layer (:data:`BOTTOM_PACKAGE`) imports nothing of
-the project but itself, so everything else can use them without a cycle, and the engine
-(``evalkit.model``) never imports the client layer built on it (``evalkit.clients``). An edge goes to the most
-specific module an import names (``from evalkit.clients import redact`` -> ``evalkit.core.redact``), as
-import-linter counts them; ``if TYPE_CHECKING:`` imports count too (they are still a dependency).
+imports the other) -> ``evalkit``. Inside evalkit the subpackages are layered too (:data:`EVALKIT_ORDER`, bottom
+first): a module imports only its own subpackage and those of lower layers, never one beside it on the same layer;
+a subpackage in no layer fails the test until it is given one. An edge goes to the most specific module an import
+names (``from evalkit.clients import redact`` -> ``evalkit.core.redact``), as import-linter counts them;
+``if TYPE_CHECKING:`` imports count too (they are still a dependency).
 """
 
 from __future__ import annotations
@@ -19,10 +19,19 @@ ROOT = REPO
 PACKAGES = ("primekit_cli", "gepa_cli", "rl_backend", "evalkit")
 RANK = {"primekit_cli": 2, "gepa_cli": 1, "rl_backend": 1, "evalkit": 0}
 LAYERS = "primekit_cli -> gepa_cli, rl_backend -> evalkit"
-BOTTOM_PACKAGE = "evalkit.core"
-"""The bottom layer: its modules import nothing of the project but each other."""
-BELOW = {"evalkit.model": ("evalkit.clients", "the engine sits below the client layer")}
-"""Inside evalkit: a subpackage that must not import another (which builds on it)."""
+EVALKIT_ORDER: tuple[tuple[str, ...], ...] = (
+    ("core", "templates"),  # the bottom layer (errors, redaction, run dirs, file I/O), and template files
+    ("model",),  # the embedded engine
+    ("clients",),  # the one client layer, built on the engine
+    ("envs", "vocabulary", "serving"),  # the environment API, the shared config fields, `prime serve`
+    ("verifiers_compat", "builtin"),  # environments written for verifiers, the built-in environments
+    ("loading",),  # finding and loading an environment (native, built-in or verifiers)
+    ("eval",),  # the runner
+    ("report", "envcheck"),  # what reads the runner's results, and `prime env check`
+    ("",),  # evalkit itself: its public API names any of the above (loaded lazily, by name)
+)
+"""evalkit's subpackages, bottom layer first."""
+EVALKIT_LAYERS = " < ".join(", ".join(name or "evalkit" for name in layer) for layer in EVALKIT_ORDER)
 
 
 def module_files() -> dict[str, Path]:
@@ -92,6 +101,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def evalkit_layer(module: str) -> tuple[str, int | None]:
+    """The evalkit subpackage ``module`` belongs to (``""``: evalkit itself) and its layer (None: in no layer)."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else ""
+    return name, next((rank for rank, layer in enumerate(EVALKIT_ORDER) if name in layer), None)
+
+
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     bad = []
     for source, targets in sorted(graph.items()):
@@ -100,16 +116,20 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             other = target.split(".")[0]
             if RANK[other] > RANK[top] or (RANK[other] == RANK[top] and other != top):
                 bad.append(f"{source} -> {target} (against {LAYERS})")
-            elif _within(source, [BOTTOM_PACKAGE]) and not _within(target, [BOTTOM_PACKAGE]):
-                bad.append(f"{source} -> {target} (a module of {BOTTOM_PACKAGE} imports only {BOTTOM_PACKAGE})")
-            elif _within(source, BELOW) and _within(target, [BELOW[_within(source, BELOW)][0]]):
-                bad.append(f"{source} -> {target} ({BELOW[_within(source, BELOW)][1]})")
+            elif top == other == "evalkit":
+                (name, rank), (target_name, target_rank) = evalkit_layer(source), evalkit_layer(target)
+                if rank is None or target_rank is None:
+                    missing = name if rank is None else target_name
+                    bad.append(f"{source} -> {target} (evalkit.{missing} is in no layer of EVALKIT_ORDER: add it)")
+                elif target_rank > rank or (target_rank == rank and target_name != name):
+                    bad.append(f"{source} -> {target} (against evalkit's layers {EVALKIT_LAYERS})")
     return bad
 
 
-def _within(module: str, packages) -> str | None:
-    """The one of ``packages`` that ``module`` is (or is inside), else None."""
-    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+def test_every_evalkit_subpackage_has_a_layer():
+    names = {evalkit_layer(module)[0] for module in module_files() if module.split(".")[0] == "evalkit"}
+    assert sorted(name for name in names if evalkit_layer(f"evalkit.{name}")[1] is None) == []
+    assert sorted(name for layer in EVALKIT_ORDER for name in layer if name not in names) == []
 
 
 def test_the_import_graph_has_no_cycle():
@@ -126,11 +146,21 @@ def test_the_checks_see_imports_inside_functions_and_relative_ones():
     assert find_cycle(graph) is None
     graph["evalkit.b"].add("evalkit.a")
     assert find_cycle(graph) == ["evalkit.a", "evalkit.b", "evalkit.a"]
-    assert layer_violations({"evalkit.core.errors": {"evalkit.core.redact", "evalkit.clients.spec"}, "evalkit.x": {"gepa_cli.runner"},
+    assert layer_violations({"evalkit.core.errors": {"evalkit.core.redact", "evalkit.clients.spec"},
+                             "evalkit.x": {"gepa_cli.runner"},
                              "gepa_cli.a": {"rl_backend.b"}, "primekit_cli.a": {"evalkit.core.errors"},
-                             "evalkit.model.registry": {"evalkit.clients.spec"}}) == [
-        "evalkit.core.errors -> evalkit.clients.spec (a module of evalkit.core imports only evalkit.core)",
-        "evalkit.model.registry -> evalkit.clients.spec (the engine sits below the client layer)",
+                             "evalkit.model.registry": {"evalkit.clients.spec"},
+                             "evalkit.verifiers_compat.v1.env": {"evalkit.loading.resolve", "evalkit.envs.base"},
+                             "evalkit.serving.app": {"evalkit.envs.base", "evalkit.clients.wire"},
+                             "evalkit.report.html": {"evalkit.envcheck.run", "evalkit.eval.results", "evalkit.core"},
+                             "evalkit.newpkg.a": {"evalkit.core.errors"}, "evalkit.eval.runner": {"evalkit"}}) == [
+        "evalkit.core.errors -> evalkit.clients.spec (against evalkit's layers " + EVALKIT_LAYERS + ")",
+        "evalkit.eval.runner -> evalkit (against evalkit's layers " + EVALKIT_LAYERS + ")",
+        "evalkit.model.registry -> evalkit.clients.spec (against evalkit's layers " + EVALKIT_LAYERS + ")",
+        "evalkit.newpkg.a -> evalkit.core.errors (evalkit.newpkg is in no layer of EVALKIT_ORDER: add it)",
+        "evalkit.report.html -> evalkit.envcheck.run (against evalkit's layers " + EVALKIT_LAYERS + ")",
+        "evalkit.serving.app -> evalkit.envs.base (against evalkit's layers " + EVALKIT_LAYERS + ")",
+        "evalkit.verifiers_compat.v1.env -> evalkit.loading.resolve (against evalkit's layers " + EVALKIT_LAYERS + ")",
         "evalkit.x -> gepa_cli.runner (against primekit_cli -> gepa_cli, rl_backend -> evalkit)",
         "gepa_cli.a -> rl_backend.b (against primekit_cli -> gepa_cli, rl_backend -> evalkit)",
     ]

@@ -85,7 +85,7 @@ def test_compare_counts_flips_and_direction():
     assert {(f.example_id, f.solved_by) for f in result.flips} == {(0, "B"), (1, "A")}
     assert set(result.pass_at_k) == {1, 2}
     assert result.sign_p == 1.0
-    assert "no clear difference" in summary_line(result)
+    assert "too few paired examples for a verdict" in summary_line(result)  # 4 < MIN_PAIRED_EXAMPLES
 
 
 def test_identical_runs_have_a_zero_width_interval():
@@ -105,6 +105,18 @@ def test_disjoint_examples_are_unpaired_and_partial_overlap_is_said():
     partial = compare(rows({0: [0], 1: [0], 2: [1]}), rows({1: [1], 2: [1], 3: [0]}))
     assert partial.paired and partial.examples == 2 and (partial.only_a, partial.only_b) == (1, 1)
     assert "1 only in A, 1 only in B, left out" in summary_line(partial)
+
+
+def test_task_ids_pair_by_the_tasks_own_id_and_index_ids_still_do():
+    """verifiers writes a task's own id (text) where a task payload carries one: such runs pair by it, an old
+    run's ints still pair with ints, and both kinds in one comparison never compare an int with a string."""
+    a = rows({"train-00003": [0, 0], "train-00010": [1, 1], 7: [0]})
+    b = rows({"train-00010": [1, 0], "train-00003": [1, 1], 7: [1]})
+    result = compare(a, b)
+    assert result.paired and result.examples == 3 and (result.better, result.worse) == (2, 1)
+    assert {(f.example_id, f.solved_by) for f in result.flips} == {("train-00003", "B"), (7, "B")}
+    assert compare(rows({0: [1], 1: [0]}), rows({0: [1], 1: [1]})).examples == 2
+    assert not compare(rows({0: [1]}), rows({"0": [1]})).paired  # an index is not the text of a task id
 
 
 def test_a_real_improvement_is_called_real():

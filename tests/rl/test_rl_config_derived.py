@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.core.errors import ConfigError
-from rl_backend.config import deep_merge, load_rl_config
+from evalkit.core.dotted import deep_merge
+from rl_backend.config import load_rl_config
 from support.rl_shapes import HOSTED, PRIME_RL_EXAMPLE, dry_run, on_embedded_model, shape_file
 
 LONG = deep_merge(HOSTED, {"sampling": {"max_tokens": 4096}})

@@ -103,7 +103,7 @@ def test_quick_start_keys_land_on_ours(tmp_path):
     ],
 )
 def test_what_cannot_be_honoured_is_refused_by_name(tmp_path, patch, needle):
-    from rl_backend.config import deep_merge
+    from evalkit.core.dotted import deep_merge
 
     data = deep_merge(PRIME_RL_EXAMPLE, patch)
     with pytest.raises(ConfigError) as err:

@@ -108,8 +108,8 @@ def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_pro
            "runtime with a docker daemon, or a hosted modal/prime sandbox (an account)" in message
     assert "\n" not in message
     if IS_04:
-        from evalkit.verifiers_compat.v04_args import DialectArgs
-        from evalkit.verifiers_compat.v04_config import eval_plan
+        from primekit_cli.dialect.args import DialectArgs
+        from primekit_cli.dialect.config import eval_plan
 
         with pytest.raises(UserError, match=f"env.agent.harness.id = '{harness}': harness '{harness}' runs only in a "
                                             "container"):
@@ -118,7 +118,7 @@ def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_pro
 
 def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifiers_project, monkeypatch):
     from evalkit.loading.resolve import load_environment
-    from evalkit.verifiers_compat.v1_config import _docker_answers
+    from evalkit.verifiers_compat.v1.config import _docker_answers
 
     monkeypatch.chdir(verifiers_project)
     docker = ("one answers here, but primekit does not drive the docker runtime yet" if _docker_answers()
@@ -135,3 +135,56 @@ def test_help_says_bash_runs_only_on_a_chosen_runtime(verifiers_project):
     done = prime_process("eval", "run", "--help", project=verifiers_project)
     text = " ".join(done.stdout.replace("│", " ").split())
     assert "verifiers' own default is bash" in text and "so it runs only with the runtime chosen explicitly" in text
+
+
+EVALUATOR_STDIN = "text the evaluator itself was given on stdin\n"
+
+
+def test_the_models_commands_read_an_empty_stdin_not_the_evaluators(verifiers_project, server):
+    """`vf_v1_stdin`'s commands (`wc -c`, `read`) read stdin. prime runs with a stdin that holds text: the commands
+    still see none (/dev/null), where verifiers 0.4's runtime would hand them the evaluator's own (a deliberate
+    difference, docs/verifiers-parity.md)."""
+    project = verifiers_project
+    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key"}
+    done = subprocess.run([sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-stdin", "-m", "hash-model",
+                           "-b", server.base_url, "-k", KEY_VAR, "-n", "2", "-r", "1", "-a", json.dumps(BASH),
+                           "-o", "out"], cwd=project, env=env, input=EVALUATOR_STDIN, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = rows(project, "out")
+    assert [r["completion"][1]["content"] for r in found] == ["0\n", "[]\n"]  # what `wc -c` and `read` saw
+    assert [r["reward"] for r in found] == [1.0, 1.0]
+
+
+STDIN_PROBE = "import sys; print(len(sys.stdin.buffer.read()))\n"
+RUN_BOTH_WAYS = """\
+import asyncio, sys
+from verifiers.v1.runtimes import SubprocessConfig
+from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+from evalkit.verifiers_compat.v1.harness_workers import fallback_command, program_command
+from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
+
+async def main():
+    inner = SubprocessRuntime(SubprocessConfig())
+    await inner.start()
+    runtime = LocalInterpreterRuntime(inner)
+    try:
+        await inner.write("stdin_probe.py", %r.encode())
+        forked = await runtime.run_program(program_command("stdin_probe.py"), {})
+        fresh = await runtime.run(fallback_command("stdin_probe.py"), {})  # where no fork server runs
+        print(forked.stdout.strip(), fresh.stdout.strip(), forked.exit_code, fresh.exit_code)
+    finally:
+        await inner.teardown()
+
+asyncio.run(main())
+""" % STDIN_PROBE
+
+
+def test_a_harness_program_gets_an_empty_stdin_however_it_starts(tmp_path):
+    """Forked by the server or started fresh (no server), a program verifiers runs without stdin reads nothing of
+    the evaluator's. Before: the fresh interpreter read it (45 bytes here)."""
+    done = subprocess.run([sys.executable, "-c", RUN_BOTH_WAYS], cwd=tmp_path, input=EVALUATOR_STDIN,
+                          env=with_pythonpath(REPO) | {"HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["0", "0", "0", "0"]

@@ -34,7 +34,7 @@ SECRETS = {"HF_TOKEN": "hf_secretvalue0123", "GITHUB_TOKEN": "ghp_secretvalue456
 
 PROBE = """\
 import json, os
-from evalkit.verifiers_compat.harness_workers.harness_env import BASE_ENV
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 environ = open("/proc/self/environ", "rb").read()
 print(json.dumps({"extra": sorted(k for k in os.environ if k not in BASE_ENV), "declared": os.environ.get("DECLARED_VAR"),
                   "leaked": [v for v in %r if v.encode() in environ]}))
@@ -47,9 +47,9 @@ def test_every_way_a_harness_program_starts_gets_the_allowlist_and_what_the_harn
     from verifiers.v1.runtimes import SubprocessConfig
     from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
-    from evalkit.verifiers_compat.harness_workers import fallback_command, program_command
-    from evalkit.verifiers_compat.harness_workers.harness_env import DECLARED
-    from evalkit.verifiers_compat.v1_harness import LocalInterpreterRuntime
+    from evalkit.verifiers_compat.v1.harness_workers import fallback_command, program_command
+    from evalkit.verifiers_compat.v1.harness_workers.harness_env import DECLARED
+    from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
@@ -125,7 +125,7 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
         made.mkdir()
         (made / "fork.sock").write_text("")
     done = subprocess.run(
-        [sys.executable, "-c", "from evalkit.verifiers_compat.harness_workers import ForkServer; ForkServer().close()"],
+        [sys.executable, "-c", "from evalkit.verifiers_compat.v1.harness_workers import ForkServer; ForkServer().close()"],
         env=with_pythonpath(Path.cwd()) | {"TMPDIR": str(temp)}, capture_output=True, text=True,
         timeout=120)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""The harness fork server (evalkit/verifiers_compat/harness_workers): a forked run behaves as a fresh
+"""The harness fork server (evalkit/verifiers_compat/v1/harness_workers): a forked run behaves as a fresh
 interpreter would for verifiers' runtime (streams, exit code, working directory, environment, signals), holds
 no key of primekit's environment, and dies with the launcher (or the cancelled in-process call) that asked for
 it; the server learns what its children import and build, so later children do not; a run handed over from
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.verifiers_compat.harness_workers import ForkServer
-from evalkit.verifiers_compat.harness_workers.client import run_forked
-from evalkit.verifiers_compat.harness_workers.harness_env import declare
+from evalkit.verifiers_compat.v1.harness_workers import ForkServer
+from evalkit.verifiers_compat.v1.harness_workers.client import run_forked
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import declare
 from support import with_pythonpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
@@ -125,7 +125,7 @@ def test_sigterm_reaches_the_program_and_its_code_comes_back(server, tmp_path):
 
 
 def test_the_server_ends_with_its_parent_and_takes_running_programs_along(tmp_path):
-    script = ("import sys, time; from evalkit.verifiers_compat.harness_workers import ForkServer\n"
+    script = ("import sys, time; from evalkit.verifiers_compat.v1.harness_workers import ForkServer\n"
               "s = ForkServer(); print(s.socket, s.process.pid, flush=True); time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                               env=with_pythonpath(Path.cwd()))
@@ -272,7 +272,7 @@ print("done")
 
 
 def test_an_in_process_run_whose_server_dies_ends_as_the_launchers_did(server, tmp_path):
-    from evalkit.verifiers_compat.harness_workers.client import GONE
+    from evalkit.verifiers_compat.v1.harness_workers.client import GONE
 
     (tmp_path / "waiter.py").write_text(WAITER)
 
@@ -289,7 +289,7 @@ def test_an_in_process_run_whose_server_dies_ends_as_the_launchers_did(server, t
 
 
 def test_an_unreachable_server_is_an_error_before_anything_starts(tmp_path):
-    from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable
+    from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable
 
     with pytest.raises(ServerUnreachable):
         asyncio.run(run_forked(str(tmp_path / "no.sock"), ["prog.py"], str(tmp_path), {}))
@@ -306,8 +306,8 @@ sys.exit(4)
 @pytest.mark.verifiers
 def test_the_harness_runtime_runs_a_forked_program_itself_with_the_subprocess_runtimes_env(tmp_path, monkeypatch):
     pytest.importorskip("verifiers.v1")
-    from evalkit.verifiers_compat.harness_workers import program_command
-    from evalkit.verifiers_compat.v1_harness import LocalInterpreterRuntime
+    from evalkit.verifiers_compat.v1.harness_workers import program_command
+    from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
 
     monkeypatch.setenv("PRIMEKIT_TEST_API_KEY", "sk-never-here")  # SubprocessRuntime.run drops *API_KEY* names
 

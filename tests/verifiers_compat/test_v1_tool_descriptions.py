@@ -20,7 +20,7 @@ from support.solver_server import SolverServer
 pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
 from evalkit.loading.resolve import load_environment  # noqa: E402
-from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
+from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
 from support.cli import prime_process
 
 pytestmark = pytest.mark.verifiers

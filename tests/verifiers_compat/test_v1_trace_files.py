@@ -74,7 +74,7 @@ def test_traces_are_redacted_and_capped_like_results(tmp_path):
     assert "more characters cut: max_message_chars is 1,000]" in text
     assert traces.stat().st_size < 60_000  # before: over 160 kB (the tool result and the reply quoting it, per rollout)
 
-    from evalkit.verifiers_compat.v1_api import read_episodes
+    from evalkit.verifiers_compat.v1.api import read_episodes
 
     episodes = read_episodes(results.parent)  # verifiers' own reader still reads every line
     assert len(episodes) == 2 and all(e.ok for e in episodes)
@@ -84,7 +84,7 @@ def test_resume_reads_the_traces_file_one_line_at_a_time(tmp_path):
     """A resumed run keeps the lines of its kept rows and drops the rest without holding the file in memory."""
     from pydantic import BaseModel
 
-    from evalkit.verifiers_compat.v1_traces import TraceFiles, episode_id
+    from evalkit.verifiers_compat.v1.traces import TraceFiles, episode_id
 
     class Config(BaseModel):
         id: str = "t"
@@ -109,7 +109,7 @@ def test_resume_reads_the_traces_file_one_line_at_a_time(tmp_path):
 
 
 def test_a_trace_line_without_long_text_or_secrets_is_verifiers_own_bytes():
-    from evalkit.verifiers_compat.v1_traces import trace_line
+    from evalkit.verifiers_compat.v1.traces import trace_line
 
     data = json.dumps({"id": "a", "traces": [{"nodes": [{"message": {"role": "tool", "content": "42"}}]}]},
                       separators=(",", ":")).encode()

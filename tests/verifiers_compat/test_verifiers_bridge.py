@@ -20,7 +20,7 @@ from evalkit.core.errors import ModelCallError, UserError
 from evalkit.loading.resolve import load_environment
 from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import Completion, SamplingArgs, Usage
-from evalkit.verifiers_compat.v1_env import TasksetEnvironment
+from evalkit.verifiers_compat.v1.env import TasksetEnvironment
 
 ENVS = VERIFIERS_ENVS
 
@@ -40,7 +40,7 @@ def with_tokens(text: str, prompt_len: int = 3) -> Completion:
 
 
 async def test_legacy_rollout_keeps_the_clients_completion_per_turn(environments):
-    from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment  # the legacy API: verifiers 0.3.1 only
+    from evalkit.verifiers_compat.legacy.env import VerifiersEnvironment  # the legacy API: verifiers 0.3.1 only
 
     env = load_environment("vf-counter", {"num_examples": 1})
     assert isinstance(env, VerifiersEnvironment)
@@ -239,7 +239,7 @@ async def test_v1_bridge_serves_only_requests_with_its_token():
 
     import aiohttp
 
-    from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
+    from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
 
     client = ScriptedClient([with_tokens("hello")])
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0.0}
@@ -264,7 +264,7 @@ async def test_v1_bridge_hands_each_trace_its_own_calls_in_order():
 
     import aiohttp
 
-    from evalkit.verifiers_compat.v1_bridge import SESSION_HEADER, ModelBridgeServer, bridge_key_var
+    from evalkit.verifiers_compat.v1.bridge import SESSION_HEADER, ModelBridgeServer, bridge_key_var
 
     client = ScriptedClient(["a1", "b1", "a2"])
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}

@@ -116,7 +116,7 @@ def test_v1_input_tokens_are_counted_as_verifiers_counts_them(verifiers_project)
 
     from support.solver_server import SolverServer
 
-    from evalkit.verifiers_compat.v1_api import read_episodes
+    from evalkit.verifiers_compat.v1.api import read_episodes
 
     solver = SolverServer()
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
+from primekit_cli.dialect.args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
 from support.cli import assert_user_error, prime_process
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
@@ -191,7 +191,7 @@ REFUSED = [
 @needs_04
 @pytest.mark.parametrize("body, message", REFUSED, ids=[m.split(":")[0][:40] for _, m in REFUSED])
 def test_what_primekit_does_not_run_is_refused_in_one_line(project, monkeypatch, body, message):
-    from evalkit.verifiers_compat.v04_config import eval_plan
+    from primekit_cli.dialect.config import eval_plan
 
     (project / "c.toml").write_text(body + '[env.taskset]\nid = "vf-v1-chat"\n')
     monkeypatch.chdir(project)
@@ -221,9 +221,10 @@ def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_
 
 @needs_04
 def test_a_builtin_environment_or_no_taskset_is_one_line(project):
-    line = assert_user_error(prime_process("eval", "run", "reverse-text", "--sampling.temperature", "0.5", "--dry-run",
+    # --sampling.* applies to any environment (tests/eval/test_dotted_flags_any_env.py); a taskset setting does not
+    line = assert_user_error(prime_process("eval", "run", "reverse-text", "--env.taskset.split", "train", "--dry-run",
                                            project=project))
-    assert "'reverse-text' is not a verifiers v1 taskset" in line
+    assert "'reverse-text' is not a v1 taskset" in line
     (project / "none.toml").write_text("num_rollouts = 2\n")
     assert "no taskset: give one" in assert_user_error(prime_process("eval", "run", "@", "none.toml", project=project))
 
@@ -282,7 +283,7 @@ reflection_model = "hash"
 
 @needs_04
 def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
-    from evalkit.verifiers_compat.v04_config import gepa_plan
+    from primekit_cli.dialect.config import gepa_plan
 
     toml = GEPA_TOML.replace("[sampling]", "[reflection_client]\nbase_url = \"{url}\"\napi_key_var = \"HASH_KEY\"\n\n[sampling]")
     (project / "gepa.toml").write_text(toml.format(url="http://127.0.0.1:9/v1"))

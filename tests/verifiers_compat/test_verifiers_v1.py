@@ -63,7 +63,7 @@ def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verif
     assert call["name"] == "calc_add" and json.loads(call["arguments"]) == {"a": 3, "b": 4}
     assert rows[0]["completion"][1]["role"] == "tool" and rows[0]["completion"][1]["content"] == "7"
 
-    from evalkit.verifiers_compat.v1_api import read_episodes
+    from evalkit.verifiers_compat.v1.api import read_episodes
 
     episodes = read_episodes(folder)  # verifiers' own reader, wire types: any taskset's file
     assert len(episodes) == 4 and len({e.id for e in episodes}) == 4
@@ -270,7 +270,7 @@ def test_resumed_run_keeps_one_trace_line_per_row(tmp_path, monkeypatch):
     from evalkit.core.errors import ModelCallError
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
-    from evalkit.verifiers_compat.v1_traces import episode_id
+    from evalkit.verifiers_compat.v1.traces import episode_id
 
     envs = VERIFIERS_ENVS
     shutil.copytree(envs / "vf_v1_math", tmp_path / "environments" / "vf_v1_math")

@@ -1,10 +1,11 @@
 """verifiers 0.4's run-config forms on `prime eval run` and `prime gepa run`: ``@ config.toml``, a v1-shaped TOML
 as the positional, a taskset id with dotted overrides (``--sampling.temperature 0.5``), read by
-:mod:`evalkit.verifiers_compat.v04_config` with verifiers' own config classes.
+:mod:`primekit_cli.dialect.config` with verifiers' own config classes.
 
-The command class takes the dialect's tokens out of the command line before click parses it (so click never sees
-``@`` or ``--a.b``, and primekit's own flags keep their strict parsing); the command reads them back from its
-context with :func:`dialect_args`. primekit's flags (``-m``, ``-b``, ``-n``, ...) lay over what the config says.
+The argv step (:mod:`primekit_cli.argv`) takes the dialect's tokens out of the command line before click parses it
+(so click never sees ``@`` or ``--a.b``, and primekit's own flags keep their strict parsing); the command reads them
+back from its context with :func:`primekit_cli.argv.dialect_args`. primekit's flags (``-m``, ``-b``, ``-n``, ...) lay
+over what the config says.
 """
 
 from __future__ import annotations
@@ -14,35 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
-
-from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import DialectArgs, deep_merge, is_v1_file, load_file, take_dialect_tokens
-
-META_KEY = "primekit_v1_dialect"
-
-
-def dialect_command(base: type[click.Command]) -> type[click.Command]:
-    """``base`` with the v1 dialect's tokens taken out of its arguments (kept in ``ctx.meta``)."""
-
-    class _DialectCommand(base):  # type: ignore[misc, valid-type]
-        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-            try:
-                rest, found = take_dialect_tokens(args)
-            except UserError as exc:  # raised again inside the command, where user_errors prints it
-                rest, found = args, exc
-            ctx.meta[META_KEY] = found
-            return super().parse_args(ctx, rest)
-
-    return _DialectCommand
-
-
-def dialect_args(ctx: Any) -> DialectArgs:
-    """The dialect tokens the command class took out of ``ctx``'s command line (empty when there were none)."""
-    found = ctx.meta.get(META_KEY)
-    if isinstance(found, UserError):
-        raise found
-    return found if isinstance(found, DialectArgs) else DialectArgs()
+from evalkit.core.dotted import deep_merge
+from primekit_cli.dialect.args import DialectArgs, is_v1_file, load_file
 
 
 def wants_dialect(target: str | None, dialect: DialectArgs) -> bool:
@@ -66,7 +40,7 @@ def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, 
     """One primekit EvalConfig for the v1 run config (flags laid over it), and the plan it came from."""
     from evalkit.eval.config import EvalConfig
     from evalkit.core.tomlio import validate
-    from evalkit.verifiers_compat.v04_config import eval_plan
+    from primekit_cli.dialect.config import eval_plan
 
     plan = eval_plan(target, dialect, overrides.get("env_dir_path", "environments"))
     _print_notes(plan.notes)
@@ -75,7 +49,7 @@ def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, 
 
 def gepa_fields(target: str | None, dialect: DialectArgs) -> dict[str, Any]:
     """GEPA job fields for the v1 run config (``vf-gepa``'s keys); flags are laid over them by the caller."""
-    from evalkit.verifiers_compat.v04_config import gepa_plan
+    from primekit_cli.dialect.config import gepa_plan
 
     plan = gepa_plan(target, dialect)
     _print_notes(plan.notes)

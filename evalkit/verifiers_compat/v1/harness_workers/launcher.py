@@ -10,7 +10,8 @@ server kills the program.
 
 The environment sent is the allowlist of :mod:`harness_env` (the base and the names the run declares; the
 server applies it again). ``launcher.py --exec PROGRAM [ARGS...]`` (where no server runs) starts the program in
-a fresh interpreter with that same environment instead.
+a fresh interpreter with that same environment instead; ``--exec-no-stdin`` does too, with ``/dev/null`` as its
+stdin (a run verifiers starts without stdin would otherwise read primekit's own, see ``client.run_forked``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from harness_env import allowed  # a sibling module: this file runs by path
 
 
 def main(argv: list[str]) -> int:
-    if argv[0] == "--exec":
+    if argv[0] in ("--exec", "--exec-no-stdin"):
+        if argv[0] == "--exec-no-stdin":
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
         os.execve(sys.executable, [sys.executable, *argv[1:]], allowed(dict(os.environ)))
     path, program = argv[0], argv[1:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

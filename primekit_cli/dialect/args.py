@@ -5,18 +5,18 @@ leading bare taskset id (``--env.taskset.id``), and dotted overrides ``--samplin
 ``--env.taskset.split=train`` (a ``-`` in a key is a ``_``; a dotted flag with no value, one followed by another
 flag, is ``true``). This module
 only collects those into one nested dict; verifiers' own config classes validate it
-(:mod:`~evalkit.verifiers_compat.v04_config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
+(:mod:`~primekit_cli.dialect.config`). Values stay strings (pydantic's lax mode coerces ``"0.5"`` to a
 float field), except JSON lists and objects (``--reflection_columns '["a"]'``).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.core.dotted import deep_merge, key_parts, nested, read_flag
 from evalkit.core.errors import UserError
 
 FILE_SIGN = "@"
@@ -54,14 +54,8 @@ def take_dialect_tokens(args: list[str]) -> tuple[list[str], DialectArgs]:
             found.files.append(token[1:])
             i += 1
         elif is_dotted_flag(token):
-            key, has_value, value = token[2:].partition("=")
-            if not has_value:
-                following = args[i + 1] if i + 1 < len(args) else None
-                has_value = following is not None and not _is_flag(following)
-                value = following if has_value else "true"
-                i += 1 if has_value else 0
+            key, value, i = read_flag(args, i, lambda following: not _is_flag(following))
             found.overrides.append((key, _value(value)))
-            i += 1
         else:
             rest.append(token)
             i += 1
@@ -87,21 +81,29 @@ def _value(text: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"dotted override value {text!r} is not valid JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise UserError(f"dotted override value {text[:20]!r}... nests thousands deep; "
+                            "no config needs that") from None
     return text
 
 
 def load_file(path: str) -> dict[str, Any]:
     """A config file's data (TOML, or JSON such as verifiers' own ``configs/resolved/eval.json``)."""
-    from evalkit.core.tomlio import load_toml
+    from evalkit.core.fileio import read_user_bytes
+    from evalkit.core.tomlio import MAX_DEPTH, depth_over, load_toml
 
     if path.endswith(".json"):
         file = Path(path)
         if not file.is_file():
             raise UserError(f"config file not found: {file}")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(read_user_bytes(file, "config file").decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"{file} is not valid JSON: {exc}") from exc
+        except RecursionError:
+            data = None
+        if data is None or depth_over(data, MAX_DEPTH):
+            raise UserError(f"{file}: objects or arrays nest more than {MAX_DEPTH} deep; no config needs that")
         if not isinstance(data, dict):
             raise UserError(f"{file} must hold a JSON object (a run config)")
         return data
@@ -110,30 +112,16 @@ def load_file(path: str) -> dict[str, Any]:
     return load_toml(path)
 
 
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` laid on ``base``, table by table (as prime-pydantic-config merges ``@`` files and flags)."""
-    merged = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(merged.get(key), dict) and isinstance(value, dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
 def raw_config(files: list[str], overrides: list[tuple[str, Any]], taskset: str | None) -> dict[str, Any]:
     """The files merged in order, then the overrides, then a positional taskset id (``--env.taskset.id``)."""
     data: dict[str, Any] = {}
     for path in files:
         data = deep_merge(data, load_file(path))
     for key, value in overrides:
-        parts = [part.replace("-", "_") for part in key.split(".")]
-        if not all(parts):
+        parts = key_parts(key)
+        if parts is None:
             raise UserError(f"--{key} is not a dotted config key (e.g. --sampling.temperature 0.5)")
-        nested: Any = value
-        for part in reversed(parts):
-            nested = {part: nested}
-        data = deep_merge(data, nested)
+        data = deep_merge(data, nested(parts, value))
     if taskset is not None:
         data = deep_merge(data, {"env": {"taskset": {"id": taskset}}})
     return data

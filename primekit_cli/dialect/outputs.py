@@ -1,6 +1,6 @@
 """verifiers' run-dir layout around a primekit eval run launched from a verifiers 0.4 run config.
 
-Beside ``results.jsonl`` and verifiers' ``traces.jsonl`` (:mod:`~evalkit.verifiers_compat.v1_traces`), such a run
+Beside ``results.jsonl`` and verifiers' ``traces.jsonl`` (:mod:`~evalkit.verifiers_compat.v1.traces`), such a run
 dir gets what verifiers' own ``eval`` writes there, so its conventions work on primekit's runs:
 
 - ``configs/eval.toml``: the launch ``@`` TOML file(s) verbatim (several: each under a ``# @ path`` line);
@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.core.fileio import write_json_atomic, write_text_atomic
 from evalkit.core.redact import redact
-from evalkit.verifiers_compat.v1_traces import CONFIG_PATH
+from evalkit.verifiers_compat.v1.traces import CONFIG_PATH
 
 LAUNCH_TOML = Path("configs") / "eval.toml"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -9,13 +9,17 @@ What verifiers does and what primekit does:
   row's leading system message while the few-shot messages stay.
 - **rollout**: ``vf_env.rollout(input, client, model, sampling_args)``, i.e. verifiers' own multi-turn loop,
   ``env_response``, tools, ``@vf.stop`` conditions, ``setup_state`` and cleanup handlers, with a
-  :class:`~evalkit.verifiers_compat.legacy_bridge.ModelClientBridge` as the client; ``input`` is the row as
+  :class:`~evalkit.verifiers_compat.legacy.bridge.ModelClientBridge` as the client; ``input`` is the row as
   ``vf-eval`` delivers it (:func:`rollout_input`).
 - **scoring**: verifiers' ``rubric.score_group`` (what ``vf_env.generate`` uses by default), by the
   environment that ran the rollout (an ``EnvGroup``'s member, as ``vf-eval`` scores it). A rubric without
   group-level reward functions is scored per rollout, as soon as it finishes (a group of one gives the same
   numbers); a rubric with group-level functions (``states``/``completions``/... parameters) is scored once per
   group in :meth:`score_group`, which :func:`evalkit.eval.rollouts.run_groups` calls. Then ``rubric.cleanup``.
+- **ids**: a row whose ``info`` carries a task payload (``info["task"]``) is, to verifiers, that task: its
+  ``prompt``, ``answer``, ``info`` and ``example_id`` come from the payload. So the row is written under the
+  task's own id (:meth:`VerifiersEnvironment.task_ids`; the row's index when the payload has none or two tasks
+  share one) with the payload's ``answer`` and ``info``, as ``vf-eval`` writes it.
 - **results**: verifiers' reward and metrics (``num_turns``, ``total_tool_calls``, ``<tool>_calls``, each
   reward function's name), ``stop_condition``, ``is_truncated``, completion as OpenAI chat dicts, and one
   :class:`~evalkit.core.types.Completion` per model turn in ``RolloutState.responses`` (token ids and logprobs when
@@ -24,7 +28,7 @@ What verifiers does and what primekit does:
 
 Errors are data, as everywhere in primekit: a failed model call or a ``vf.Error`` that verifiers records, an
 exception escaping the environment's code, a raising reward function (see
-:mod:`~evalkit.verifiers_compat.reward_errors`) or a raising rubric each become the row's ``error``, recorded
+:mod:`~evalkit.verifiers_compat.legacy.reward_errors`) or a raising rubric each become the row's ``error``, recorded
 with its kind where it is read (verifiers' ``ModelError``: ``model``; a raising reward function: ``reward``;
 the rest: ``environment``). The rollout itself is :meth:`evalkit.envs.base.Environment.rollout`; this class
 implements its hooks (``new_state``, ``sampling_for``, ``generate``, ``score_rollout``, ``score_group``). A rollout
@@ -42,12 +46,12 @@ from evalkit.clients.base import ModelClient
 from evalkit.envs.base import Environment
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
-from evalkit.core.types import Completion, Message, RolloutState, SamplingArgs
+from evalkit.core.types import Completion, ExampleId, Message, RolloutState, SamplingArgs
 from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
-from evalkit.verifiers_compat.env_group import leaf_envs, routed_env
-from evalkit.verifiers_compat.legacy_bridge import ModelClientBridge
-from evalkit.verifiers_compat.reward_errors import record_reward_errors, reward_errors
+from evalkit.verifiers_compat.legacy.env_group import leaf_envs, routed_env
+from evalkit.verifiers_compat.legacy.bridge import ModelClientBridge
+from evalkit.verifiers_compat.legacy.reward_errors import record_reward_errors, reward_errors
 
 PENDING_GROUP_SCORE = "primekit_pending_group_score"
 _VF_INPUT = "primekit_vf_input"
@@ -151,11 +155,25 @@ class VerifiersEnvironment(Environment):
                  for tool in self._tool_defs()]
         return {**vf_input, "info": {**(info or {}), "tool_defs": tools}}
 
+    def task_ids(self, rows: list[dict[str, Any]], ids: list[int]) -> list[ExampleId]:
+        """Each row's task's own ``example_id`` where its ``info`` carries a task payload with one (what verifiers
+        writes), else its index; all indices when two rows would share an id (rows are keyed by it)."""
+        own = [_task_id(task_payload(row)) for row in rows]
+        chosen = [eid if eid is not None else index for eid, index in zip(own, ids)]
+        return chosen if len(set(chosen)) == len(chosen) else list(ids)
+
     # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
-    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
-        """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``."""
+    def new_state(self, row: dict[str, Any], example_id: ExampleId, rollout_idx: int,
+                  system_prompt: str | None) -> RolloutState:
+        """The opening state, holding verifiers' input (the row, with the prompt primekit formatted) for ``generate``;
+        a task payload's ``answer`` and ``info`` are the row's, as verifiers reads them."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
         state.extra[_VF_INPUT] = self._described_input(rollout_input(row, state.prompt, example_id))
+        payload = task_payload(row)
+        if payload is not None:
+            state.answer = "" if payload.get("answer") is None else str(payload["answer"])
+            info = payload.get("info")
+            state.info = dict(info) if isinstance(info, dict) else {}
         return state
 
     def sampling_for(self, sampling: SamplingArgs | None) -> SamplingArgs:
@@ -211,7 +229,7 @@ class VerifiersEnvironment(Environment):
 
     async def _score(self, states: list[RolloutState]) -> None:
         """verifiers' ``score_group`` over the states that have a verifiers state, by the environment that ran
-        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.env_group`), then cleanup;
+        them (an EnvGroup's sub-environment, see :mod:`~evalkit.verifiers_compat.legacy.env_group`), then cleanup;
         errors become rows."""
         scorable = [s for s in states if _vf_state(s) is not None and (self.group_scored or s.error is None)]
         by_env: dict[int, tuple[Any, list[RolloutState]]] = {}
@@ -263,7 +281,26 @@ ROLLOUT_INPUT_KEYS = ("answer", "info")
 """The row keys verifiers' ``RolloutInput`` declares besides ``prompt`` and ``example_id``."""
 
 
-def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: int) -> dict[str, Any]:
+def task_payload(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The task payload a row's ``info`` carries (``info["task"]``, an object or its JSON), read by verifiers' own
+    reader; None when there is none or verifiers cannot read it (then its rollout fails and says why)."""
+    from verifiers.legacy.types import task_payload_from_info
+
+    try:
+        return task_payload_from_info(row.get("info"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _task_id(payload: dict[str, Any] | None) -> ExampleId | None:
+    """A payload's own ``example_id`` when it is one primekit can key rows by (a whole number or non-empty text)."""
+    eid = (payload or {}).get("example_id")
+    if isinstance(eid, bool) or not isinstance(eid, (int, str)) or eid == "" or (isinstance(eid, int) and eid < 0):
+        return None
+    return eid
+
+
+def rollout_input(row: dict[str, Any], prompt: list[Message], example_id: ExampleId) -> dict[str, Any]:
     """verifiers' input for one rollout of ``row``, as ``vf-eval`` delivers it: its env server receives the
     row as a ``RolloutInput`` (``prompt``, ``example_id``, ``answer``, ``info``), and serializing that drops
     every other column. So a dataset's extra columns (a plain-string ``task`` naming the dataset, the raw

@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 
 from evalkit.model.registry import primekit_home
-from evalkit.verifiers_compat.harness_workers.harness_env import BASE_ENV
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -131,15 +131,21 @@ def forked_request(argv: list[str]) -> tuple[str, list[str]] | None:
     return server.socket, list(argv[len(prefix):])
 
 
-def fallback_command(program: str) -> list[str]:
-    """A fresh interpreter for ``program``, started through the launcher so its environment is the allowlist."""
-    return [sys.executable, "-S", str(LAUNCHER), "--exec", program]
+def fallback_command(program: str, stdin: bool = True) -> list[str]:
+    """A fresh interpreter for ``program``, started through the launcher so its environment is the allowlist;
+    ``stdin`` False: with ``/dev/null`` as its stdin instead of the caller's."""
+    return [sys.executable, "-S", str(LAUNCHER), "--exec" if stdin else "--exec-no-stdin", program]
 
 
 def is_harness_command(argv: list[str]) -> bool:
     """Whether ``argv`` runs a program through this module (forked or fresh): its environment is then the
     allowlist plus what the caller declares (:func:`~.harness_env.declare`)."""
-    return forked_request(argv) is not None or argv[:4] == fallback_command("")[:4]
+    return forked_request(argv) is not None or argv[:4] in (fallback_command("")[:4], fallback_command("", False)[:4])
+
+
+def without_stdin(argv: list[str]) -> list[str]:
+    """``argv`` (a :func:`fallback_command` and the program's arguments) started with ``/dev/null`` as stdin."""
+    return fallback_command(argv[4], stdin=False) + argv[5:] if argv[:4] == fallback_command("")[:4] else argv
 
 
 def program_command(program: str) -> list[str]:

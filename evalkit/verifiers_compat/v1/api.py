@@ -53,7 +53,7 @@ def select(taskset: Any, n: int | None, seed: int, shuffle: bool) -> Any:
 
 def episode_json(episode: Any) -> bytes:
     """``episode`` as verifiers' own writer serializes it for ``traces.jsonl`` (its schema, its options), without
-    the newline: primekit writes the line itself (:mod:`.v1_traces` caps and redacts it first)."""
+    the newline: primekit writes the line itself (:mod:`.traces` caps and redacts it first)."""
     try:
         from verifiers.v1.utils.trace_store import type_adapter
     except ImportError:  # verifiers 0.3.1

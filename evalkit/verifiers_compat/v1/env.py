@@ -2,12 +2,12 @@
 
 How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`` command drives it in-process):
 
-- **loading**: the taskset module is found as verifiers finds it (:mod:`~evalkit.verifiers_compat.v1_loader`);
-  env args become the ``[env]`` config (:mod:`~evalkit.verifiers_compat.v1_config`: the taskset's knobs, a seat's
+- **loading**: the taskset module is found as verifiers finds it (:mod:`~evalkit.verifiers_compat.v1.loader`);
+  env args become the ``[env]`` config (:mod:`~evalkit.verifiers_compat.v1.config`: the taskset's knobs, a seat's
   limits and harness settings); verifiers builds its env with ``vf.resolve_env_config`` + ``vf.load_environment``:
   ``SingleAgentEnv`` for a plain taskset, or the taskset's own ``Env`` (several seats, a scripted user, ...).
 - **offline by default**: every seat runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
-  program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the ``subprocess``
+  program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1.harness`) on the ``subprocess``
   runtime, or ``primekit-bash-harness`` (verifiers' ``bash`` harness, the same program with shell tools) when the
   env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
   a ``uv`` it installs with pip; primekit never asks for them.
@@ -15,22 +15,22 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
   tool servers from ``Taskset.toolsets``, the interception server) while a batch of rollouts runs, as verifiers'
   eval holds it for a run; a rollout outside a batch holds it for itself.
 - **rows**: one per task (the taskset iterated, ``-n``/``-s`` picking tasks as verifiers' eval does, see
-  :mod:`~evalkit.verifiers_compat.v1_api`), with the task's system prompt and prompt as messages and
+  :mod:`~evalkit.verifiers_compat.v1.api`), with the task's system prompt and prompt as messages and
   ``info.task_key`` naming the task.
 - **rollout**: ``env.run_slot`` (one episode, with verifiers' own episode retries); the run's model context
-  points at a :class:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer` in front of primekit's ModelClient
+  points at a :class:`~evalkit.verifiers_compat.v1.bridge.ModelBridgeServer` in front of primekit's ModelClient
   (one per client while the env is serving, so verifiers reuses one HTTP client for it), so every seat's model
   calls go through primekit's client. verifiers runs the harness, the task's
   ``setup``/``finalize``, tool servers, stop conditions and scoring and records everything on its traces;
-  :mod:`~evalkit.verifiers_compat.v1_episode` turns the episode into the row.
+  :mod:`~evalkit.verifiers_compat.v1.episode` turns the episode into the row.
 - **files**: an eval run dir also gets verifiers' own ``traces.jsonl`` (one episode per line, verifiers' writer)
   and ``configs/resolved/eval.json`` (the env config), which verifiers' replay reads
-  (:mod:`~evalkit.verifiers_compat.v1_traces`).
+  (:mod:`~evalkit.verifiers_compat.v1.traces`).
 - **GEPA**: the system prompt is the tasks' ``system_prompt``; a candidate replaces it through
   ``Task.with_system_prompt`` (what verifiers' ``taskset.system_prompt`` override does). The ``tools`` component
-  (and ``--tools-file``): the taskset's MCP tools, listed offline by :mod:`~evalkit.verifiers_compat.v1_tools`;
+  (and ``--tools-file``): the taskset's MCP tools, listed offline by :mod:`~evalkit.verifiers_compat.v1.tools`;
   verifiers' chat program lists the tools itself, so a candidate's descriptions are put into the model requests
-  at the bridge (:meth:`~evalkit.verifiers_compat.v1_bridge.ModelBridgeServer.url_for`).
+  at the bridge (:meth:`~evalkit.verifiers_compat.v1.bridge.ModelBridgeServer.url_for`).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from evalkit.envs.base import Environment
 from evalkit.core.errors import ENVIRONMENT, UserError
 from evalkit.core.types import Message, RolloutState, SamplingArgs
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe, schema_descriptions
-from evalkit.verifiers_compat import v1_api
+from evalkit.verifiers_compat.v1 import api as v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
-from evalkit.verifiers_compat.v1_bridge import ModelBridgeServer, bridge_key_var
-from evalkit.verifiers_compat.v1_episode import copy_episode
+from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
+from evalkit.verifiers_compat.v1.episode import copy_episode
 
 _TASK = "primekit_v1_task"
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1_config import env_config_data
+    from evalkit.verifiers_compat.v1.config import env_config_data
 
     try:
         data = env_config_data(source.env_id, source.module_name, env_args)
@@ -81,7 +81,7 @@ class TasksetEnvironment(Environment):
 
     def __init__(self, vf_env: Any, *, env_id: str):
         from evalkit.verifiers_compat import signature_cache
-        from evalkit.verifiers_compat.v1_config import seats
+        from evalkit.verifiers_compat.v1.config import seats
 
         signature_cache.install()  # verifiers' turn records ask pydantic for default factories' signatures
         self.vf_env = vf_env
@@ -162,7 +162,7 @@ class TasksetEnvironment(Environment):
         run's descriptions: what :mod:`evalkit.envs.tool_descriptions` reads and replaces. UserError when a
         tool server's tools cannot be listed offline."""
         if self._listed_tools is None:
-            from evalkit.verifiers_compat.v1_tools import list_tool_schemas
+            from evalkit.verifiers_compat.v1.tools import list_tool_schemas
 
             self._listed_tools = list_tool_schemas(self.vf_env, self.env_id)
         return describe(self._listed_tools, self._descriptions)
@@ -196,8 +196,8 @@ class TasksetEnvironment(Environment):
                 await serving.close()
 
     def run_files(self, run_dir: Path, kept: set[tuple[int, int]]) -> Any:
-        """verifiers' ``traces.jsonl`` and resolved config beside the rows (see :mod:`.v1_traces`)."""
-        from evalkit.verifiers_compat.v1_traces import TraceFiles
+        """verifiers' ``traces.jsonl`` and resolved config beside the rows (see :mod:`.traces`)."""
+        from evalkit.verifiers_compat.v1.traces import TraceFiles
 
         return TraceFiles(run_dir, kept, self.vf_env.config)
 

@@ -1,7 +1,7 @@
 """verifiers 0.4's run configs (``vf-eval`` / ``vf-gepa``: ``@ config.toml``, a taskset id, dotted overrides),
 validated by verifiers' own config classes and translated into primekit's eval and GEPA fields.
 
-No copy of verifiers' schema lives here: the raw data (:mod:`~evalkit.verifiers_compat.v04_args`) goes to
+No copy of verifiers' schema lives here: the raw data (:mod:`~primekit_cli.dialect.args`) goes to
 ``verifiers.v1.configs.cli.eval.EvalConfig`` or ``verifiers.v1.gepa.GEPAConfig``, which narrow ``[env]`` to the
 taskset's own env config class and refuse unknown keys. Only then does primekit read the validated object.
 
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v04_args import DialectArgs, raw_config
-from evalkit.verifiers_compat.v1_config import (PROGRAMS, RUNTIME, SEAT_KNOBS, check_runtime, env_config_data,
+from primekit_cli.dialect.args import DialectArgs, raw_config
+from evalkit.verifiers_compat.v1.config import (PROGRAMS, RUNTIME, SEAT_KNOBS, check_runtime, env_config_data,
                                                 refusal, seats)
 
 NULL_HARNESS = "null"
@@ -200,7 +200,7 @@ def _make_importable(taskset_id: str, env_dir: str) -> str:
     import importlib.util
 
     from evalkit.loading.resolve import import_env_module, module_name_for, resolve
-    from evalkit.verifiers_compat.v1_loader import taskset_class_of
+    from evalkit.verifiers_compat.v1.loader import taskset_class_of
 
     module = module_name_for(taskset_id)
     try:

@@ -11,7 +11,7 @@ verifiers itself depends on, so they are installed wherever verifiers is.
 :class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
 written into the rollout's working directory and run by this interpreter instead of a uv environment:
 forked, with its imports already loaded, from one server per primekit process
-(:mod:`~evalkit.verifiers_compat.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
+(:mod:`~evalkit.verifiers_compat.v1.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
 goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
 
 :class:`OfflineBashHarness` does the same for verifiers' ``bash`` harness, which in verifiers is that same chat
@@ -31,9 +31,15 @@ from typing import Any
 from verifiers.v1.harnesses.bash.harness import BashHarness
 from verifiers.v1.harnesses.null.harness import NullHarness
 
-from evalkit.verifiers_compat.harness_workers import fallback_command, forked_request, is_harness_command, program_command
-from evalkit.verifiers_compat.harness_workers.client import ServerUnreachable, run_forked
-from evalkit.verifiers_compat.harness_workers.harness_env import allowed, declare
+from evalkit.verifiers_compat.v1.harness_workers import (
+    fallback_command,
+    forked_request,
+    is_harness_command,
+    program_command,
+    without_stdin,
+)
+from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
+from evalkit.verifiers_compat.v1.harness_workers.harness_env import allowed, declare
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 HARNESS_ID = "primekit-harness"
@@ -42,13 +48,15 @@ BASH_HARNESS_ID = "primekit-bash-harness"
 
 class LocalInterpreterRuntime:
     """A rollout's subprocess runtime, except that a PEP 723 script runs with this interpreter, not uv: forked
-    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.harness_workers`), and handed to
-    it from this process (:func:`~evalkit.verifiers_compat.harness_workers.client.run_forked`) when verifiers
+    from a server that has its imports loaded (:mod:`~evalkit.verifiers_compat.v1.harness_workers`), and handed to
+    it from this process (:func:`~evalkit.verifiers_compat.v1.harness_workers.client.run_forked`) when verifiers
     runs it with ``run`` or ``run_program`` (no launcher process). The run gets an allowlisted environment
-    (:mod:`~evalkit.verifiers_compat.harness_workers.harness_env`): the base a Python child needs and what the
+    (:mod:`~evalkit.verifiers_compat.v1.harness_workers.harness_env`): the base a Python child needs and what the
     harness declares (``process_env(env)``), never the rest of this process's environment (verifiers' own
-    runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; a new session, killed
-    with its group when the call is cancelled. ``open_process`` and ``run_background`` of such a program (the
+    runtime passes all of it but ``*API_KEY*`` names); the runtime's working directory; ``/dev/null`` as stdin
+    (verifiers' runtime leaves it unset, so its program, and the model's shell commands, read the evaluator's own:
+    a deliberate difference, docs/verifiers-parity.md); a new session, killed with its group when the call is
+    cancelled. ``open_process`` and ``run_background`` of such a program (the
     launcher, or a fresh interpreter where no server runs) declare the same variables, and the launcher and the
     server apply the same allowlist.
 
@@ -83,6 +91,7 @@ class LocalInterpreterRuntime:
         interpreter) by the wrapped runtime's ``wrapped`` method."""
         request = forked_request(argv)
         if request is None:
+            argv = without_stdin(argv)  # a fresh interpreter (no server) gets /dev/null too, as a forked run does
             return await wrapped(argv, self._declared(argv, env))
         socket_path, program = request
         full_env = allowed({**os.environ, **declare(self._runtime.process_env(env))})
@@ -91,7 +100,7 @@ class LocalInterpreterRuntime:
         try:
             code, out, err = await run_forked(socket_path, program, cwd, full_env)
         except ServerUnreachable:
-            fresh = fallback_command(program[0]) + program[1:]
+            fresh = fallback_command(program[0], stdin=False) + program[1:]
             return await wrapped(fresh, self._declared(fresh, env))
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
@@ -133,7 +142,7 @@ class OfflineBashHarness(_OfflineProgram, BashHarness):
 
     The model's shell commands run on this machine, in the rollout's working directory, with the program's
     allowlisted environment; primekit builds it only when the user chose the ``subprocess`` runtime
-    (:mod:`~evalkit.verifiers_compat.v1_config`). Its config is the ``bash`` harness's (``edit``, ``search``,
+    (:mod:`~evalkit.verifiers_compat.v1.config`). Its config is the ``bash`` harness's (``edit``, ``search``,
     ``compaction`` in 0.4, and the shared ``env``, ``forward_env``, ``tool_timeout``).
     """
 

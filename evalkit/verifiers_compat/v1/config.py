@@ -19,7 +19,7 @@ other key is a UserError naming both lists. A ``runtime`` part (``[env.agent.run
 Seats: the env's config class (``vf.env_config_type``: ``SingleAgentEnvConfig`` with its one ``agent`` seat for a
 plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env``) declares each seat as an
 ``AgentConfig`` field. Every seat runs offline on one of primekit's harness plugins (verifiers' ``null`` chat
-program by default, or verifiers' ``bash`` harness, see :mod:`~evalkit.verifiers_compat.v1_harness`) on the
+program by default, or verifiers' ``bash`` harness, see :mod:`~evalkit.verifiers_compat.v1.harness`) on the
 ``subprocess`` runtime, and plays the run's model through the run's client (a seat's own ``model``/``client``
 pins are dropped: primekit's client is the only model here). ``bash`` runs the model's shell commands on this
 machine, so it runs only when the env args choose the runtime (``"runtime": {"type": "subprocess"}``); otherwise
@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.core.errors import UserError
-from evalkit.verifiers_compat.v1_harness import BASH_HARNESS_ID, HARNESS_ID
+from evalkit.verifiers_compat.v1.harness import BASH_HARNESS_ID, HARNESS_ID
 
 SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "timeout", "retries")
 """``harness`` knobs that are a seat's own (``AgentConfig`` fields in verifiers)."""

@@ -21,12 +21,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evalkit.core.fileio import keep_lines_atomic, write_json_atomic, write_text_atomic
+from evalkit.core.fileio import keep_lines_atomic, write_json_atomic
 from evalkit.core.types import RolloutState
 from evalkit.core.redact import contains_secret
 from evalkit.core.untrusted import cap_strings, clean
-from evalkit.verifiers_compat import v1_api
-from evalkit.verifiers_compat.v1_episode import EPISODE_KEY
+from evalkit.verifiers_compat.v1 import api as v1_api
+from evalkit.verifiers_compat.v1.episode import EPISODE_KEY
 
 CONFIG_PATH = Path("configs") / "resolved" / "eval.json"
 """Where verifiers' eval keeps a run's resolved config (replay reads ``configs/resolved/*.json``)."""
