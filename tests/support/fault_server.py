@@ -1,6 +1,6 @@
 """An OpenAI-compatible chat server on 127.0.0.1 that injects faults, for the eval engine's tests.
 
-Run as a script (``python tests/fault_server.py --faults 429,500 --reply reverse``); it prints
+Run as a script (``python tests/support/fault_server.py --faults 429,500 --reply reverse``); it prints
 ``PORT <n>`` once listening. :class:`FaultServer` starts it as a subprocess, keeps its PID and
 stops exactly that process.
 
