@@ -45,9 +45,9 @@ def eval_once(engine, args: argparse.Namespace) -> dict[str, float]:  # noqa: AN
     """One eval of ``-n x -r`` rollouts through the engine's LocalClient; what it cost."""
     from evalkit.clients.factory import make_client
     from evalkit.clients.spec import ClientSpec
-    from evalkit.loading.resolve import load_environment
-    from evalkit.eval.rollouts import run_groups
     from evalkit.core.types import SamplingArgs
+    from evalkit.eval.rollouts import run_groups
+    from evalkit.loading.resolve import load_environment
 
     env = load_environment(str(ENV))
     client = make_client(ClientSpec(model=MODEL, engine=engine))
@@ -58,7 +58,9 @@ def eval_once(engine, args: argparse.Namespace) -> dict[str, float]:  # noqa: AN
     wall = time.perf_counter() - started
     after = engine.prefix_stats()
     states = [state for group in groups for state in group]
-    finals = [len(s.responses[-1].prompt_token_ids) + len(s.responses[-1].completion_token_ids) for s in states if s.responses]
+    finals = [
+        len(s.responses[-1].prompt_token_ids) + len(s.responses[-1].completion_token_ids) for s in states if s.responses
+    ]
     generated = sum(len(r.completion_token_ids) for s in states for r in s.responses)
     return {
         "rollouts": len(states),

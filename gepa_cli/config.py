@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.routing import is_embedded, route
 from evalkit.clients.spec import ClientSpec
@@ -78,7 +78,7 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     """The seed candidate's system prompt (verifiers 0.4's ``gepa`` key); None: the first environment's own."""
 
     @model_validator(mode="after")
-    def _resolved(self) -> "GepaJobConfig":
+    def _resolved(self) -> GepaJobConfig:
         """The task model is named in paths and metadata, so it is never left unset; the top-level
         ``extra_env_kwargs`` apply to every environment (an environment's own win)."""
         if self.model is None:
@@ -137,9 +137,21 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
         return "+".join(env_slug(spec.id) for spec in self.envs)
 
 
-SECTION_KEYS = frozenset({"max_calls", "num_train", "num_val", "minibatch_size", "seed", "perfect_score", "stop_at_score",
-                          "state_columns", *RolloutBounds.model_fields, *ConcurrencyFields.model_fields,
-                          *GepaSearchFields.model_fields})
+SECTION_KEYS = frozenset(
+    {
+        "max_calls",
+        "num_train",
+        "num_val",
+        "minibatch_size",
+        "seed",
+        "perfect_score",
+        "stop_at_score",
+        "state_columns",
+        *RolloutBounds.model_fields,
+        *ConcurrencyFields.model_fields,
+        *GepaSearchFields.model_fields,
+    }
+)
 """The ``[gepa]`` table's keys: budget, data sizes, search settings and rollout bounds."""
 TOP_KEYS = frozenset({*ModelFields.model_fields, "reflection_model", "env_dir_path", "run_dir", "extra_env_kwargs"})
 """The file's top-level keys besides its tables: the model fields, the teacher and where things are."""

@@ -22,8 +22,8 @@ from typing import Any
 
 from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
-from evalkit.core.aio import LoopThread
 from evalkit.clients.base import ModelClient
+from evalkit.core.aio import LoopThread
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import SamplingArgs
 
@@ -117,7 +117,9 @@ class ReflectionLM:
                     problem = f"the proposed text is not usable: {wrong}"
                 else:
                     if opened and completion.finish_reason == "length" and "```" not in text:
-                        self.log(f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens ({len(block)} chars)")
+                        self.log(
+                            f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens ({len(block)} chars)"
+                        )
                     return block, text
             self.log(f"reflection attempt {attempt + 1}/{self.attempts} failed: {problem}")
         raise ReflectionError(

@@ -94,7 +94,9 @@ class GepaSearchFields(BaseModel):
     @field_validator("components")
     @classmethod
     def _known_components(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in COMPONENTS and not (name.startswith("system_prompt:") and name[14:])]
+        unknown = [
+            name for name in value if name not in COMPONENTS and not (name.startswith("system_prompt:") and name[14:])
+        ]
         if unknown:
             raise ValueError(f"unknown component {', '.join(map(repr, unknown))} (known: {', '.join(COMPONENTS)})")
         if "system_prompt" not in value:

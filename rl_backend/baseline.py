@@ -86,7 +86,9 @@ def summarize(groups: Sequence[list[RolloutState]], config: BaselineConfig) -> B
 def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
     problems = []
     if report.attempts and report.errors == report.attempts:
-        problems.append(f"all {report.attempts} baseline rollouts failed (first: {report.first_error}); fix the model or environment")
+        problems.append(
+            f"all {report.attempts} baseline rollouts failed (first: {report.first_error}); fix the model or environment"
+        )
         return problems
     if report.mean_reward < config.min_reward:
         problems.append(

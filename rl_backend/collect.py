@@ -17,13 +17,14 @@ from typing import Any
 
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import UserError
-from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import Completion, RolloutState, SamplingArgs
+from evalkit.eval.rollouts import run_groups
 from rl_backend.algorithms import Algorithm, Trace
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
 from rl_backend.mixture import EnvMixture
 from rl_backend.policy import Sample
+
 
 @dataclass
 class StepBatch:

@@ -9,28 +9,23 @@ and cross-field problems name the key to change.
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_serializer, model_validator
 
-from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
-from evalkit.core.errors import ConfigError
-from evalkit.core.dotted import deep_merge, key_parts, read_flag
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
-from evalkit.eval.config import EnvTable
+from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
+from evalkit.core.dotted import deep_merge, key_parts, read_flag
+from evalkit.core.errors import ConfigError
 from evalkit.core.runs import env_slug
+from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
 from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
+from evalkit.eval.config import EnvTable
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
-from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
 from rl_backend.algo_config import AlgoConfig
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 class _Strict(BaseModel):
@@ -148,7 +143,7 @@ class LossConfig(_Strict):
         return {key: getattr(self, key) for key in DPPO_KNOBS} if self.type == "dppo" else {}
 
     @model_validator(mode="after")
-    def _order(self) -> "LossConfig":
+    def _order(self) -> LossConfig:
         stray = sorted(set(DPPO_KNOBS) & self.model_fields_set) if self.type != "dppo" else []
         if stray:
             raise ValueError(f"trainer.loss.{stray[0]} is a knob of loss type 'dppo' (prime-rl's default), not "
@@ -202,6 +197,7 @@ class OptimizerFields(_Strict):
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
     """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
+
     @field_validator("device")
     @classmethod
     def _known_device(cls, value: str) -> str:
@@ -250,18 +246,22 @@ class TrainerConfig(OptimizerFields):
     cores); it pays when generation and training run on different devices or many cores."""
 
     @model_validator(mode="after")
-    def _on_policy_is_async_0(self) -> "TrainerConfig":
+    def _on_policy_is_async_0(self) -> TrainerConfig:
         if self.on_policy and self.async_level not in (0, 1):
-            raise ValueError(f"trainer.on_policy = true contradicts trainer.async_level = {self.async_level}; set one of them")
+            raise ValueError(
+                f"trainer.on_policy = true contradicts trainer.async_level = {self.async_level}; set one of them"
+            )
         if self.on_policy:
             self.async_level = 0
         self.on_policy = self.async_level == 0
         return self
 
     @model_validator(mode="after")
-    def _device_or_gpus(self) -> "TrainerConfig":
+    def _device_or_gpus(self) -> TrainerConfig:
         if self.gpus is not None and self.device not in ("auto", "cuda", f"cuda:{self.gpus[0]}"):
-            raise ValueError(f"trainer.device = '{self.device}' contradicts trainer.gpus = {self.gpus}; set one of them")
+            raise ValueError(
+                f"trainer.device = '{self.device}' contradicts trainer.gpus = {self.gpus}; set one of them"
+            )
         return self
 
     @field_validator("gpus")
@@ -392,7 +392,9 @@ class BufferConfig(_Strict):
     @classmethod
     def _positive(cls, value: list[float] | None) -> list[float] | None:
         if value is not None and any(not ratio > 0 for ratio in value):
-            raise ValueError(f"every ratio must be above 0, got {value}; remove an [[env]] table instead of giving it 0")
+            raise ValueError(
+                f"every ratio must be above 0, got {value}; remove an [[env]] table instead of giving it 0"
+            )
         return value
 
 
@@ -475,7 +477,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _other_shapes(cls, data: Any, handler: Any) -> "RLConfig":
+    def _other_shapes(cls, data: Any, handler: Any) -> RLConfig:
         """Keys of the shapes prime-rl, vf-rl and the quick-start guides document, as ours
         (:mod:`rl_backend.config_shapes`); the notes go to the plan."""
         from rl_backend.config_shapes import translate
@@ -489,7 +491,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         return config
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RLConfig":
+    def _consistent(self) -> RLConfig:
         if self.batch_size % self.rollouts_per_example:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be divisible by rollouts_per_example "
@@ -516,7 +518,9 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         from rl_backend.losses import LOSS_NAMES
 
         if self.trainer.loss.type not in LOSS_NAMES:
-            raise ValueError(f"trainer.loss.type '{self.trainer.loss.type}' is unknown; choose one of {sorted(LOSS_NAMES)}")
+            raise ValueError(
+                f"trainer.loss.type '{self.trainer.loss.type}' is unknown; choose one of {sorted(LOSS_NAMES)}"
+            )
         if self.trainer.advantage.type not in ADVANTAGE_NAMES:
             raise ValueError(
                 f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
@@ -548,7 +552,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         return self.inference.vllm_command is not None or self.inference.base_url is not None
 
 
-def _derive_max_seq_len(config: "RLConfig") -> None:
+def _derive_max_seq_len(config: RLConfig) -> None:
     """``trainer.max_seq_len`` from the rest of the config when the user did not write it (:mod:`rl_backend.seq_len`),
     with a note for the plan; ``max_tokens`` past the model's known context length is refused here."""
     if "max_seq_len" in config.trainer.model_fields_set:
@@ -563,12 +567,16 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
     derived = derived_max_seq_len(max_tokens, config.inference.max_model_len, context)
     config.trainer.max_seq_len = derived
     if derived != DEFAULT_MAX_SEQ_LEN:
-        source = ("inference.max_model_len" if config.inference.max_model_len is not None
-                  else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
+        source = (
+            "inference.max_model_len"
+            if config.inference.max_model_len is not None
+            else f"sampling.max_tokens ({max_tokens}) plus prompt room"
+            + (f", within the model's {context}" if context else "")
+        )
         config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
 
 
-def _check_algos(config: "RLConfig") -> None:
+def _check_algos(config: RLConfig) -> None:
     """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
     if config.rollouts_per_example == 1:
         from rl_backend.algorithms import ALGORITHMS
@@ -600,22 +608,30 @@ def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env")
             raise ValueError(f"{table} name '{spec.name}' may hold only letters, digits and . _ + - and may not be "
                              "'.' or '..' (it names folders)")
         if spec.label in seen:
-            raise ValueError(f"two [[{table}]] tables are both named '{spec.label}'; give each a distinct name = \"...\"")
+            raise ValueError(
+                f"two [[{table}]] tables are both named '{spec.label}'; give each a distinct name = \"...\""
+            )
         seen.add(spec.label)
     ratios = buffer.env_ratios
     if ratios is not None and len(ratios) != len(envs):
-        raise ValueError(f"buffer.env_ratios has {len(ratios)} values for {len(envs)} [[env]] tables; give one per table, in order")
+        raise ValueError(
+            f"buffer.env_ratios has {len(ratios)} values for {len(envs)} [[env]] tables; give one per table, in order"
+        )
 
 
 def _check_inference(config: RLConfig) -> None:
     """vLLM settings that cannot work together, each named with its fix."""
     inference, vllm = config.inference, config.inference.backend == "vllm" or config.external_vllm
     if inference.vllm_command is not None and inference.base_url is not None:
-        raise ValueError("set inference.vllm_command (start a server) or inference.base_url (use a running one), not both")
+        raise ValueError(
+            "set inference.vllm_command (start a server) or inference.base_url (use a running one), not both"
+        )
     if inference.vllm_command is not None and not inference.vllm_command:
-        raise ValueError("inference.vllm_command is empty; give the command that starts vLLM, e.g. [\"vllm\", \"serve\"]")
+        raise ValueError('inference.vllm_command is empty; give the command that starts vLLM, e.g. ["vllm", "serve"]')
     if config.external_vllm and inference.backend == "torch":
-        raise ValueError("inference.vllm_command / inference.base_url are for backend 'vllm'; remove them or set backend = 'vllm'")
+        raise ValueError(
+            "inference.vllm_command / inference.base_url are for backend 'vllm'; remove them or set backend = 'vllm'"
+        )
     if inference.base_url is not None and inference.gpus is not None:
         raise ValueError("inference.gpus has no effect on an already running server (inference.base_url); remove it")
     if inference.base_url is not None and not inference.base_url.startswith(("http://", "https://")):
@@ -631,7 +647,9 @@ def _check_inference(config: RLConfig) -> None:
         plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization,
                   trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
     elif inference.gpus is not None and inference.backend == "torch":
-        raise ValueError("inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)")
+        raise ValueError(
+            "inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)"
+        )
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -76,7 +76,9 @@ def trainer_device(config: RLConfig) -> str:
     gpus = config.trainer.gpus
     if not torch.cuda.is_available():
         if gpus:
-            raise ConfigError(f"trainer.gpus = {gpus} but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU")
+            raise ConfigError(
+                f"trainer.gpus = {gpus} but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
+            )
         return "cpu"
     if not gpus:
         return "cuda"
@@ -93,7 +95,9 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
     per_env = " per environment" if len(config.env) > 1 else ""
     where = f"of {', '.join(e.label for e in config.eval.env)}" if config.eval.env else f"held-out examples{per_env}"
-    evals = f"every {config.eval.interval} steps on {config.eval.num_examples} {where}" if config.eval.interval else "off"
+    evals = (
+        f"every {config.eval.interval} steps on {config.eval.num_examples} {where}" if config.eval.interval else "off"
+    )
     if config.eval.at_start:
         evals += ", and of the starting model"
     return [
@@ -110,7 +114,11 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         *_loss_lines(config),
         baseline_line(config),
         f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
-        *([f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"] if config.env_file else []),
+        *(
+            [f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"]
+            if config.env_file
+            else []
+        ),
         *(f"note         {line}" for line in config.notes),
     ]
 
@@ -141,7 +149,11 @@ def _loss_lines(config: RLConfig) -> list[str]:
     if loss.type != "mask" or trainer.num_iterations > 1 or loss.entropy_coef:
         rule = LOSSES[loss.type]
         low, high = clip_range(loss.type, loss.clip_eps, loss.clip_eps_high)
-        clip = "" if loss.type == "mask" else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        clip = (
+            ""
+            if loss.type == "mask"
+            else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        )
         if loss.type == "dppo":
             clip = (f"probability trust region -{loss.dppo_mask_low:g}/+{loss.dppo_mask_high:g}, "
                     f"adv_tau {loss.adv_tau:g}, kl_tau {loss.kl_tau:g}, ")
@@ -178,7 +190,9 @@ def _sampling_text(config: RLConfig) -> str:
     """The rollout request's settings, and how multi-turn rollouts become samples."""
     args = config.sampling.request_args()
     shown = ", ".join(f"{key} {json.dumps(value)}" for key, value in args.items() if key != "max_tokens")
-    return f"{shown}; multi-turn: {config.trajectory_strategy}" + (" (retokenize at template breaks)" if config.retokenize else "")
+    return f"{shown}; multi-turn: {config.trajectory_strategy}" + (
+        " (retokenize at template breaks)" if config.retokenize else ""
+    )
 
 
 def _optimizer_text(config: RLConfig) -> str:

@@ -96,7 +96,7 @@ class Layout:
     comp_width: int
 
 
-def layout(batch: list["Sample"], pad: int, device: str) -> Layout:
+def layout(batch: list[Sample], pad: int, device: str) -> Layout:
     import torch
 
     prompt_width = max(len(s.prompt_ids) for s in batch)
@@ -144,7 +144,6 @@ class Policy:
     def __init__(self, config: RLConfig, device: str = "cpu"):
         import warnings
 
-        import torch
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -256,7 +255,9 @@ class Policy:
         inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
         old = torch.zeros((len(batch), comp_width), dtype=torch.float32)
         for r, s in enumerate(batch):
-            old[r, : len(s.completion_ids)] = torch.tensor(s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32)
+            old[r, : len(s.completion_ids)] = torch.tensor(
+                s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32
+            )
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         dev = self.device
         logp_all = self._log_softmax(self.model, inputs, comp_width)

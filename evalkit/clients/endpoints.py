@@ -125,14 +125,18 @@ def read_python_registry(file: Path) -> dict[str, Any]:
         raise ConfigError(f"{file} is not valid Python: {exc.msg} (line {exc.lineno})") from exc
     value = None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "ENDPOINTS" for t in targets) and node.value is not None:
             try:
                 value = ast.literal_eval(node.value)
             except ValueError as exc:
                 raise ConfigError(f"{file}: ENDPOINTS must be a literal dict of dicts (it is read, not run)") from exc
     if not isinstance(value, dict):
-        raise ConfigError(f"{file} has no ENDPOINTS = {{...}} dict; write configs/endpoints.toml instead (see `prime lab setup`)")
+        raise ConfigError(
+            f"{file} has no ENDPOINTS = {{...}} dict; write configs/endpoints.toml instead (see `prime lab setup`)"
+        )
     rows = []
     for endpoint_id, entry in value.items():
         for replica in entry if isinstance(entry, list) else [entry]:

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.core.errors import ConfigError
-from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
 from evalkit.core.sampling_rules import sampling_problems
+from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
 CHAT_COMPLETION = "chat.completion"
 CHAT_COMPLETION_CHUNK = "chat.completion.chunk"
@@ -146,7 +146,9 @@ def _choices(n: Any, max_choices: int) -> int:
     if n is None:
         return 1
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_choices:
-        raise WireError("n must be 1 here" if max_choices == 1 else f"n must be an integer from 1 to {max_choices}", "n")
+        raise WireError(
+            "n must be 1 here" if max_choices == 1 else f"n must be an integer from 1 to {max_choices}", "n"
+        )
     return n
 
 
@@ -237,7 +239,8 @@ def parse_completion(data: dict[str, Any]) -> Completion:
     finish = choice.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
     usage_data = data.get("usage") or {}
     usage = Usage(
-        input_tokens=int(usage_data.get("prompt_tokens") or 0), output_tokens=int(usage_data.get("completion_tokens") or 0)
+        input_tokens=int(usage_data.get("prompt_tokens") or 0),
+        output_tokens=int(usage_data.get("completion_tokens") or 0),
     )
     logprobs = None
     content = (choice.get("logprobs") or {}).get("content")

@@ -30,8 +30,8 @@ from evalkit.core.fileio import refuse_existing, writable_target, write_bytes_at
 from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS
 from evalkit.core.types import ExampleId, row_order
-from evalkit.eval.results import read_rows
 from evalkit.core.untrusted import row_line
+from evalkit.eval.results import read_rows
 
 
 @dataclass
@@ -132,8 +132,10 @@ def write_sft_dataset(run_dirs: Sequence[Path], output: Path, min_reward: float 
     counts.written = len(lines)
     if not lines:
         cut = f", {counts.truncated} truncated (--keep-truncated keeps them)" if counts.truncated else ""
-        raise UserError(f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
-                        f"({counts.rollouts} rollouts, {counts.errored} errored{cut}, {counts.below} below); lower --min-reward")
+        raise UserError(
+            f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
+            f"({counts.rollouts} rollouts, {counts.errored} errored{cut}, {counts.below} below); lower --min-reward"
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output, b"".join(lines))
     return counts

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -27,8 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from evalkit.core.json_args import parse_json_object
 from evalkit.core.errors import UserError
+from evalkit.core.json_args import parse_json_object
 
 BUILTIN_PACKAGE = "evalkit.builtin"
 BUILTIN_IDS = ("reverse-text", "alphabet-sort", "arithmetic", "wordle", "fact-search")
@@ -241,7 +240,9 @@ def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return parse_json_object(raw, "env args")
 
 
-def load_environment(env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"):
+def load_environment(
+    env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"
+):
     """Resolve, import and load the environment (see the module docstring); user mistakes become UserError."""
     env_args = dict(env_args or {})
     source = resolve(env_id, environments_dir)

@@ -108,7 +108,11 @@ def classify_envs(config: RLConfig) -> list[EnvEntry]:
 
 def _imports_legacy_verifiers(module: Any) -> bool:
     for value in vars(module).values():
-        name = getattr(value, "__name__", "") if isinstance(value, type(module)) else getattr(value, "__module__", "") or ""
+        name = (
+            getattr(value, "__name__", "")
+            if isinstance(value, type(module))
+            else getattr(value, "__module__", "") or ""
+        )
         if name == "verifiers" or (name.startswith("verifiers.") and not name.startswith("verifiers.v1")):
             return True
     return False

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.core.errors import UserError
-from primekit_cli.dialect.args import raw_config
 from primekit_cli.app import app
+from primekit_cli.dialect.args import raw_config
 
 COMMANDS = {"eval": ["eval", "run"], "gepa": ["gepa", "run"], "rl": ["rl", "run"], "eval @": ["eval", "run", "@"]}
 DEEP = 5000

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 
 from support import TESTS
+from support.cli import prime_process
 from support.fault_server import FaultServer
 
 from evalkit.core.redact import REDACTED
-from support.cli import prime_process
 
 KEY = "jdg-PRIVATE-key-value-5151"  # not key-shaped: only the header it travelled in gives it away
 
@@ -126,8 +126,14 @@ def test_a_key_echoed_by_a_judge_tool_or_env_response_reaches_no_file_log_or_ter
     assert rows[0]["error_kind"] == "reward" and "judge failed" in rows[0]["error"] and REDACTED in rows[0]["error"]
     assert rows[1]["error_kind"] == "environment" and "judge failed" in rows[1]["error"]
     tool_message = next(m for m in rows[2]["completion"] if m["role"] == "tool")
-    assert "judge failed" in tool_message["content"] and REDACTED in tool_message["content"]  # the tool's error, scrubbed
-    outputs = {"eval run": ran.stdout + ran.stderr, "view": view.stdout + view.stderr, "html": html.stdout + html.stderr,
-               **{f.name: f.read_text() for f in run_dir.iterdir() if f.is_file()}}
+    assert (
+        "judge failed" in tool_message["content"] and REDACTED in tool_message["content"]
+    )  # the tool's error, scrubbed
+    outputs = {
+        "eval run": ran.stdout + ran.stderr,
+        "view": view.stdout + view.stderr,
+        "html": html.stdout + html.stderr,
+        **{f.name: f.read_text() for f in run_dir.iterdir() if f.is_file()},
+    }
     assert "request headers were" in outputs["results.jsonl"] and "report.html" in outputs
     assert [where for where, text in outputs.items() if KEY in text] == []

@@ -46,8 +46,17 @@ async def _drip(request: web.Request, interval_s: float) -> web.StreamResponse:
     return response
 
 
-def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float,
-             drip_interval_s: float = 0.1, always: str = "", fail_every: int = 0, fail_with: str = "503") -> web.Application:
+def make_app(
+    faults: list[str],
+    reply: str,
+    latency_s: float,
+    retry_after: str,
+    timeout_sleep_s: float,
+    drip_interval_s: float = 0.1,
+    always: str = "",
+    fail_every: int = 0,
+    fail_with: str = "503",
+) -> web.Application:
     counts: dict[str, int] = defaultdict(int)
     served = [0]  # non-preflight chat requests so far
     seen_auth: list[str] = []
@@ -75,7 +84,9 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
         if latency_s:
             await asyncio.sleep(latency_s)
         if fault == "429":
-            return web.json_response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after})
+            return web.json_response(
+                {"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after}
+            )
         if fault in ("500", "503", "400", "401"):
             return web.json_response({"error": {"message": f"injected {fault}"}}, status=int(fault))
         if fault in ("echo401", "echo500"):
@@ -185,8 +196,17 @@ def main() -> None:
     parser.add_argument("--fail-with", default="503")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
-    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always,
-                   args.fail_every, args.fail_with)
+    app = make_app(
+        faults,
+        args.reply,
+        args.latency,
+        args.retry_after,
+        args.timeout_sleep,
+        args.drip_interval,
+        args.always,
+        args.fail_every,
+        args.fail_with,
+    )
 
     serve_forever(app, args.port)
 

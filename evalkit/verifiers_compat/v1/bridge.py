@@ -39,10 +39,10 @@ from typing import Any
 from aiohttp import web
 
 from evalkit.clients.base import ModelClient
+from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import Completion
 from evalkit.envs.tool_descriptions import describe
-from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 
 BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
 SESSION_HEADER = "X-Session-ID"
@@ -72,7 +72,7 @@ class ModelBridgeServer:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
-    async def start(self) -> "ModelBridgeServer":
+    async def start(self) -> ModelBridgeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/described/{key}/v1/chat/completions", self._chat)
@@ -107,7 +107,7 @@ class ModelBridgeServer:
                  for number, completion in self._calls.pop(trace_id, [])]
         return [(trace_id, completion) for _, trace_id, completion in sorted(taken, key=lambda call: call[0])]
 
-    async def __aenter__(self) -> "ModelBridgeServer":
+    async def __aenter__(self) -> ModelBridgeServer:
         return await self.start()
 
     async def __aexit__(self, *exc: Any) -> None:

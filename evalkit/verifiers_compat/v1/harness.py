@@ -106,7 +106,9 @@ class LocalInterpreterRuntime:
             return await wrapped(fresh, self._declared(fresh, env))
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
-    async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:
+    async def prepare_uv_script(
+        self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True
+    ) -> list[str]:
         data = script.encode() if isinstance(script, str) else script
         path = f".primekit-program-{hashlib.sha256(data).hexdigest()[:16]}.py"
         await self._runtime.write(path, data)
