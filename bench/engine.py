@@ -53,7 +53,8 @@ def prompts(engine: Engine, count: int) -> list[list[int]]:
 
 def ours(engine: Engine, concurrency: int, tokens: int, rounds: int) -> tuple[float, float]:
     """(wall tokens/s, tokens per CPU-second of this process) with ``concurrency`` requests
-    queued together (``generate_many``, as ``transformers.generate`` gets one batch), best of ``rounds``. On a busy machine the second is the steadier number:
+    queued together (``generate_many``, as ``transformers.generate`` gets one batch), best of ``rounds``.
+    On a busy machine the second is the steadier number:
     with one thread it is what an idle core would do."""
     sampling = SamplingArgs(max_tokens=tokens, temperature=0.0, extra={"ignore_eos": True})
     batch = prompts(engine, concurrency)
@@ -154,7 +155,8 @@ def main() -> None:
     levels = [int(c) for c in (args.concurrency or ("1,8,32" if device == "cpu" else "1,32,128,256")).split(",")]
     load = os.getloadavg()[0]
     gpu = torch.cuda.get_device_name(device) if device != "cpu" else "-"
-    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} {engine_dtype.line()} "
+    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} "
+          f"{engine_dtype.line()} "
           f"model={args.model} tokens/request={args.tokens} load_avg_1m={load:.1f}")  # fmt: skip
     if load > 1.5 and device == "cpu":
         print("note: the machine is busy; rates are lower than on an idle machine")

@@ -333,7 +333,8 @@ class BudgetPlan:
             return
         raise UserError(
             f"{self.line().replace('buys about 0 proposals', 'buys no proposal')}: raise -B/--max-calls to at least "
-            f"{self.minimum_budget}, or lower -N/--num-val ({self.val} validation examples) or --minibatch-size ({self.minibatch})"
+            f"{self.minimum_budget}, or lower -N/--num-val ({self.val} validation examples) or "
+            f"--minibatch-size ({self.minibatch})"
         )
 
     def warning(self) -> str | None:

@@ -390,7 +390,8 @@ def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
     if not isinstance(name, str) or name != model:
         raise _Refused(
             f"trainer.tokenizer = {name!r} differs from the model {model!r}: primekit samples and trains "
-            "with the model's own tokenizer; remove trainer.tokenizer (or train a model that ships the tokenizer you want)"
+            "with the model's own tokenizer; remove trainer.tokenizer "
+            "(or train a model that ships the tokenizer you want)"
         )
     notes.append(f"trainer.tokenizer: the model's own tokenizer ({name}), which primekit always uses")
 
@@ -537,7 +538,8 @@ def _server_args(work: dict[str, Any], notes: list[str]) -> None:
             _put(work, "inference.tool_call_parser", value, "inference.args.tool_call_parser")
         elif key == "enable_auto_tool_choice":
             notes.append(
-                "inference.args.enable_auto_tool_choice: no effect here (passed whenever inference.tool_call_parser is set)"
+                "inference.args.enable_auto_tool_choice: no effect here "
+                "(passed whenever inference.tool_call_parser is set)"
             )
         elif value is True:
             flags.append(f"--{key.replace('_', '-')}")

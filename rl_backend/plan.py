@@ -41,7 +41,8 @@ def resolve_backend(config: RLConfig) -> str:
         if not cuda or not has_vllm:
             raise ConfigError(
                 "inference.backend = 'vllm' needs a CUDA GPU and vllm (`pip install 'primekit[gpu]'`), or a vLLM from "
-                "another environment (inference.vllm_command / inference.base_url); use backend = 'torch' on this machine"
+                "another environment (inference.vllm_command / inference.base_url); "
+                "use backend = 'torch' on this machine"
             )
         return _checked_vllm(config, cuda)
     if want == "auto" and cuda and has_vllm and config.trainer.lora is not None:
@@ -106,7 +107,8 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         *algo_lines(config),
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
-        f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
+        f"({config.examples_per_step} examples x {config.rollouts_per_example}), "
+        f"max_tokens {config.sampling.max_tokens}",
         f"rollouts     {_inference_text(config, backend)}, {_async_text(config.trainer.async_level)}",
         f"sampling     {_sampling_text(config)}",
         f"trainer      {_trainer_text(config)}",
@@ -219,7 +221,8 @@ def _env_lines(config: RLConfig) -> list[str]:
 
 
 def _inference_text(config: RLConfig, backend: str) -> str:
-    """Where rollouts come from: the in-process engine, a vLLM server started here (how, on which GPUs), or one already running."""
+    """Where rollouts come from: the in-process engine, a vLLM server started here (how, on which GPUs), or one
+    already running."""
     inference = config.inference
     if backend != "vllm":
         return "backend 'torch' (in-process engine on the trainer's device)"

@@ -193,7 +193,8 @@ class Trainer:
         for member in members:
             if backend == "vllm" and env_tool_defs(member.env) and not self.config.inference.tool_call_parser:
                 raise ConfigError(
-                    f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
+                    f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls "
+                    "only with a parser; "
                     "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
                 )
         self.mixture = EnvMixture(members, self.config.buffer.env_ratios, self.config.seed)
@@ -320,7 +321,8 @@ class Trainer:
                 f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if k.startswith("eval_reward/")
             )
             self.console.print(
-                f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} on {self.eval_examples} held-out examples"
+                f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} "
+                f"on {self.eval_examples} held-out examples"
             )
             self._append_metrics({"step": step, **line})
             if self._wandb is not None:
@@ -394,9 +396,11 @@ class Trainer:
                         task, completed=step, description=f"reward {last['reward_mean']:.3f} loss {last['loss']:+.4f}"
                     )
                     progress.console.print(
-                        f"step {step:>4}  reward {last['reward_mean']:.3f}  kept {last['groups_kept']}/{last['groups_generated']}  "
+                        f"step {step:>4}  reward {last['reward_mean']:.3f}  "
+                        f"kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
-                        f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
+                        f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
+                        f"wait {last['wait_s']:.1f}s"
                     )
                     self.check_health(last, step, batch.cursor_after, progress.console)
         finally:
@@ -562,7 +566,8 @@ class Pipeline:
         self.pending: deque[Future] = deque()
 
     def submit(self, first_step: int, weights_step: int, count: int, cursor: int) -> None:
-        """Queue batches for steps ``first_step .. first_step + count - 1``, sampled with the weights of ``weights_step``."""
+        """Queue batches for steps ``first_step .. first_step + count - 1``, sampled with the weights of
+        ``weights_step``."""
         for step in range(first_step, first_step + count):
             previous = self.pending[-1] if self.pending else None
 

@@ -176,7 +176,8 @@ V1_PARTS = ("taskset", "harness", "runtime")
 def anchor_env_keys(data: Any) -> Any:
     """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``, and the v1
     sub-tables ``taskset``/``harness``/``runtime`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns
-    = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what ``-a '{"taskset": {...}}'`` gives; see
+    = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what
+    ``-a '{"taskset": {...}}'`` gives; see
     :mod:`evalkit.verifiers_compat.v1.config`)."""
     if not isinstance(data, dict):
         return data

@@ -81,7 +81,8 @@ def build_forward(
 
     if backend == "auto":
         log(
-            f"note: running {getattr(model_config(model), 'model_type', 'this model')} through the Hugging Face forward (fused path: {reason})"
+            f"note: running {getattr(model_config(model), 'model_type', 'this model')} through the Hugging Face "
+            f"forward (fused path: {reason})"
         )
     return HFForward(model.module() if isinstance(model, StoredModel) else model, dtype, device)
 

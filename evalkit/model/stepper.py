@@ -79,11 +79,12 @@ class SlotState:
     def tensors(self) -> list[torch.Tensor]:
         seen = [self.seen] if self.seen is not None else []
         return [self.tokens, self.positions, self.seeds, self.counters, self.top_k, self.temperature,
-                self.top_p, self.min_p, self.penalty, *seen, self.out_tokens, self.out_logprobs, self.column]  # fmt: skip
+                self.top_p, self.min_p, self.penalty, *seen, self.out_tokens, self.out_logprobs,
+                self.column]  # fmt: skip
 
     def settings(self, rows: slice) -> RowSettings:
-        return RowSettings(self.temperature[rows], self.top_k[rows], self.top_p[rows], self.min_p[rows], self.penalty[rows],
-                           self.seen[rows] if self.seen is not None else None)  # fmt: skip
+        return RowSettings(self.temperature[rows], self.top_k[rows], self.top_p[rows], self.min_p[rows],
+                           self.penalty[rows], self.seen[rows] if self.seen is not None else None)  # fmt: skip
 
     def configure(
         self,

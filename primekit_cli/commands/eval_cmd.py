@@ -392,7 +392,10 @@ def view(
     run_dirs: list[str] = typer.Argument(
         None,
         metavar="RUN_DIR",
-        help="Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). Default: the newest eval run.",
+        help=(
+            "Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). "
+            "Default: the newest eval run."
+        ),
     ),
     output_dir: str = typer.Option(
         None,
@@ -408,7 +411,8 @@ def view(
         help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path.",
     ),
 ) -> None:
-    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html for a web page."""
+    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html
+    for a web page."""
     from rich.console import Console
 
     from evalkit.core.runs import require_kind, require_one_kind

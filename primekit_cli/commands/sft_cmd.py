@@ -1,4 +1,5 @@
-"""`prime sft run`: supervised fine-tuning on a chat dataset (`prime data from-eval`'s rows), RL's trainer underneath."""
+"""`prime sft run`: supervised fine-tuning on a chat dataset (`prime data from-eval`'s rows), RL's trainer
+underneath."""
 
 from __future__ import annotations
 

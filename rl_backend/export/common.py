@@ -201,7 +201,9 @@ def _shown(value: Any) -> str:
 
 
 NEWER_NOTED: dict[str, str] = {
-    "env_file": "set these variables where the target runs (`prime rl run --backend prime-rl` passes this process's on)",
+    "env_file": (
+        "set these variables where the target runs (`prime rl run --backend prime-rl` passes this process's on)"
+    ),
     "trajectory_strategy": "the target builds its own training samples from multi-turn rollouts",
     "retokenize": "the target builds its own training samples from multi-turn rollouts",
 }

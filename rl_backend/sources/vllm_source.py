@@ -65,7 +65,8 @@ def base_model_dir(model: str) -> Path:
 
 
 def launcher_prefix(config: Any) -> list[str]:
-    """How the server is started: ``inference.vllm_command``, else this interpreter's ``-m vllm.entrypoints.openai.api_server``.
+    """How the server is started: ``inference.vllm_command``, else this interpreter's
+    ``-m vllm.entrypoints.openai.api_server``.
 
     Both spellings vLLM documents take the model as ``--model``, so the rest of the command is the same
     (``vllm serve --model M`` and ``python -m vllm.entrypoints.openai.api_server --model M``).
@@ -154,7 +155,8 @@ def server_root(base_url: str) -> str:
 
 
 class VLLMServer:
-    """One vLLM server: started here (by PID, :meth:`start`) or already running (:meth:`attach`); health and admin calls."""
+    """One vLLM server: started here (by PID, :meth:`start`) or already running (:meth:`attach`); health and admin
+    calls."""
 
     def __init__(
         self,
@@ -249,7 +251,8 @@ def served_base_model(server: VLLMServer) -> str:
     bases = [str(m.get("id")) for m in entries or [] if isinstance(m, dict) and not m.get("parent")]
     if len(bases) != 1:
         raise UserError(
-            f"the vLLM server at {server.base_url} lists {len(bases)} base models ({', '.join(bases) or 'none'}) in /v1/models; "
+            f"the vLLM server at {server.base_url} lists {len(bases)} base models ({', '.join(bases) or 'none'}) "
+            "in /v1/models; "
             "RL needs a server with exactly one"
         )
     return bases[0]
@@ -297,7 +300,8 @@ class VLLMSource:
         )
 
     def _probe_lora(self, config: Any) -> None:
-        """Load (then unload) the untrained adapter, so a server without runtime LoRA loading fails now, not after step 1."""
+        """Load (then unload) the untrained adapter, so a server without runtime LoRA loading fails now, not after
+        step 1."""
         name = f"{self.prefix}probe"
         folder = self.run_dir / "adapters" / name
         self.policy.save_trainable(folder)
@@ -310,8 +314,10 @@ class VLLMSource:
                 else f"it refused a LoRA adapter ({exc})"
             )
             raise UserError(
-                f"the vLLM server at {self.server.base_url} cannot train: {why}; start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
-                f"--enable-lora --max-lora-rank {_vllm_rank(config.trainer.lora.rank)}, and let it read {self.run_dir / 'adapters'}"
+                f"the vLLM server at {self.server.base_url} cannot train: {why}; "
+                "start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+                f"--enable-lora --max-lora-rank {_vllm_rank(config.trainer.lora.rank)}, "
+                f"and let it read {self.run_dir / 'adapters'}"
             ) from None
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -335,7 +341,8 @@ class VLLMSource:
             shutil.rmtree(self.run_dir / "adapters" / previous, ignore_errors=True)
 
     def reseed(self, seed: int) -> None:
-        """No-op: a per-request seed would make a group's rollouts identical; vLLM sampling is not replayed on resume."""
+        """No-op: a per-request seed would make a group's rollouts identical; vLLM sampling is not replayed on
+        resume."""
 
     def export_model(self) -> Any:
         """A merged copy of the trainer's model (the server's weights are not readable from here)."""

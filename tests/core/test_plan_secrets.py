@@ -34,7 +34,9 @@ def load_environment(token: str = "", **kwargs):
     def right(completion, answer) -> float:
         return float(answer in str(completion))
 
-    return SingleTurnEnv(dataset=rows, system_prompt=f"Reply with the number. Sign with {token}.", rubric=Rubric([right]))
+    return SingleTurnEnv(
+        dataset=rows, system_prompt=f"Reply with the number. Sign with {token}.", rubric=Rubric([right])
+    )
 """
 
 

@@ -24,7 +24,10 @@ from evalkit.core.errors import UserError
 from primekit_cli.app import app
 from primekit_cli.argv import LATEST, is_step_or_folder, with_default_values
 
-HOLD_LOCK = "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
+HOLD_LOCK = (
+    "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\n"
+    "print('locked', flush=True)\ntime.sleep(120)\n"
+)
 
 
 def test_slugs_are_one_form_for_every_job():
@@ -208,7 +211,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_two_eval_processes_on_one_run_dir(tmp_path):
-    """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it resumes."""
+    """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it
+    resumes."""
     # 40 x 2 rollouts, 2 at a time, 0.3 s each: the first run lasts ~12 s, long enough for the second
     # process to start even on a loaded 2-core machine (with -n 8 it sometimes finished first).
     slow = FaultServer("--latency", "0.3")

@@ -33,7 +33,9 @@ def judge_complains(prompt) -> float:
 
 def load_environment(**kwargs):
     rows = [{{"question": f"reverse abc{{i}}", "answer": "x"}} for i in range(4)]
-    return SingleTurnEnv(dataset=rows, eval_dataset=rows, rubric=Rubric([judge_has_key, judge_complains], weights=[1.0, 0.0]))
+    return SingleTurnEnv(
+        dataset=rows, eval_dataset=rows, rubric=Rubric([judge_has_key, judge_complains], weights=[1.0, 0.0])
+    )
 '''
 
 
@@ -119,8 +121,10 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
     (tmp_path / "secrets.env").write_text(f"JUDGE_API_KEY={KEY}\n")
     (tmp_path / "secrets.env").chmod(0o600)
     (tmp_path / "rl.toml").write_text(
-        f'model = "{model}"\nrun_name = "r"\nmax_steps = 1\nbatch_size = 2\nrollouts_per_example = 2\nenv_file = "secrets.env"\n'
-        f'[sampling]\nmax_tokens = 4\n[[env]]\nid = "{env_dir}"\n[baseline]\nenabled = false\n[ckpt]\nsave_weights = false\n'
+        f'model = "{model}"\nrun_name = "r"\nmax_steps = 1\nbatch_size = 2\nrollouts_per_example = 2\n'
+        'env_file = "secrets.env"\n'
+        f'[sampling]\nmax_tokens = 4\n[[env]]\nid = "{env_dir}"\n[baseline]\nenabled = false\n'
+        "[ckpt]\nsave_weights = false\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
     from typer.testing import CliRunner

@@ -117,7 +117,8 @@ def test_sampler_logprobs_match_trainer_and_sync_follows_training(tiny_model, en
     source = make_source("torch", config, policy, Path("."))
     from evalkit.clients.local import LocalClient
 
-    # one engine for every architecture: the fused path or the HF-forward fallback, behind the embedded model's own client
+    # one engine for every architecture: the fused path or the HF-forward fallback, behind the embedded model's
+    # own client
     assert type(source).__name__ == "EngineSource" and source.engine.backend == engine
     assert isinstance(source.client, LocalClient)
 

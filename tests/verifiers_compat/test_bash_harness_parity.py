@@ -131,6 +131,7 @@ def test_null_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, ser
     with ``--env.agent.harness.id null``: the same comparison, no shell."""
     vf_rows, pk_rows = rows_of_both(verifiers_project, server, home, taskset, "null")
     print(
-        f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, first difference: {first_difference(vf_rows, pk_rows)}"
+        f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, "
+        f"first difference: {first_difference(vf_rows, pk_rows)}"
     )
     assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)

@@ -14,7 +14,8 @@ One bridge serves every rollout of a run on one ModelClient (:meth:`TasksetEnvir
 verifiers' interception server sees one endpoint and keeps one HTTP client for it: a bridge per rollout gave
 each rollout a new base URL, and verifiers built a new client (an SSL context: ~25 ms of CPU) for each. A
 rollout's requests are told apart by the trace id verifiers' interception sends with every upstream request
-(``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model call is answered HTTP 502 with the (already redacted) error
+(``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model
+call is answered HTTP 502 with the (already redacted) error
 text, which verifiers records on the trace as a provider error. Requests must carry the process's bridge
 token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
 use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps

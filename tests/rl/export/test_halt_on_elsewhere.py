@@ -1,4 +1,5 @@
-"""`--halt-on` (health.halt_on) cannot carry to prime-rl, Tinker or SkyRL: refused in one line, never silently dropped."""
+"""`--halt-on` (health.halt_on) cannot carry to prime-rl, Tinker or SkyRL: refused in one line, never silently
+dropped."""
 
 from __future__ import annotations
 
