@@ -100,7 +100,8 @@ def main() -> None:
     print("train reward by step: " + " ".join(f"{m['reward_mean']:.2f}" for m in train))
     print(_time_split(train))
     print(
-        f"held-out reward ({n} examples, eval temperature {args.eval_temperature:g}): before {before:.3f}  after {after:.3f}  "
+        f"held-out reward ({n} examples, eval temperature {args.eval_temperature:g}): "
+        f"before {before:.3f}  after {after:.3f}  "
         f"difference {after - before:+.3f} (~{se:.3f} s.e.)"
     )
 

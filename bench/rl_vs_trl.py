@@ -143,7 +143,8 @@ def run_prime(args: argparse.Namespace, out: Path, on_policy: bool) -> dict[str,
     del model
     config = RLConfig.model_validate({
         "model": MODEL, "run_name": f"prime-{time.strftime('%H%M%S')}-{os.getpid()}", "seed": SEED,
-        "max_steps": args.steps, "batch_size": args.prompts * args.generations, "rollouts_per_example": args.generations,
+        "max_steps": args.steps, "batch_size": args.prompts * args.generations,
+        "rollouts_per_example": args.generations,
         "sampling": {"max_tokens": args.tokens, "temperature": 1.0},
         "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
         "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": on_policy,
@@ -180,11 +181,12 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         output_dir=str(out / "trl"), max_steps=args.steps, per_device_train_batch_size=args.prompts * args.generations,
         num_generations=args.generations, max_completion_length=args.tokens, learning_rate=args.lr, temperature=1.0,
         beta=0.0, scale_rewards="none", shuffle_dataset=False, seed=SEED, use_cpu=True, bf16=False,
-        gradient_accumulation_steps=1, gradient_checkpointing=False, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+        gradient_accumulation_steps=1, gradient_checkpointing=False, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, max_grad_norm=1.0,
         report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
     )  # fmt: skip
-    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=PrimeLora().target_modules,
-                      task_type="CAUSAL_LM")  # fmt: skip
+    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0,
+                      target_modules=PrimeLora().target_modules, task_type="CAUSAL_LM")  # fmt: skip
     trainer = _timed_trainer(GRPOTrainer)(model=model, reward_funcs=[correct_answer], args=config, train_dataset=data,
                                           processing_class=tokenizer, peft_config=lora)  # fmt: skip
     trainer.step_log = out / "trl" / f"steps-{os.getpid()}.jsonl"  # what --arm-timeout reads back
@@ -192,7 +194,8 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     trained = trainer.model.eval()
     after = held_out(trained, tokenizer, evals, system_prompt, args.tokens)
     gen, total = trainer.gen_times, trainer.step_times
-    return {"step_s": total, "gen_s": gen, "train_s": [t - g for t, g in zip(total, gen)], "before": before, "after": after,
+    return {"step_s": total, "gen_s": gen, "train_s": [t - g for t, g in zip(total, gen)], "before": before,
+            "after": after,
             "reward": [row["reward"] for row in trainer.state.log_history if "reward" in row]}  # fmt: skip
 
 
@@ -314,8 +317,10 @@ def summarize(arm: str, r: dict[str, Any]) -> str:
             f"{arm:<15} stopped after {r['wall_s']:.0f} s; mean of its finished steps: step {mean(r['step_s']):6.2f} s "
             f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)"
         )
-    return (f"{arm:<15} step {mean(r['step_s']):6.2f} s (gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)  "
-            f"wall {r['wall_s']:6.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB  held-out {r['before']:.3f} -> {r['after']:.3f} "
+    return (f"{arm:<15} step {mean(r['step_s']):6.2f} s "
+            f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)  "
+            f"wall {r['wall_s']:6.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB  "
+            f"held-out {r['before']:.3f} -> {r['after']:.3f} "
             f"({r['after'] - r['before']:+.3f})")  # fmt: skip
 
 
@@ -328,8 +333,9 @@ def main() -> None:
     out = Path(args.output_dir or tempfile.mkdtemp(prefix="rl-vs-trl-"))
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     print(
-        f"cpus={os.cpu_count()} steps={args.steps} batch={args.prompts}x{args.generations} tokens={args.tokens} lr={args.lr:g} "
-        f"lora r={args.rank} held-out={args.eval_examples} busy loop={'yes' if args.busy else 'no'} load_avg_1m={os.getloadavg()[0]:.1f}"
+        f"cpus={os.cpu_count()} steps={args.steps} batch={args.prompts}x{args.generations} tokens={args.tokens} "
+        f"lr={args.lr:g} lora r={args.rank} held-out={args.eval_examples} "
+        f"busy loop={'yes' if args.busy else 'no'} load_avg_1m={os.getloadavg()[0]:.1f}"
     )
     results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     for repeat in range(args.repeats):

@@ -33,7 +33,8 @@ class EnvSpec(EnvTable):
     """
 
     extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.loading.kwargs`)."""
+    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs``
+    (:mod:`evalkit.loading.kwargs`)."""
 
 
 class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, SecretsFields, GepaSearchFields,
@@ -69,7 +70,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``, where the output root is
     a local environment's ``outputs/`` (``environments/<env>/outputs``), else ``./outputs``."""
     output_root: str | None = None
-    """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
+    """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``,
+    else ``./outputs``."""
     reflection_attempts: int = Field(default=3, ge=1)
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
     reflection_sampling: dict[str, Any] | None = None
@@ -124,7 +126,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
 
     @property
     def runs_root(self) -> Path:
-        """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else ./outputs."""
+        """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else
+        ./outputs."""
         from evalkit.core.runs import outputs_root
 
         single = self.envs[0].id if len(self.envs) == 1 else None

@@ -160,7 +160,8 @@ def _taken(run_dir: Path) -> str:
         # even a run killed before its first save has spent rollouts; only --resume may add to its count
         return f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o"
     return (
-        f"{run_dir} holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run; -o names the GEPA run's own "
+        f"{run_dir} holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run; "
+        "-o names the GEPA run's own "
         "folder: pick a new or empty one (or leave -o out)"
     )
 
@@ -360,7 +361,8 @@ class _Job:
         stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record)]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
-            f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
+            f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} "
+            f"used={self.budget.used}"
         )
         with ProgressReporter(self.console, self.budget, enabled=show_progress, log=self.logger.log) as progress:
             adapter = self._adapter(task, progress.on_rollouts, saved_state)

@@ -36,7 +36,8 @@ class StepBatch:
     gen_seconds: float
     gen_tokens: int
     weights_step: int
-    """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step off-policy)."""
+    """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step
+    off-policy)."""
     advantages: dict[tuple[int, int], float] = field(default_factory=dict)
     env_of: dict[int, str] = field(default_factory=dict)
     """The environment label of each example id (the global cursor of the example)."""

@@ -47,7 +47,8 @@ def launch_prefix(prime_rl_cmd: str | None) -> list[str] | None:
         prefix = shlex.split(prime_rl_cmd)
         if not prefix:
             raise UserError(
-                "--prime-rl-cmd is empty; give the command that runs prime-rl's rl, e.g. 'uv run --project ~/prime-rl rl'"
+                "--prime-rl-cmd is empty; give the command that runs prime-rl's rl, "
+                "e.g. 'uv run --project ~/prime-rl rl'"
             )
         return prefix
     found = shutil.which("rl")
@@ -87,7 +88,8 @@ def run(config: RLConfig, *, output_dir: Path, prime_rl_cmd: str | None, skip_ba
         write_text_atomic(config_path, exported.text)
         if prefix is None:
             raise UserError(
-                f"prime-rl is not installed here (no `rl` on PATH); the config is written to {config_path}: {INSTALL_HINT}"
+                f"prime-rl is not installed here (no `rl` on PATH); "
+                f"the config is written to {config_path}: {INSTALL_HINT}"
             )
         return launch(command, config_path, run_dir, console)
 

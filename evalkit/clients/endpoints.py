@@ -108,7 +108,8 @@ def load_endpoints(path: str | Path) -> dict[str, list[Endpoint]]:
 
 
 def default_endpoints_path() -> Path | None:
-    """``./configs/endpoints.toml`` when it exists (the file `prime lab setup` writes), else ``./configs/endpoints.py``."""
+    """``./configs/endpoints.toml`` when it exists (the file `prime lab setup` writes), else
+    ``./configs/endpoints.py``."""
     for candidate in (DEFAULT_ENDPOINTS_PATH, LEGACY_ENDPOINTS_PATH):
         if candidate.is_file():
             return candidate
@@ -116,7 +117,8 @@ def default_endpoints_path() -> Path | None:
 
 
 def read_python_registry(file: Path) -> dict[str, Any]:
-    """``ENDPOINTS = {...}`` of a Python endpoint registry as ``{"endpoint": [rows]}``, read with ``ast`` (never run)."""
+    """``ENDPOINTS = {...}`` of a Python endpoint registry as ``{"endpoint": [rows]}``, read with ``ast`` (never
+    run)."""
     if not file.is_file():
         raise ConfigError(f"endpoints file not found: {file}")
     try:

@@ -8,7 +8,8 @@ imported only when such a client is built, never at start-up.
 Same contract as the HTTP client: one ``litellm.acompletion`` per attempt with litellm's own retries
 off, so :mod:`evalkit.clients.retry` applies the project's policy (429/408/5xx/timeouts/connection
 errors retried with backoff, other errors at once); each attempt is bounded by ``timeout``; the
-reply is parsed by the wire module's parser (:func:`evalkit.clients.wire.parse_completion`) (text, tool calls, usage, finish reason, logprobs).
+reply is parsed by the wire module's parser (:func:`evalkit.clients.wire.parse_completion`) (text, tool calls,
+usage, finish reason, logprobs).
 Keys: litellm reads the provider's env var (``ANTHROPIC_API_KEY``...) unless ``-k VAR`` names one;
 every credential-like env value is registered with :mod:`evalkit.core.redact`, so a key a
 provider echoes back never reaches an error, a log line or a row.

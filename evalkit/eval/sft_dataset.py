@@ -8,7 +8,8 @@ trainer reads ``prompt``/``completion``/``tools`` as they are; the split keeps t
 Kept: rollouts scored without an error (an errored rollout is no example of good behaviour), not cut off
 at the token limit (``is_truncated``: a completion that stops mid-answer teaches the model to stop
 mid-answer, however it scored; ``keep_truncated`` keeps them) and whose reward is at least ``min_reward``;
-with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
+with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read
+through the validated read-back (a damaged line is skipped with a
 warning) and written through the same UTF-8 and number checks as every primekit output.
 
 Refused before anything is read: a ``min_reward`` that is not a finite number (NaN compares false with every

@@ -42,7 +42,8 @@ def eval_context(runs: list[EvalRun]) -> dict[str, Any]:
         ],
         "stops": _stop_rows(runs),
         "notes": [
-            f"these runs are on different environments ({', '.join(sorted(envs))}): the same example id names different examples"
+            f"these runs are on different environments ({', '.join(sorted(envs))}): "
+            "the same example id names different examples"
         ]
         if len(envs) > 1
         else [],

@@ -163,7 +163,8 @@ def _bearer_check(api_key: str) -> Any:
 
 
 def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
-    """The request, parsed and checked: its shape (:func:`evalkit.clients.wire.parse_request`) and the model it names."""
+    """The request, parsed and checked: its shape (:func:`evalkit.clients.wire.parse_request`) and the model it
+    names."""
     try:
         parsed = parse_body(body)
         check_text(parsed)

@@ -71,7 +71,8 @@ def init(
 def install(
     target: str = typer.Argument(
         ...,
-        help="A folder with a pyproject.toml, a name under ./environments/, a package name, or an Environments Hub id owner/name[@version].",
+        help="A folder with a pyproject.toml, a name under ./environments/, a package name, "
+        "or an Environments Hub id owner/name[@version].",
     ),
     no_build_isolation: bool = typer.Option(
         False, "--no-build-isolation", help="Build a folder with the installed setuptools (needed offline)."

@@ -30,15 +30,18 @@ from primekit_cli.errors import user_errors
 
 ENV_OR_CONFIG_HELP = (
     "Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
-    "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); left out (or a run directory) with --resume."
+    "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); "
+    "left out (or a run directory) with --resume."
 )
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
-EXAMPLES = """
+EXAMPLES = (
+    """
 **Examples**
 
-* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely improves a prompt)
+* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely """
+    """improves a prompt)
 
 * `prime gepa run arithmetic -B 60 -N 8 --dry-run` (what the budget buys, then stop)
 
@@ -49,16 +52,19 @@ EXAMPLES = """
 * `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
   (a teacher from another provider; key in $ANTHROPIC_API_KEY)
 
-* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; `--list-components` shows them)
+* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; """
+    """`--list-components` shows them)
 
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
-* `prime gepa run @ gepa.toml --dry-run` (a verifiers 0.4 `vf-gepa` config: max_total_rollouts, reflection_minibatch_size, ...)
+* `prime gepa run @ gepa.toml --dry-run` (a verifiers 0.4 `vf-gepa` config: max_total_rollouts, """
+    """reflection_minibatch_size, ...)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
 
 * `prime gepa run --resume outputs/gepa/arithmetic--local--smollm2-135m/RUN_ID` (continue that run)
 """
+)
 
 
 BUDGET_HELP = """
@@ -275,7 +281,8 @@ def _check_resume_unchanged(saved: dict[str, Any], fields: dict[str, Any]) -> No
     changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
     if changed:
         raise UserError(
-            f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
+            f"--resume cannot change {', '.join(changed)} "
+            f"(the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
             "start a new run instead"
         )
 

@@ -175,7 +175,8 @@ EXPORT_VERSIONS = {"prime-rl": "v0.8.1.dev67", "tinker": "v0.5.5", "skyrl": "com
 """The target versions named in --help (kept equal to the export modules' by a test; importing them here would
 slow `prime --help`)."""
 
-EXPORT_HELP = f"""Write the same RL run for another trainer: prime-rl (a config file), Tinker or SkyRL (a command).
+EXPORT_HELP = (
+    f"""Write the same RL run for another trainer: prime-rl (a config file), Tinker or SkyRL (a command).
 
 Examples:
 
@@ -189,13 +190,16 @@ Examples:
 
     prime rl export sft.toml --target prime-rl -o sft.prime-rl.toml     (an SFT config: prime-rl's `uv run sft`)
 
-Targets: prime-rl {EXPORT_VERSIONS["prime-rl"]} (the file `uv run rl @ FILE` reads; validated by loading exported files with
-prime-rl's own config classes, pydantic_config.cli(RLConfig)), tinker-cookbook {EXPORT_VERSIONS["tinker"]} (the verifiers_rl recipe), SkyRL's verifiers integration
+Targets: prime-rl {EXPORT_VERSIONS["prime-rl"]} (the file `uv run rl @ FILE` reads; validated by loading """
+    f"""exported files with
+prime-rl's own config classes, pydantic_config.cli(RLConfig)), tinker-cookbook {EXPORT_VERSIONS["tinker"]} """
+    f"""(the verifiers_rl recipe), SkyRL's verifiers integration
 ({EXPORT_VERSIONS["skyrl"]}). Every value where the target's default differs from what `prime rl run` does is
 written out; what cannot carry (primekit's built-in environments, `local/...` models, knobs the target lacks)
 is refused with one error line naming each; what is not carried at primekit's default is listed on stderr.
 Without -o the file goes to stdout. Dotted overrides work as for `prime rl run` (`--model ORG/NAME`).
 """
+)
 
 
 @app.command(

@@ -63,8 +63,12 @@ MAPPING: dict[str, str] = {
     "trainer.loss.clip_eps_high": "trainer.algorithm.eps_clip_high",
     "trainer.advantage.type": "trainer.algorithm.advantage_estimator",
     "trainer.advantage.std_normalize": "trainer.algorithm.grpo_norm_by_std",
-    "trainer.on_policy": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
-    "trainer.async_level": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
+    "trainer.on_policy": (
+        "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)"
+    ),
+    "trainer.async_level": (
+        "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)"
+    ),
     "filter.enabled": "trainer.algorithm.dynamic_sampling.type = filter",
     "filter.max_rounds": "trainer.algorithm.dynamic_sampling.max_sample_batches",
     "ckpt.interval": "trainer.ckpt_interval (0: max_steps)",
@@ -229,7 +233,8 @@ def export(config: RLConfig, **_: Any) -> Export:
     ]
     if not config.trainer.on_policy:
         notes.append(
-            "trainer.on_policy: SkyRL's synchronous trainer samples with the current weights (primekit overlaps one step)"
+            "trainer.on_policy: SkyRL's synchronous trainer samples with the current weights "
+            "(primekit overlaps one step)"
         )
     notes.append("not carried (this machine's run only): " + ", ".join(LOCAL_ONLY))
     text = (

@@ -161,7 +161,8 @@ def export(config: RLConfig, **_: Any) -> Export:
     notes.append("not carried (this machine's run only): " + ", ".join(LOCAL_ONLY))
     text = (
         "#!/usr/bin/env bash\n"
-        f"# tinker-cookbook {VERSION} ({COMMIT[:12]}) verifiers_rl recipe, exported by `prime rl export --target tinker`.\n"
+        f"# tinker-cookbook {VERSION} ({COMMIT[:12]}) verifiers_rl recipe, "
+        "exported by `prime rl export --target tinker`.\n"
         f"# Needs the environment installed beside tinker-cookbook (prime env install ...) and TINKER_API_KEY set.\n"
         "set -euo pipefail\n" + shell_command(["python", "-m", MODULE], recipe_args) + ' "$@"\n'
     )

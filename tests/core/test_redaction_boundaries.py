@@ -32,8 +32,11 @@ from evalkit.envs import Rubric, ToolEnv
 
 def ask_judge(text):
     """POST to the judge with the key; its 401 body echoes the request headers."""
-    request = urllib.request.Request(os.environ["JUDGE_URL"] + "/chat/completions", data=json.dumps({{"q": text}}).encode(),
-                                     headers={{"Authorization": "Bearer " + os.environ["JUDGE_KEY"], "Content-Type": "application/json"}})
+    request = urllib.request.Request(
+        os.environ["JUDGE_URL"] + "/chat/completions",
+        data=json.dumps({{"q": text}}).encode(),
+        headers={{"Authorization": "Bearer " + os.environ["JUDGE_KEY"], "Content-Type": "application/json"}},
+    )
     try:
         urllib.request.urlopen(request, timeout=30)
     except urllib.error.HTTPError as exc:
@@ -62,7 +65,11 @@ class Env(ToolEnv):
 
 
 def load_environment(**kwargs):
-    rows = [{{"question": "q0", "answer": "reward"}}, {{"question": "q1", "answer": "env"}}, {{"question": "q2", "answer": "tool"}}]
+    rows = [
+        {{"question": "q0", "answer": "reward"}},
+        {{"question": "q1", "answer": "env"}},
+        {{"question": "q2", "answer": "tool"}},
+    ]
     return Env(eval_dataset=rows, tools=[lookup], rubric=Rubric([judge]), max_turns={max_turns})
 '''
 

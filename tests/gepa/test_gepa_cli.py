@@ -115,7 +115,8 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     assert "seed val score" in output and "rollouts" in output
     relative = runs[0].relative_to(tmp_path)
     assert (
-        f"prime eval run arithmetic -m local/smollm2-135m -S '{{\"max_tokens\": 8}}' --system-prompt-file {relative}/system_prompt.txt"
+        f"prime eval run arithmetic -m local/smollm2-135m -S '{{\"max_tokens\": 8}}' "
+        f"--system-prompt-file {relative}/system_prompt.txt"
         in output
     )
     meta = json.loads((runs[0] / "metadata.json").read_text())

@@ -133,8 +133,9 @@ def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason)
     log = tmp_path / "serve.log"
     env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder), "--port", str(port),
-                                    "--device", "cpu", *flag], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
+        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder),
+                                    "--port", str(port), "--device", "cpu", *flag],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while "serving " not in log.read_text():

@@ -199,12 +199,15 @@ def test_eval_comparison_page_in_chromium(browser, evals, tmp_path):
         " box.dispatchEvent(new Event('input')); return document.getElementById('page-info').textContent; })()"
     )
     sort_by_delta = (
-        "(() => { const th = Array.from(document.querySelectorAll('#example-table th')).find(h => h.textContent === 'Δ');"
+        "(() => { const th = Array.from(document.querySelectorAll('#example-table th'))"
+        ".find(h => h.textContent === 'Δ');"
         " th.click(); return document.querySelector('#example-table tbody tr').getAttribute('data-example'); })()"
     )
     open_example = (
-        "(() => { document.getElementById('f-reset').click(); document.querySelector('#example-table tr[data-example=\"3\"]').click();"
-        " return [document.getElementById('page-info').textContent, document.getElementById('rollout-list').innerText]; })()"
+        "(() => { document.getElementById('f-reset').click();"
+        " document.querySelector('#example-table tr[data-example=\"3\"]').click();"
+        " return [document.getElementById('page-info').textContent,"
+        " document.getElementById('rollout-list').innerText]; })()"
     )
     text, summary, info, top, (info3, list3) = _visit(browser, page, [
         TEXT, "document.getElementById('summary-table').innerText", set_search, sort_by_delta, open_example,

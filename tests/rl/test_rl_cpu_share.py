@@ -108,7 +108,8 @@ def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, ov
 @pytest.mark.parametrize("async_level", [1, 0])
 def test_overlapped_training_steps_run_on_their_share_at_normal_priority(tmp_path, monkeypatch, async_level):
     """The trainer thread trains with half the (here: 4) cores, then all, then all after waiting for
-    the sampler, while overlapping; all of them on-policy; and is never reniced (the old rule, nice 19, starved it whenever another process wanted the CPU)."""
+    the sampler, while overlapping; all of them on-policy; and is never reniced (the old rule, nice 19, starved it
+    whenever another process wanted the CPU)."""
     from primekit_cli.app import app
     from rl_backend.policy import Policy
 

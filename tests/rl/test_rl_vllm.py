@@ -277,7 +277,8 @@ def test_base_url_without_a_server_or_without_runtime_lora_is_refused_with_the_f
     try:
         with pytest.raises(
             UserError,
-            match="runtime LoRA loading is off.*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, --enable-lora --max-lora-rank 16",
+            match="runtime LoRA loading is off.*"
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, --enable-lora --max-lora-rank 16",
         ):
             VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{port}"), FakePolicy(), tmp_path)
     finally:

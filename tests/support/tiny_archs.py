@@ -34,7 +34,8 @@ def build_arch(kind: str, seed: int = 0):
     elif kind == "gemma":
         name, extra = "Gemma", {"head_dim": 16, "hidden_act": "gelu_pytorch_tanh"}
     elif kind == "gemma2":
-        name, extra = "Gemma2", {"head_dim": 16, "sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"],
+        name, extra = "Gemma2", {"head_dim": 16, "sliding_window": 6,
+                                 "layer_types": ["sliding_attention", "full_attention"],
                                  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # fmt: skip
     elif kind == "mistral-window":
         name, extra = "Mistral", {"sliding_window": 6}

@@ -39,7 +39,8 @@ PROBE = """\
 import json, os
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 environ = open("/proc/self/environ", "rb").read()
-print(json.dumps({"extra": sorted(k for k in os.environ if k not in BASE_ENV), "declared": os.environ.get("DECLARED_VAR"),
+print(json.dumps({"extra": sorted(k for k in os.environ if k not in BASE_ENV),
+                  "declared": os.environ.get("DECLARED_VAR"),
                   "leaked": [v for v in %r if v.encode() in environ]}))
 """ % (list(SECRETS.values()),)  # noqa: UP031  (a script with braces of its own)
 

@@ -218,7 +218,8 @@ class VerifiersEnvironment(Environment):
         self.group_scored = self.group_scored and not value
 
     async def score_group(self, states: list[RolloutState]) -> None:
-        """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for it)."""
+        """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for
+        it)."""
         pending = [s for s in states if _vf_state(s) is not None and s.extra.pop(PENDING_GROUP_SCORE, False)]
         if not pending:
             return
@@ -348,7 +349,8 @@ def _completion(step: Any, bridge: Any) -> Completion:
 
 
 def _describe(error: BaseException) -> tuple[str, str]:
-    """The kind (verifiers' ``ModelError``: ``model``; any other: ``environment``) and message of an error verifiers recorded."""
+    """The kind (verifiers' ``ModelError``: ``model``; any other: ``environment``) and message of an error verifiers
+    recorded."""
     from verifiers.legacy.errors import ModelError
 
     cause = error.__cause__

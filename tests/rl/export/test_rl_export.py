@@ -132,7 +132,8 @@ def test_targets_refuse_what_their_recipes_cannot_take(in_repo: Path) -> None:
     )
     legacy = export_refusal("configs/rl/digit-sums-vf.toml", "prime-rl")
     assert (
-        "'digit-sums-vf' is a legacy verifiers environment (load_environment); prime-rl loads a verifiers v1 taskset only"
+        "'digit-sums-vf' is a legacy verifiers environment (load_environment); "
+        "prime-rl loads a verifiers v1 taskset only"
         in legacy
     )
     native = export_refusal("configs/rl/digit-sums.toml", "prime-rl", "--env", '[{id = "vowel-count"}]')
@@ -295,9 +296,13 @@ print(json.dumps({
     "model": t.model.name, "orch_model": o.model.name, "max_steps": [t.max_steps, o.max_steps],
     "seq_len": [t.model.seq_len, o.seq_len], "batch_size": o.batch_size,
     "group_size": [s.group_size for s in o.train.source], "ratios": [s.ratio for s in o.train.source],
-    "tasksets": [s.env.taskset.model_dump(include={"id", "num_tasks", "seed", "system_prompt"}, mode="json") for s in o.train.source],
+    "tasksets": [
+        s.env.taskset.model_dump(include={"id", "num_tasks", "seed", "system_prompt"}, mode="json")
+        for s in o.train.source
+    ],
     "names": [s.name for s in o.train.source], "max_tokens": [s.sampling.max_completion_tokens for s in o.train.source],
-    "temperature": [s.sampling.temperature for s in o.train.source], "lr": t.optim.lr, "weight_decay": t.optim.weight_decay,
+    "temperature": [s.sampling.temperature for s in o.train.source], "lr": t.optim.lr,
+    "weight_decay": t.optim.weight_decay,
     "lora": None if t.model.lora is None else [t.model.lora.rank, t.model.lora.alpha, o.model.lora.rank],
     "off_policy": o.max_off_policy_steps, "kl_tau": t.loss.kl_tau, "renderer": o.renderer.name,
     "eval": None if o.eval is None else [o.eval.interval, [s.num_examples for s in o.eval.source]],
