@@ -73,7 +73,8 @@ class SamplingConfig(_Strict):
     """Penalise tokens already in the prompt or the completion (vLLM's rule: a positive logit is divided
     by it, a negative one multiplied); 1.0 or ``None``: off."""
     enable_thinking: bool | None = None
-    """Chat-template switch for models with a thinking mode (Qwen3/3.5, Nemotron 3); ``None``: the template's default."""
+    """Chat-template switch for models with a thinking mode (Qwen3/3.5, Nemotron 3); ``None``: the template's
+    default."""
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """Reasoning effort for models whose template takes one (gpt-oss); ``None``: the template's default."""
 
@@ -176,17 +177,21 @@ class OptimizerFields(_Strict):
     adam_beta2: float = Field(0.999, ge=0, lt=1)
     """AdamW beta2."""
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning rate after warm-up: ``constant``, or decaying to ``min_lr`` at ``max_steps`` linearly or on a half cosine."""
+    """Learning rate after warm-up: ``constant``, or decaying to ``min_lr`` at ``max_steps`` linearly or on a half
+    cosine."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up over this many steps."""
     min_lr: float = Field(0.0, ge=0)
     """Where ``linear`` and ``cosine`` decay end (at ``max_steps``)."""
     max_grad_norm: float = Field(1.0, ge=0)
-    """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before clipping)."""
+    """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before
+    clipping)."""
     gradient_checkpointing: bool = False
-    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more compute)."""
+    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more
+    compute)."""
     micro_batch_size: int = Field(8, gt=0)
-    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer steps per RL step)."""
+    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer
+    steps per RL step)."""
     max_seq_len: int = Field(2048, gt=0)
     """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
     follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
@@ -196,7 +201,9 @@ class OptimizerFields(_Strict):
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``,
+    else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as
+    ``gpus = [N]``)."""
 
     @field_validator("device")
     @classmethod
@@ -239,7 +246,8 @@ class TrainerConfig(OptimizerFields):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
     gpus: list[int] | None = None
-    """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
+    """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU
+    without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
     """``true`` is ``async_level = 0``: each step's rollouts come from the current weights (no overlap). On a
     2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the
@@ -269,22 +277,33 @@ class TrainerConfig(OptimizerFields):
     def _one_gpu(cls, value: list[int] | None) -> list[int] | None:
         if value is not None and len(value) != 1:
             raise ValueError(
-                f"the trainer runs on one GPU, got {value}; give one index (multi-GPU training: export the config to prime-rl)"
+                f"the trainer runs on one GPU, got {value}; give one index "
+                "(multi-GPU training: export the config to prime-rl)"
             )
         return value
 
 
 class InferenceConfig(_Strict):
     backend: Literal["auto", "torch", "vllm"] = "auto"
-    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
+    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process
+    engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless
+    ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm
+    are present, else torch)."""
     vllm_command: list[str] | None = None
-    """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g. ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
+    """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g.
+    ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model
+    and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
     base_url: str | None = None
-    """vLLM: an already running server (``http://127.0.0.1:8000`` or ``.../v1``) to use instead of starting one. It must have been started with ``--enable-lora``, ``--max-lora-rank`` >= the LoRA rank, ``--logprobs-mode processed_logprobs`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, and read this run's ``adapters/`` folder (same machine or a shared filesystem)."""
+    """vLLM: an already running server (``http://127.0.0.1:8000`` or ``.../v1``) to use instead of starting one. It must
+    have been started with ``--enable-lora``, ``--max-lora-rank`` >= the LoRA rank,
+    ``--logprobs-mode processed_logprobs`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, and read this run's
+    ``adapters/`` folder (same machine or a shared filesystem)."""
     gpus: list[int] | None = None
-    """vLLM: GPU indices the started server may use (its ``CUDA_VISIBLE_DEVICES``; several mean tensor parallelism); default: the first GPU. prime-rl's top-level ``inference_gpu_ids`` is accepted too."""
+    """vLLM: GPU indices the started server may use (its ``CUDA_VISIBLE_DEVICES``; several mean tensor parallelism);
+    default: the first GPU. prime-rl's top-level ``inference_gpu_ids`` is accepted too."""
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    """vLLM: fraction of GPU memory vLLM may take; default 0.9 when it has its GPUs to itself, 0.5 when the trainer shares one (at most 0.8 then)."""
+    """vLLM: fraction of GPU memory vLLM may take; default 0.9 when it has its GPUs to itself, 0.5 when the trainer
+    shares one (at most 0.8 then)."""
     max_model_len: int | None = Field(None, gt=0)
     """vLLM: context length to allocate for; must exceed sampling.max_tokens."""
     port: int = Field(8765, gt=0, lt=65536)
@@ -292,19 +311,25 @@ class InferenceConfig(_Strict):
     server_args: list[str] = Field(default_factory=list)
     """vLLM: extra command-line arguments for the server."""
     tool_call_parser: str | None = None
-    """vLLM: the server's tool-call parser (e.g. ``hermes`` for ``<tool_call>`` JSON blocks, as Qwen models write them); needed for environments with tools, which the server otherwise refuses."""
+    """vLLM: the server's tool-call parser (e.g. ``hermes`` for ``<tool_call>`` JSON blocks, as Qwen models write them);
+    needed for environments with tools, which the server otherwise refuses."""
     startup_timeout_s: float = Field(900.0, gt=0)
     """vLLM: how long to wait for the server to become healthy."""
     max_batch_size: int = Field(64, gt=0)
     """torch: most sequences decoded together in one batched forward."""
     engine: Literal["auto", "fused", "hf"] = "auto"
-    """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can, else hf). Both batch continuously and return the sampled tokens' logprobs."""
+    """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it
+    cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can,
+    else hf). Both batch continuously and return the sampled tokens' logprobs."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16), else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16 sampler's small mismatch."""
+    """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16),
+    else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16
+    sampler's small mismatch."""
 
 
 class HealthConfig(_Strict):
-    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its fix."""
+    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its
+    fix."""
 
     halt_on: list[str] = Field(default_factory=list)
     """Alarms that stop the run, after the step's checkpoint and metrics are saved (resume with ``--resume``):
@@ -386,7 +411,8 @@ class FilterConfig(_Strict):
 
 class BufferConfig(_Strict):
     env_ratios: list[float] | None = None
-    """How often each ``[[env]]`` (in table order) is drawn, e.g. ``[0.7, 0.3]`` (normalized). Default: rows of all environments pooled, each example equally likely."""
+    """How often each ``[[env]]`` (in table order) is drawn, e.g. ``[0.7, 0.3]`` (normalized). Default: rows of all
+    environments pooled, each example equally likely."""
 
     @field_validator("env_ratios")
     @classmethod
@@ -495,24 +521,28 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         if self.batch_size % self.rollouts_per_example:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be divisible by rollouts_per_example "
-                f"({self.rollouts_per_example}); e.g. batch_size = {max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
+                f"({self.rollouts_per_example}); e.g. batch_size = "
+                f"{max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
             )
         _check_envs(self.env, self.buffer)
         if self.eval.env is not None:
             _check_envs(self.eval.env, BufferConfig(), table="eval.env")
         if self.inference.max_model_len is not None and self.sampling.max_tokens >= self.inference.max_model_len:
             raise ValueError(
-                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len ({self.inference.max_model_len})"
+                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len "
+                f"({self.inference.max_model_len})"
             )
         _derive_max_seq_len(self)
         if self.sampling.max_tokens >= self.trainer.max_seq_len:
             raise ValueError(
-                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
+                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len "
+                f"({self.trainer.max_seq_len})"
             )
         _check_inference(self)
         if self.baseline.min_reward > self.baseline.max_reward:
             raise ValueError(
-                f"baseline.min_reward ({self.baseline.min_reward}) is above baseline.max_reward ({self.baseline.max_reward})"
+                f"baseline.min_reward ({self.baseline.min_reward}) is above baseline.max_reward "
+                f"({self.baseline.max_reward})"
             )
         from rl_backend.advantages import ADVANTAGE_NAMES
         from rl_backend.losses import LOSS_NAMES
@@ -523,7 +553,8 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
             )
         if self.trainer.advantage.type not in ADVANTAGE_NAMES:
             raise ValueError(
-                f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
+                f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; "
+                f"choose one of {sorted(ADVANTAGE_NAMES)}"
             )
         _check_algos(self)
         return self

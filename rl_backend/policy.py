@@ -1,7 +1,7 @@
 """The trainable policy: the model (LoRA via peft by default), its optimizer and one training step.
 
-``train_step`` does ``trainer.num_iterations`` optimizer steps per RL step (one by default): micro-batches of samples are laid out
-as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
+``train_step`` does ``trainer.num_iterations`` optimizer steps per RL step (one by default): micro-batches of samples
+are laid out as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
 ``C + 1`` positions (``logits_to_keep``) and the full-vocabulary logits of prompts are never
 materialised. Logits are divided by the sampling temperature before the log-softmax, so the
 trainer's log-probabilities are of the same distribution the sampler drew from.
@@ -55,7 +55,8 @@ def lr_at(trainer: Any, step: int, max_steps: int) -> float:
 
 
 def build_trainable(model: str, trainer: Any, seed: int, device: str) -> tuple[Any, Any]:
-    """(the model to train, LoRA-wrapped when ``trainer.lora`` is set; its tokenizer), from RL's or SFT's ``[trainer]``."""
+    """(the model to train, LoRA-wrapped when ``trainer.lora`` is set; its tokenizer), from RL's or SFT's
+    ``[trainer]``."""
     import torch
 
     dtype = "bfloat16" if trainer.bf16 else "float32"

@@ -123,7 +123,8 @@ SAMPLE_COLUMNS = ["step", "env", "example_id", "rollout_idx", "prompt", "complet
 
 def sample_rows(step: int, groups: Iterable[list[RolloutState]], env_of: dict[int, str], default_env: str,
                 advantages: dict[tuple[int, int], float], limit: int = SAMPLES_PER_STEP) -> list[list[Any]]:
-    """Up to ``limit`` rollouts of the step as rows of :data:`SAMPLE_COLUMNS` (texts capped, secrets already redacted)."""
+    """Up to ``limit`` rollouts of the step as rows of :data:`SAMPLE_COLUMNS` (texts capped, secrets already
+    redacted)."""
     from evalkit.core.untrusted import cap_text
 
     rows = []

@@ -17,8 +17,8 @@ Conventions kept on both sides, as OpenAI and vLLM have them:
 * vLLM's extensions ride along when known: ``prompt_token_ids`` (top level; on a stream's first chunk)
   and each choice's ``token_ids`` (on a stream, each chunk's own tokens).
 * A stream is ``data: {json}\\n\\n`` events ending with ``data: [DONE]``; per choice a role delta (with
-  ``content: ""``), then content deltas, then tool-call deltas (header with index, id and name; then the arguments), then a
-  delta with ``finish_reason``; with ``stream_options.include_usage`` one more chunk with empty
+  ``content: ""``), then content deltas, then tool-call deltas (header with index, id and name; then the arguments),
+  then a delta with ``finish_reason``; with ``stream_options.include_usage`` one more chunk with empty
   ``choices`` and the usage. An error after the stream began is an ``{"error": ...}`` event.
 
 Error policy: :func:`parse_request` raises :class:`WireError` (with the offending field) for a request

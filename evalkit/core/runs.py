@@ -121,7 +121,8 @@ DEFAULT_ENV_DIR = "environments"
 def outputs_root(
     env_id: str | None, env_dir_path: str | Path | None = None, output_dir: str | Path | None = None
 ) -> Path:
-    """Where a job's run dirs go: ``output_dir`` when given, else the local environment's ``outputs/``, else ``./outputs``.
+    """Where a job's run dirs go: ``output_dir`` when given, else the local environment's ``outputs/``, else
+    ``./outputs``.
 
     An environment is local when ``env_id`` is a path to a folder (``./environments/my_env``) or
     ``<env_dir_path>/<module>/`` exists (``my-env`` -> ``environments/my_env/``), as verifiers decides.
@@ -141,7 +142,8 @@ def outputs_root(
 
 
 def default_output_roots(env_dir_path: str | Path | None = None) -> list[Path]:
-    """Every root :func:`outputs_root` may pick without ``-o``: ``./outputs`` and each local environment's ``outputs/``."""
+    """Every root :func:`outputs_root` may pick without ``-o``: ``./outputs`` and each local environment's
+    ``outputs/``."""
     env_dir = Path(env_dir_path or DEFAULT_ENV_DIR)
     local = sorted(env_dir.glob("*/outputs")) if env_dir.is_dir() else []
     return [Path(DEFAULT_OUTPUT_ROOT), *[p for p in local if p.is_dir()]]

@@ -186,7 +186,8 @@ class RolloutState:
     timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, Any] = field(default_factory=dict)
-    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``, ``trainable``)."""
+    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``,
+    ``trainable``)."""
     seats: list[RolloutState] = field(default_factory=list)
     """A multi-seat episode's rows, one state per seat's trace with its own reward (as verifiers writes them);
     empty: this state is the row. RL reads this state (the episode), never the seats."""

@@ -111,7 +111,8 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
 
 
 def _is_installed_module(module: str) -> bool:
-    """An importable, non-stdlib module of that name (a real module: a bare folder, i.e. a namespace package, is not)."""
+    """An importable, non-stdlib module of that name (a real module: a bare folder, i.e. a namespace package, is
+    not)."""
     if not module.isidentifier() or module in sys.stdlib_module_names:
         return False
     try:

@@ -94,8 +94,9 @@ def legacy_api_error(env_id: str, exc: BaseException) -> UserError | None:
         if _names_legacy_api(err, module):
             return UserError(
                 f"environment '{env_id}' is written for verifiers' legacy API (`import verifiers as vf`: "
-                f"SingleTurnEnv, ToolEnv, rubrics, ...), which verifiers {version} no longer has ({type(err).__name__}: "
-                f"{err}); run it with verifiers {LEGACY_VERSION} in its own venv: {LEGACY_INSTALL}"
+                f"SingleTurnEnv, ToolEnv, rubrics, ...), which verifiers {version} no longer has "
+                f"({type(err).__name__}: {err}); run it with verifiers {LEGACY_VERSION} in its own venv: "
+                f"{LEGACY_INSTALL}"
             )
     return None
 

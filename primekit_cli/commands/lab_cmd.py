@@ -70,7 +70,10 @@ def setup(
     prime_rl: bool = typer.Option(
         False,
         "--prime-rl",
-        help="Also write example prime-rl configs (prime-rl v0.8.1.dev67's shape) to prime-rl/, for training on more GPUs than one with prime-rl itself.",
+        help=(
+            "Also write example prime-rl configs (prime-rl v0.8.1.dev67's shape) to prime-rl/, "
+            "for training on more GPUs than one with prime-rl itself."
+        ),
     ),
 ) -> None:
     """Write example configs: endpoints.toml and endpoints.py; eval/, gepa/ and rl/ TOMLs.

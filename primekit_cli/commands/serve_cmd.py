@@ -37,7 +37,8 @@ def serve(
         help="Require 'Authorization: Bearer KEY' on /v1 (use it when binding another address than 127.0.0.1).",
     ),
 ) -> None:
-    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed with `stream: true` or not; `/v1/models`, `/health`).
+    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed
+    with `stream: true` or not; `/v1/models`, `/health`).
 
     Examples:
 
@@ -74,7 +75,8 @@ def serve(
     app = build_app(engine, model, api_key=api_key)
     auth = "API key required" if api_key else "no API key"
     print(
-        f"serving {model} at http://{host}:{port}/v1 ({engine.device}, {engine.dtype_choice.line()}, max batch {engine.max_batch}, {auth}); Ctrl-C stops",
+        f"serving {model} at http://{host}:{port}/v1 ({engine.device}, {engine.dtype_choice.line()}, "
+        f"max batch {engine.max_batch}, {auth}); Ctrl-C stops",
         file=sys.stderr,
         flush=True,
     )

@@ -174,7 +174,8 @@ def test_the_default_model_name_is_written_once():
 def test_prime_help_imports_no_heavy_library():
     script = (
         "import sys; from primekit_cli.app import app; "
-        "print(json.dumps([m for m in ('litellm', 'aiohttp', 'torch', 'datasets', 'pandas', 'transformers') if m in sys.modules]))"
+        "print(json.dumps([m for m in ('litellm', 'aiohttp', 'torch', 'datasets', 'pandas', 'transformers') "
+        "if m in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", "import json; " + script], capture_output=True, text=True, cwd=REPO)
     assert json.loads(out.stdout) == [], out.stderr

@@ -1,6 +1,7 @@
 """SFT run dirs are reported as SFT (not RL): `prime eval view` text and HTML, and the sweep of their checkpoints.
 
-The run is a real `prime sft run` (in process) of a tiny random-weight model on 8 rows, 2 steps, a weight export at each.
+The run is a real `prime sft run` (in process) of a tiny random-weight model on 8 rows, 2 steps, a weight export at
+each.
 """
 
 from __future__ import annotations

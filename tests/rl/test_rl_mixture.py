@@ -73,7 +73,8 @@ def test_an_infinite_taskset_is_drawn_lazily_and_needs_ratios_beside_others():
 def test_env_tables_accept_verifiers_keys_and_need_distinct_names(tmp_path):
     path = tmp_path / "rl.toml"
     path.write_text(
-        'batch_size = 8\nrollouts_per_example = 4\n[[env]]\nenv_id = "reverse-text"\nenv_args = { difficulty = "easy" }\n'
+        'batch_size = 8\nrollouts_per_example = 4\n'
+        '[[env]]\nenv_id = "reverse-text"\nenv_args = { difficulty = "easy" }\n'
         '[[env]]\nid = "reverse-text"\nname = "rt-hard"\n[buffer]\nenv_ratios = [0.75, 0.25]\n'
     )
     config = load_rl_config(path)

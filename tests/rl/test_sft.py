@@ -142,7 +142,8 @@ def test_bad_input_is_one_error_line(tmp_path: Path, tiny_model: Path):
 
 @pytest.mark.slow
 def test_rl_starts_from_an_sft_checkpoint(tmp_path: Path, tiny_model: Path):
-    """`model = <sft run>/weights/step_N` in an RL config: the RL policy starts from exactly those weights, and trains."""
+    """`model = <sft run>/weights/step_N` in an RL config: the RL policy starts from exactly those weights, and
+    trains."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -9,13 +9,14 @@ k-th request for a prompt gets ``faults[k]`` (then plain success once the list i
 test knows how many retries each prompt needs no matter how requests interleave. A prompt that
 contains ``ALWAYS_FAIL`` always gets HTTP 500; with ``--always FAULT`` every request gets FAULT except
 one-token requests (preflights), so a run gets past its preflight and every rollout fails; with
-``--fail-every K`` every K-th such request gets ``--fail-with`` (default 503). Fault names: ``429`` (with ``Retry-After``),
-``500``, ``503``, ``400``, ``401``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
-connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
+``--fail-every K`` every K-th such request gets ``--fail-with`` (default 503). Fault names: ``429`` (with
+``Retry-After``), ``500``, ``503``, ``400``, ``401``, ``timeout`` (sleeps past the client's timeout), ``drop``
+(closes the connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
 ``echo401``/``echo500`` (an error whose message repeats the request's headers, as some gateways
-do), ``surrogate`` (200 with a reply holding a lone UTF-16 surrogate, an emoji cut in half), ``silent`` (never answers), ``drip`` (200 and headers at once, then one body byte every
-``--drip-interval`` seconds, for about a minute: only a whole-reply timeout ends it). ``--reply headers`` answers
-with the request's headers as the reply's text.
+do), ``surrogate`` (200 with a reply holding a lone UTF-16 surrogate, an emoji cut in half), ``silent`` (never
+answers), ``drip`` (200 and headers at once, then one body byte every ``--drip-interval`` seconds, for about a
+minute: only a whole-reply timeout ends it). ``--reply headers`` answers with the request's headers as the
+reply's text.
 """
 
 from __future__ import annotations

@@ -134,7 +134,10 @@ def test_python_endpoint_registry_is_read_as_data(tmp_path, monkeypatch):
 
 
 # ----- resolution order -----------------------------------------------------------------------------
-ENV_MODULE = "from evalkit.envs import SingleTurnEnv\n\ndef load_environment():\n    return SingleTurnEnv(dataset=[{'question': 'q', 'answer': '{tag}'}])\n"
+ENV_MODULE = (
+    "from evalkit.envs import SingleTurnEnv\n\n"
+    "def load_environment():\n    return SingleTurnEnv(dataset=[{'question': 'q', 'answer': '{tag}'}])\n"
+)
 
 
 def test_installed_module_wins_over_local_folder_then_builtins_last(tmp_path, monkeypatch):

@@ -9,8 +9,8 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
 - **offline by default**: every seat runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
   program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1.harness`) on the ``subprocess``
   runtime, or ``primekit-bash-harness`` (verifiers' ``bash`` harness, the same program with shell tools) when the
-  env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
-  a ``uv`` it installs with pip; primekit never asks for them.
+  env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes)
+  need a login, the network and a ``uv`` it installs with pip; primekit never asks for them.
 - **serving**: :meth:`TasksetEnvironment.serving` holds verifiers' ``Env.serving()`` (the taskset-wide shared
   tool servers from ``Taskset.toolsets``, the interception server) while a batch of rollouts runs, as verifiers'
   eval holds it for a run; a rollout outside a batch holds it for itself.
@@ -257,7 +257,8 @@ class TasksetEnvironment(Environment):
 
 
 class _Serving:
-    """verifiers' ``Env.serving()`` entered and exited in one task of its own (see :meth:`TasksetEnvironment.serving`)."""
+    """verifiers' ``Env.serving()`` entered and exited in one task of its own (see
+    :meth:`TasksetEnvironment.serving`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, vf_env: Any):
         self.loop = loop
