@@ -291,10 +291,9 @@ class Policy:
 
     def _log_softmax(self, model: Any, inputs: dict[str, Any], comp_width: int) -> Any:
         """Temperature-scaled log-probabilities over the vocabulary at the ``comp_width`` completion positions."""
-        import torch
+        from evalkit.model.scoring import completion_logprobs
 
-        out = model(**inputs, logits_to_keep=comp_width + 1, use_cache=False)
-        return torch.log_softmax(out.logits[:, :comp_width].float() / self.temperature, dim=-1)
+        return completion_logprobs(model, inputs, comp_width, self.temperature)
 
     def _reference_kl(self, inputs: dict[str, Any], comp_width: int, targets: Any, logprobs: Any) -> Any:
         """Per-token k3 estimate of KL(policy || reference) at the sampled tokens (>= 0, gradient through ``logprobs``).
