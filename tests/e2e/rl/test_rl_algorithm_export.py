@@ -98,13 +98,13 @@ type = "max_rl"
 
 
 def test_a_prime_rl_opd_config_with_a_per_source_algo_plans_for_prime_rl_and_exports_back(tmp_path, monkeypatch):
-    """primekit cannot train opd itself (one line says so), but hands it to prime-rl as it was written."""
+    """primekit plans opd itself (the teacher is checked when the run starts) and hands it to prime-rl as written."""
     config = tmp_path / "opd.toml"
     config.write_text(PRIME_RL_OPD)
     monkeypatch.chdir(REPO)
     own = CliRunner().invoke(app, ["rl", "run", str(config), "--dry-run", "-o", str(tmp_path / "o"),
                                    "--buffer.env_ratios", "[1, 1]"])
-    assert own.exit_code == 2 and "algo.type = 'opd' is not available in primekit yet" in own.output
+    assert own.exit_code == 0 and "teacher Qwen/Qwen3-4B at http://localhost:8001/v1" in own.output, own.output
     result = CliRunner().invoke(app, ["rl", "run", str(config), "--backend", "prime-rl", "--dry-run", "--skip-baseline",
                                       "-o", str(tmp_path / "o"), "--buffer.env_ratios", "[1, 1]"])
     assert result.exit_code == 0, result.output

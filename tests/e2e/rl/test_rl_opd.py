@@ -46,9 +46,10 @@ def models(tmp_path_factory) -> dict[str, Path]:
     return {"student": student, "teacher": teacher, "other": other, "env": env_dir, "root": root}
 
 
-def _config(tmp_path: Path, models: dict[str, Path], teacher: str, steps: int = 2, extra: str = "") -> Path:
+def _config(tmp_path: Path, models: dict[str, Path], teacher: str, steps: int = 2, top: str = "") -> Path:
     config = tmp_path / "rl.toml"
     config.write_text(f'''model = "{models["student"]}"
+{top}
 run_name = "opd"
 max_steps = {steps}
 batch_size = 32
@@ -72,7 +73,7 @@ save_weights = false
 interval = 0
 [baseline]
 enabled = false
-{extra}''')
+''')
     return config
 
 
@@ -199,3 +200,9 @@ def test_a_teacher_that_is_the_policy_is_refused(models, served, tmp_path):
     by_name = _config(tmp_path, models, f'name = "{models["student"]}"')
     result = _run(by_name, tmp_path, "--dry-run")
     assert result.exit_code == 2 and "is the policy model itself" in result.output, result.output
+
+
+def test_opd_with_interleaved_samples_is_refused(models, tmp_path):
+    config = _config(tmp_path, models, f'name = "{models["teacher"]}"', top='trajectory_strategy = "interleaved"')
+    result = _run(config, tmp_path, "--dry-run")
+    assert result.exit_code == 2 and "algo.type = 'opd' scores each model turn as its own sample" in result.output
