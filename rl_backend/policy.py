@@ -256,8 +256,8 @@ class Policy:
             masked_frac=sums["masked"] / denom,
             clipped_frac=sums["clipped"] / denom,
             **({"kl_ref": sums["kl_ref"] / denom} if self.config.trainer.kl_coef > 0 else {}),
-            **({"ref_kl": sums["ref_kl"] / counts["ref_kl"], "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]}
-               if counts["ref_kl"] else {}),
+            **({"ref_kl": sums["ref_kl"] / counts["ref_kl"],
+                "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]} if counts["ref_kl"] else {}),
             **{f"entropy/{env}/mean": entropy / max(1.0, tokens) for env, (entropy, tokens) in sorted(by_env.items())},
             grad_norm=grad_norm,
             lr=lr,

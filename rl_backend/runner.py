@@ -379,7 +379,8 @@ class Trainer:
                         f"step {step:>4}  reward {last['reward_mean']:.3f}  kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
                         + (f"ref_kl {last['ref_kl']:+.4f}  " if "ref_kl" in last else "")
-                        + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  wait {last['wait_s']:.1f}s"
+                        + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
+                        f"wait {last['wait_s']:.1f}s"
                     )
                     self.check_health(last, step, batch.cursor_after, progress.console)
         finally:

@@ -74,7 +74,8 @@ class EndpointTeacher:
             text = _error_text(reply)
             hint = ("; it may have another tokenizer than the policy (fewer token ids)"
                     if reply.status_code == 400 and "token ids" in text else "")
-            raise TeacherError(f"{self.describe()} answered HTTP {reply.status_code} to a scoring request: {text}{hint}")
+            raise TeacherError(f"{self.describe()} answered HTTP {reply.status_code} to a scoring request: "
+                               f"{text}{hint}")
         try:
             entries = reply.json()["choices"][0].get("prompt_logprobs")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
@@ -115,8 +116,9 @@ class LocalTeacher:
         try:
             model, self.tokenizer = load_model_and_tokenizer(config.name, dtype="float32", device="cpu")
         except Exception as exc:  # a folder that is not a model, a name not in the cache
-            raise ConfigError(f"{where}.name '{config.name}' cannot be loaded as a local model ({type(exc).__name__}: "
-                              f"{exc}); give a model folder or a cached model, or set base_url for an endpoint") from None
+            raise ConfigError(f"{where}.name '{config.name}' cannot be loaded as a local model "
+                              f"({type(exc).__name__}: {exc}); give a model folder or a cached model, or set "
+                              "base_url for an endpoint") from None
         self.model = model.eval().requires_grad_(False)
         self.lock = threading.Lock()
 

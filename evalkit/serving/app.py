@@ -120,7 +120,8 @@ def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str |
             return _error(499, "client closed the request", "client_closed_request")
         body = _response(engine, served, chat, prompt_ids, results)
         if chat.prompt_logprobs is not None:
-            body["prompt_logprobs"] = await asyncio.to_thread(_prompt_logprobs, engine, prompt_ids, chat.prompt_logprobs)
+            top = chat.prompt_logprobs
+            body["prompt_logprobs"] = await asyncio.to_thread(_prompt_logprobs, engine, prompt_ids, top)
         return JSONResponse(body)
 
     @app.post("/v1/completions", dependencies=authorized)
