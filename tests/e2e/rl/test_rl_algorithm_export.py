@@ -37,6 +37,12 @@ def test_opd_and_a_per_source_algo_export(monkeypatch):
     assert [s.get("algo") for s in data["orchestrator"]["train"]["source"]] == [{"type": "max_rl"}, None]
 
 
+def test_a_local_teacher_folder_is_not_exported(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "opd", "--algo.teacher.name", "./teacher")
+    assert code == 2 and "algo.teacher './teacher' is a local folder, and prime-rl reaches a teacher only as an " \
+        "endpoint" in out, out
+
+
 def test_echo_roles_and_length_penalty_keep_prime_rls_names(monkeypatch):
     code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "echo", "--algo.roles.user.alpha", "0.05",
                         "--algo.length_penalty.num_turns_weight", "0")

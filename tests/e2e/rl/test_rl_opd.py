@@ -206,3 +206,4 @@ def test_opd_with_interleaved_samples_is_refused(models, tmp_path):
     config = _config(tmp_path, models, f'name = "{models["teacher"]}"', top='trajectory_strategy = "interleaved"')
     result = _run(config, tmp_path, "--dry-run")
     assert result.exit_code == 2 and "algo.type = 'opd' scores each model turn as its own sample" in result.output
+
