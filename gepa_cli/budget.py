@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, FileRefused, read_regular
 from evalkit.core.readback import BUDGET, parse_line
 
 
@@ -42,9 +43,11 @@ def saved_usage(path: Path) -> tuple[int, int]:
     doc) counts as spent.
     """
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_RUN_OBJECT_BYTES)
     except FileNotFoundError:
         return 0, 0
+    except FileRefused as exc:
+        raise UserError(f"cannot read {path}: {exc.why}; restore the run's budget.json, or start a new run") from None
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     saved, why = parse_line(data, BUDGET)

@@ -9,8 +9,8 @@ environment offers, with the seed text of each. A candidate is gepa's ``{name: t
   replaces ``system_prompt`` for its rollouts; the teacher sees only that environment's examples for it;
 * ``tools``: a JSON object ``{"tool name": "description"}`` over the tools of every environment of the
   run that is a native :class:`~evalkit.envs.tool_env.ToolEnv`, a legacy verifiers ``vf.ToolEnv``
-  (:class:`~evalkit.verifiers_compat.legacy_env.VerifiersEnvironment`) or a verifiers v1 taskset with MCP tool
-  servers (:class:`~evalkit.verifiers_compat.v1_env.TasksetEnvironment`: its descriptions are put into the model
+  (:class:`~evalkit.verifiers_compat.legacy.env.VerifiersEnvironment`) or a verifiers v1 taskset with MCP tool
+  servers (:class:`~evalkit.verifiers_compat.v1.env.TasksetEnvironment`: its descriptions are put into the model
   requests at the bridge), written to ``tools.json``, which ``prime eval run --tools-file`` applies. A proposal
   for it must stay such an object naming the same tools (:func:`check_text`); the teacher is asked again
   otherwise. The tools are listed only when asked for (``--list-components``, or ``tools`` chosen): listing a

@@ -37,13 +37,14 @@ from gepa_cli.background import BackgroundWriter, StateSaver, Throttle
 from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
 from gepa_cli.tracking import check_installed, tracking_kwargs
-from gepa_cli.stoppers import (STOP_FILE, Named, ReflectionCost, StopRecord, clear_stop_files, optional_stoppers,
-                               price_of)
+from gepa_cli.stoppers import (Named, ReflectionCost, StopRecord, check_stop_files, clear_stop_files, optional_stoppers,
+                               price_of, stop_files)
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import build_examples
 from evalkit.core.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
+from gepa_cli.saved_state import STATE_FILE, check_state_file
 from gepa_cli.secret_mask import SecretMask
 
 
@@ -233,6 +234,8 @@ def run_gepa(
         return None
     if not resuming:  # a resumed run whose budget is spent just ends (nothing more is spent)
         plan.check()
+    else:  # before metadata.json and budget.json are rewritten
+        check_stop_files(stop_files(run_dir))
     _say(console, plan.line(), markup=False)
     if plan.warning():
         _say(console, plan.warning(), style="yellow", markup=False)
@@ -375,10 +378,10 @@ class _Job:
         if config.stop_at_score is not None:
             stoppers.append(Named("stop_at_score", StopAtScoreStopper(config.stop_at_score), record))
         stoppers.append(Named("budget_exhausted", self.budget_stopper, record))
-        stop_files = [self.run_dir / STOP_FILE, self.state_dir / STOP_FILE]
+        watched = stop_files(self.run_dir)
         if self.resuming:
-            clear_stop_files(stop_files, self.logger.log)
-        return [*stoppers, *optional_stoppers(config, record, stop_files=stop_files, elapsed_s=self.earlier_s,
+            clear_stop_files(watched, self.logger.log)
+        return [*stoppers, *optional_stoppers(config, record, stop_files=watched, elapsed_s=self.earlier_s,
                                               cost=self.cost)]
 
     def _budget_stopper(self, num_val: int) -> BudgetStopper:
@@ -568,7 +571,11 @@ def _load_state(state_dir: Path) -> Any:
 
 
 def _try_load_state(state_dir: Path) -> Any:
-    if not (state_dir / "gepa_state.bin").exists():
+    """gepa's saved state, or None when there is none or it is damaged; one that names code is refused
+    (:mod:`gepa_cli.saved_state`) before gepa unpickles it."""
+    if not (state_dir / STATE_FILE).exists():
+        return None
+    if not check_state_file(state_dir / STATE_FILE):
         return None
     try:
         return _load_state(state_dir)

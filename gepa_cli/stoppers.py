@@ -20,6 +20,7 @@ from typing import Any
 
 from evalkit.core.errors import UserError
 from gepa_cli.background import Throttle
+from gepa_cli.outputs import STATE_SUBDIR
 
 STOP_FILE = "gepa.stop"
 """``touch RUN_DIR/gepa.stop`` ends a run after its current proposal (gepa's own stop-file name), the first
@@ -111,10 +112,23 @@ class Named:
         return fired
 
 
-def clear_stop_files(paths: list[Path], log: Callable[[str], None]) -> None:
-    """At a resume: remove stop files left by the stop they caused."""
+def stop_files(run_dir: Path) -> list[Path]:
+    """The stop files watched for ``run_dir``: in the run dir and in its gepa ``state/`` folder."""
+    return [run_dir / STOP_FILE, run_dir / STATE_SUBDIR / STOP_FILE]
+
+
+def check_stop_files(paths: list[Path]) -> None:
+    """At a resume, before anything is written: a stop file that cannot be removed by
+    :func:`clear_stop_files` (a folder named ``gepa.stop``) is one UserError saying what it is."""
     for path in paths:
-        if path.exists():
+        if path.is_dir() and not path.is_symlink():
+            raise UserError(f"{path} is a folder, not a stop file; remove it (`rm -r {path}`), then resume")
+
+
+def clear_stop_files(paths: list[Path], log: Callable[[str], None]) -> None:
+    """At a resume: remove stop files left by the stop they caused (a symlink is removed, not followed)."""
+    for path in paths:
+        if path.exists() or path.is_symlink():
             path.unlink()
             log(f"removed {path} (it stopped the earlier run)")
 

@@ -2,27 +2,14 @@
 implement: each is either refused with an ``error:`` line that says what to use instead, or accepted as
 a no-op when its meaning has no effect here (the reason is printed as a note and listed in ``--help``).
 
-A command built by :func:`compat_command` checks its argument list before click parses it (click
-would otherwise answer "No such option" without a hint). The same class also:
-
-* lets ``GREEDY`` options take several space-separated values, as argparse's ``nargs="*"`` does
-  (``--state-columns a b c``): the values up to the next option become one repeated option each;
-* keeps :mod:`primekit_cli.resume_option`'s optional ``--resume`` value.
-
-Tokens after ``--`` are never looked at.
+These are the tables; :mod:`primekit_cli.argv` applies them to a command line before click parses it (click
+would otherwise answer "No such option" without a hint), with GEPA's greedy options (:data:`GEPA_GREEDY`).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-import click
-from typer.core import TyperCommand
-
-from primekit_cli.errors import fail
-from primekit_cli.resume_option import is_folder, resume_command
 
 
 @dataclass(frozen=True)
@@ -80,59 +67,7 @@ GEPA_REFUSED = (
 )
 
 GEPA_GREEDY = ("--state-columns",)
-
-
-def _name(token: str) -> str:
-    return token.split("=", 1)[0] if token.startswith("--") else token
-
-
-def rewrite_args(args: Sequence[str], refused: Sequence[Refused] = (), noops: Sequence[NoOp] = (),
-                 greedy: Sequence[str] = (), note: Callable[[str], None] | None = None) -> list[str]:
-    """``args`` with no-op flags dropped and greedy options split; a refused flag raises (exit 2)."""
-    refused_by = {flag: r for r in refused for flag in r.flags}
-    noop_by = {flag: n for n in noops for flag in n.flags}
-    out: list[str] = []
-    index = 0
-    while index < len(args):
-        token = args[index]
-        index += 1
-        if token == "--":
-            out.extend(args[index - 1:])
-            break
-        name = _name(token)
-        if name in refused_by:
-            raise fail(f"{name} is not supported: {refused_by[name].instead}")
-        if name in noop_by:
-            if note is not None:
-                note(f"note: {name} has no effect here: {noop_by[name].why}")
-            continue
-        if name in greedy and "=" not in token:
-            values = []
-            while index < len(args) and not args[index].startswith("-"):
-                values.append(args[index])
-                index += 1
-            out.extend(part for value in values for part in (token, value))
-            if not values:
-                out.extend((token, ""))
-            continue
-        out.append(token)
-    return out
-
-
-def _note(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def compat_command(resume_flags: Sequence[str], refused: Sequence[Refused] = (), noops: Sequence[NoOp] = (),
-                   greedy: Sequence[str] = (), accepts: Callable[[str], bool] = is_folder) -> type[TyperCommand]:
-    """A typer command class applying :func:`rewrite_args` before the optional-``--resume`` rewrite."""
-    base = resume_command(resume_flags, accepts)
-
-    class _AnchorCommand(base):  # type: ignore[misc, valid-type]
-        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-            return super().parse_args(ctx, rewrite_args(args, refused, noops, greedy, _note))
-
-    return _AnchorCommand
+"""GEPA options that take several space-separated values (argparse's ``nargs="*"`` in the GEPA script)."""
 
 
 def help_section(refused: Sequence[Refused], noops: Sequence[NoOp]) -> str:

@@ -4,7 +4,8 @@ Every command is wrapped by :func:`user_errors`:
 
 * :class:`UserError` -> ``error: <message>`` on stderr, exit 2, no traceback.
 * A file-system ``OSError`` that escaped the code that should have named it (a full disk, a
-  read-only or missing folder, a file where a folder should be) -> the same, via
+  read-only or missing folder, a file where a folder should be), and any failed atomic write
+  (:class:`evalkit.core.fileio.WriteFailed`, which names the user's path) -> the same, via
   :func:`evalkit.core.fileio.output_error`. Other exceptions are bugs and keep their traceback.
 * Ctrl-C (SIGINT) and SIGTERM both interrupt the command the same way: running work is
   cancelled, files are closed and run metadata says ``incomplete`` (so ``--resume`` continues
@@ -86,11 +87,11 @@ def user_errors(func: F) -> F:
         except UserError as exc:
             raise fail(str(exc)) from None
         except OSError as exc:
-            if exc.errno not in FILE_SYSTEM_ERRNOS:
-                raise
-            from evalkit.core.fileio import output_error
+            from evalkit.core.fileio import WriteFailed, output_error
 
-            raise fail(str(output_error(exc.filename or "", exc))) from None
+            if exc.errno not in FILE_SYSTEM_ERRNOS and not isinstance(exc, WriteFailed):
+                raise
+            raise fail(str(output_error(exc.filename or "", exc, flag=None))) from None
         except KeyboardInterrupt:
             term = _Signals.last == signal.SIGTERM
             print("terminated" if term else "interrupted", file=sys.stderr)

@@ -243,8 +243,9 @@ EnvArgs = Annotated[Optional[str], typer.Option(
     help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'; a verifiers v1 taskset also takes "
          "'{\"taskset\": {...}, \"harness\": {\"max_turns\": 8}}'. Its seats run verifiers' null chat program "
          "(verifiers' own default is bash); '{\"harness\": {\"id\": \"bash\"}, \"runtime\": {\"type\": "
-         "\"subprocess\"}}' runs verifiers' bash harness, which executes the model's shell commands on this machine, "
-         "so it runs only with the runtime chosen explicitly (--env.agent.runtime.type subprocess).")]
+         "\"sandbox\"}}' runs verifiers' bash harness, which executes the model's shell commands on this machine, "
+         "so it runs only with the runtime chosen explicitly (--env.agent.runtime.type sandbox: in a bubblewrap "
+         "sandbox; subprocess: as you, with your files).")]
 ExtraEnvKwargs = Annotated[Optional[str], typer.Option(
     "--extra-env-kwargs", "-x", show_default=False,
     help="JSON of settings applied to the loaded environment (set_<key> or an attribute).")]

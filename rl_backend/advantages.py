@@ -6,9 +6,10 @@ the config can validate names and tests can check values by hand.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
+
+from evalkit.core import stats
 
 
 class AdvantageRule:
@@ -36,11 +37,11 @@ class GroupRelative(AdvantageRule):
     def __call__(self, rewards: Sequence[float]) -> list[float]:
         if not rewards:
             return []
-        mean = sum(rewards) / len(rewards)
+        mean = stats.mean(rewards)
         centered = [r - mean for r in rewards]
         if not self.std_normalize:
             return centered
-        std = math.sqrt(sum(c * c for c in centered) / len(centered))
+        std = stats.pstdev(rewards, mean)  # any finite rewards (1e200): no OverflowError
         return [c / (std + self.eps) for c in centered]
 
 
@@ -56,8 +57,7 @@ class LeaveOneOut(AdvantageRule):
         total = sum(rewards)
         out = [r - (total - r) / (n - 1) for r in rewards]
         if self.std_normalize:
-            mean = total / n
-            std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
+            std = stats.pstdev(rewards)
             out = [a / (std + self.eps) for a in out]
         return out
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.core import runs
+from evalkit.core import runs, stats
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
 from evalkit.core.types import RolloutState
@@ -58,8 +58,8 @@ def summarize(groups: Sequence[list[RolloutState]], config: BaselineConfig) -> B
     """Numbers and verdict for finished baseline groups."""
     n = sum(len(group) for group in groups)
     rewards = [state.reward for group in groups for state in group if state.scored]  # errors are not scores
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else 0.0
+    mean = stats.mean(rewards) if rewards else 0.0
+    std = stats.pstdev(rewards, mean)  # any finite rewards (1e200): no OverflowError
     diverse = sum(1 for group in groups if not is_uniform(group))
     errored = [state.error for group in groups for state in group if state.error]
     report = BaselineReport(
@@ -114,7 +114,9 @@ def combine(reports: dict[str, BaselineReport], config: BaselineConfig) -> Basel
     n = sum(r.attempts for r in reports.values())
     scored = sum(r.scored for r in reports.values())  # means pool scored rollouts only: errors are not scores
     mean = sum(r.mean_reward * r.scored for r in reports.values()) / scored if scored else 0.0
-    spread = sum(r.scored * (r.std_reward**2 + (r.mean_reward - mean) ** 2) for r in reports.values())
+    parts = [(r.scored, r.std_reward, r.mean_reward - mean) for r in reports.values()]
+    scale = max((max(abs(std), abs(gap)) for _, std, gap in parts), default=0.0) or 1.0  # no overflow on squares
+    spread = sum(count * ((std / scale) ** 2 + (gap / scale) ** 2) for count, std, gap in parts)
     groups = sum(r.num_examples for r in reports.values())
     diverse = sum(r.diverse_groups for r in reports.values())
     first = next((r.first_error for r in reports.values() if r.first_error), None)
@@ -124,7 +126,7 @@ def combine(reports: dict[str, BaselineReport], config: BaselineConfig) -> Basel
         attempts=n,
         scored=scored,
         mean_reward=mean,
-        std_reward=math.sqrt(spread / scored) if scored else 0.0,
+        std_reward=math.sqrt(spread / scored) * scale if scored else 0.0,
         diverse_groups=diverse,
         diverse_fraction=diverse / groups if groups else 0.0,
         errors=sum(r.errors for r in reports.values()),

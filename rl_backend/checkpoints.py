@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.core.fileio import read_regular
 from evalkit.core.readback import RL_CHECKPOINT_STATE, parse_line
 from evalkit.core.runs import CHECKPOINTS_DIR, WEIGHTS_DIR, step_dir, step_name, step_numbers
 from evalkit.core.untrusted import json_bytes
@@ -82,8 +83,6 @@ def save_checkpoint(run_dir: Path, step: int, policy: Any, state: dict[str, Any]
 
 
 def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
-    import torch
-
     folder = step_dir(run_dir / CHECKPOINTS_DIR, step)
     available = ", ".join(map(str, steps_in(run_dir / CHECKPOINTS_DIR))) or "none"
     if not (folder / "state.json").is_file():
@@ -92,12 +91,58 @@ def load_checkpoint(run_dir: Path, step: int, policy: Any) -> dict[str, Any]:
     if state is None:
         raise UserError(f"checkpoint {folder} is damaged (state.json: {why}); resume from another step with "
                         f"--resume STEP (available: {available})")
-    policy.load_trainable(folder / "trainable")
-    policy.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    rng = torch.load(folder / "rng.pt", weights_only=False)
+    def damaged(part: str, exc: BaseException) -> UserError:
+        why = _why_unreadable(exc)
+        return UserError(f"checkpoint {folder} is damaged ({part}: {why}); resume from another step with --resume STEP "
+                         f"(available: {available})")
+
+    steps = (("trainable", lambda: policy.load_trainable(folder / "trainable")),
+             ("optimizer.pt", lambda: policy.optimizer.load_state_dict(_load_tensors(folder / "optimizer.pt"))),
+             ("rng.pt", lambda: _restore_rng(_load_tensors(folder / "rng.pt"))))
+    for part, load in steps:
+        try:
+            load()
+        except UserError:
+            raise
+        except Exception as exc:  # a truncated or crafted file: whatever torch, peft or the optimizer raise
+            raise damaged(part, exc) from exc
+    return state
+
+
+def _load_tensors(path: Path) -> Any:
+    """A checkpoint file read as data only: ``weights_only=True`` admits tensors and plain containers, never a
+    class or function a crafted pickle names (a run dir comes from anywhere: docs/reliability.md)."""
+    import io
+    import warnings
+
+    import torch
+
+    data = io.BytesIO(read_regular(path))  # a FIFO in its place would block torch's open
+    with warnings.catch_warnings():  # torch's note on a foreign pickle protocol: the refusal says enough
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.load(data, weights_only=True, map_location="cpu")
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    """A short reason for a checkpoint file that did not load (torch's own advice would be to load it with code
+    allowed, which is exactly what must not happen)."""
+    import pickle
+
+    if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
+        return "it names code (a class or function), not only tensors and plain data; primekit does not load it"
+    text = " ".join(str(exc).split())
+    if "central directory" in text or isinstance(exc, EOFError):
+        return "truncated or not a torch file"
+    return (text[:160] + ("..." if len(text) > 160 else "")) or type(exc).__name__
+
+
+def _restore_rng(rng: Any) -> None:
+    import torch
+
+    if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor):
+        raise ValueError("not the {torch, python} random states a checkpoint holds")
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])
-    return state
 
 
 def export_weights(run_dir: Path, step: int, model: Any, tokenizer: Any) -> Path:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
 from evalkit.core.errors import ConfigError
+from evalkit.core.dotted import deep_merge, key_parts, read_flag
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
 from evalkit.eval.config import EnvTable
 from evalkit.core.runs import env_slug
@@ -316,12 +317,16 @@ class HealthConfig(_Strict):
         from evalkit.report.rl_health import ALARM_NAMES
 
         names = [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
-        if isinstance(names, list) and "all" in names:
-            return list(ALARM_NAMES)
-        unknown = [name for name in names or [] if name not in ALARM_NAMES]
-        if unknown:
-            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; choose from {', '.join(ALARM_NAMES)} or all")
-        return names
+        if not isinstance(names, list):
+            return names  # pydantic says what the type should be
+        known = f"choose from {', '.join(ALARM_NAMES)} or all"
+        unknown = [name for name in names if name not in (*ALARM_NAMES, "all")]
+        if unknown:  # checked before `all` is expanded, so `all,typo` is refused too
+            raise ValueError(f"unknown alarm {', '.join(map(repr, unknown))}; {known}")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"alarm {', '.join(map(repr, twice))} named more than once; name each once ({known})")
+        return list(ALARM_NAMES) if "all" in names else names
 
 
 class CkptConfig(_Strict):
@@ -641,16 +646,9 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
         flag = args[index]
         if not flag.startswith("--") or len(flag) <= 2:
             raise ConfigError(f"unexpected argument '{flag}'; overrides look like --trainer.lr 5e-6")
-        key, eq, value = flag[2:].partition("=")
-        if not eq:
-            if index + 1 < len(args) and not args[index + 1].startswith("--"):
-                value = args[index + 1]
-                index += 1
-            else:
-                value = "true"
-        index += 1
-        parts = [part.replace("-", "_") for part in key.split(".")]
-        if any(not part for part in parts):
+        key, value, index = read_flag(args, index, lambda token: not token.startswith("--"))
+        parts = key_parts(key)
+        if parts is None:
             raise ConfigError(f"bad override key '--{key}'")
         node = out
         for part in parts[:-1]:
@@ -665,18 +663,8 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 def _parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # arrays nested thousands deep: a plain string
         return raw
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def is_sft_table(data: dict[str, Any]) -> bool:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-_MISSING = object()
+from evalkit.core import dotted
+
 SKIP = object()
 """What a rule's ``convert`` returns for a value that needs no key of ours (``use_lora = true``: the default)."""
 
@@ -227,7 +228,7 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
     prime_rl_shape = isinstance(work.get("model"), dict) or "orchestrator" in work
     for key in ("env", "eval.env"):  # a single [env] table
-        if isinstance(_get(work, key), dict):
+        if isinstance(dotted.get(work, key), dict):
             _put_list(work, key)
     _model_table(work)
     if prime_rl_shape and isinstance(work.get("ckpt"), dict) and "interval" not in work["ckpt"]:
@@ -237,9 +238,9 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     _sources(work, notes)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
-    args = _get(work, "trainer.args")
-    if args is not _MISSING:
-        _pop(work, "trainer.args")
+    args = dotted.get(work, "trainer.args")
+    if args is not dotted.MISSING:
+        dotted.pop(work, "trainer.args")
         if not isinstance(args, dict):
             raise _Refused("trainer.args must be a table (verifiers' vf-rl [trainer.args])")
         for key, value in args.items():
@@ -247,7 +248,7 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if rule is None:
                 raise _Refused(f"trainer.args.{key}: verifiers' vf-rl key with no primekit counterpart")
             _use(work, f"trainer.args.{key}", value, rule, notes)
-    if current_shape and _get(work, "trainer.loss.type") is _MISSING:
+    if current_shape and dotted.get(work, "trainer.loss.type") is dotted.MISSING:
         _put(work, "trainer.loss.type", "dppo", "trainer.loss")
         notes.append("trainer.loss: prime-rl's default loss (DPPO + KL), primekit's 'dppo'")
     _tokenizer(work, notes)
@@ -263,7 +264,7 @@ ZERO_ADVANTAGE_GATE = {"type": "advantage_range", "reject_min": 0.0, "reject_max
 
 def _current_shape(work: dict[str, Any]) -> bool:
     """Whether the config is in prime-rl's current shape (whose default loss is DPPO + KL), not the older one."""
-    return any(_get(work, key) is not _MISSING for key in
+    return any(dotted.get(work, key) is not dotted.MISSING for key in
                ("orchestrator.group_size", "orchestrator.train", "orchestrator.algo", "orchestrator.eval.source"))
 
 
@@ -272,10 +273,10 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
     taskset, the agent's harness and runtime, and for training its own ``algo``) as ``[[env]]`` / ``[[eval.env]]``;
     ``[orchestrator.eval.sampling] max_completion_tokens`` is accepted where it equals the training one."""
     for key, target in (("orchestrator.train.source", "env"), ("orchestrator.eval.source", "eval.env")):
-        value = _get(work, key)
-        if value is _MISSING:
+        value = dotted.get(work, key)
+        if value is dotted.MISSING:
             continue
-        _pop(work, key)
+        dotted.pop(work, key)
         tables = [value] if isinstance(value, dict) else value
         if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
             raise _Refused(f"{key} must be [[{key}]] tables")
@@ -287,11 +288,11 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
             if target != "env" or None in ratios:
                 raise _Refused(f"{key}.ratio: give every training source a ratio, or none")
             _put(work, "buffer.env_ratios", ratios, f"{key}.ratio")
-    eval_tokens = _get(work, "orchestrator.eval.sampling.max_completion_tokens")
-    if eval_tokens is not _MISSING:
-        _pop(work, "orchestrator.eval.sampling.max_completion_tokens")
-        train = _get(work, "orchestrator.train.sampling.max_completion_tokens")
-        if train is _MISSING or train != eval_tokens:
+    eval_tokens = dotted.get(work, "orchestrator.eval.sampling.max_completion_tokens")
+    if eval_tokens is not dotted.MISSING:
+        dotted.pop(work, "orchestrator.eval.sampling.max_completion_tokens")
+        train = dotted.get(work, "orchestrator.train.sampling.max_completion_tokens")
+        if train is dotted.MISSING or train != eval_tokens:
             raise _Refused(f"orchestrator.eval.sampling.max_completion_tokens = {eval_tokens!r}: primekit's periodic "
                            "evals sample with the training max_tokens; set both the same or remove it")
         notes.append("orchestrator.eval.sampling.max_completion_tokens: the training max_tokens, which evals use")
@@ -336,10 +337,10 @@ def _source(table: dict[str, Any], where: str, train: bool, notes: list[str]) ->
 def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
     """prime-rl's older ``trainer.tokenizer`` (a name, or a table with ``name``): the model's own tokenizer is
     what primekit uses, so the same name is accepted with a note and another one is refused, saying so."""
-    value = _get(work, "trainer.tokenizer")
-    if value is _MISSING:
+    value = dotted.get(work, "trainer.tokenizer")
+    if value is dotted.MISSING:
         return
-    _pop(work, "trainer.tokenizer")
+    dotted.pop(work, "trainer.tokenizer")
     name = value.get("name") if isinstance(value, dict) else value
     others = sorted(set(value) - {"name"}) if isinstance(value, dict) else []
     if others:
@@ -354,8 +355,8 @@ def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
     notes.append(f"trainer.tokenizer: the model's own tokenizer ({name}), which primekit always uses")
 
 
-def _put_list(work: dict[str, Any], dotted: str) -> None:
-    *parents, last = dotted.split(".")
+def _put_list(work: dict[str, Any], key: str) -> None:
+    *parents, last = key.split(".")
     node = work
     for part in parents:
         node = node[part]
@@ -376,10 +377,10 @@ def _model_table(work: dict[str, Any]) -> None:
 
 
 def _apply(work: dict[str, Any], source: str, rule: Rule, notes: list[str]) -> None:
-    value = _get(work, source)
-    if value is _MISSING:
+    value = dotted.get(work, source)
+    if value is dotted.MISSING:
         return
-    _pop(work, source)
+    dotted.pop(work, source)
     _use(work, source, value, rule, notes)
 
 
@@ -422,27 +423,6 @@ APPENDED = frozenset({"inference.server_args"})
 """Our keys that several foreign keys add to (each one a vLLM flag) rather than set."""
 
 
-def _get(work: dict[str, Any], dotted: str) -> Any:
-    node: Any = work
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
-
-
-def _pop(work: dict[str, Any], dotted: str) -> None:
-    """Remove ``dotted`` and every table it leaves empty on the way up."""
-    parts = dotted.split(".")
-    chain = [work]
-    for part in parts[:-1]:
-        chain.append(chain[-1][part])
-    del chain[-1][parts[-1]]
-    for depth in range(len(parts) - 1, 0, -1):
-        if chain[depth] == {}:
-            del chain[depth - 1][parts[depth - 1]]
-
-
 FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm", "deployment", "run",
                   "trainer.optim", "trainer.scheduler", "trainer.model", "trainer.ckpt",
                   "inference.model", "inference.args")
@@ -451,12 +431,12 @@ FOREIGN_TABLES = ("orchestrator", "monitors", "inference.vllm", "deployment", "r
 
 def _leftovers(work: dict[str, Any]) -> None:
     for table in FOREIGN_TABLES:
-        value = _get(work, table)
+        value = dotted.get(work, table)
         if isinstance(value, dict) and value:
             key = f"{table}.{next(iter(_flat(value)))}"
             raise _Refused(f"{key}: prime-rl key with no primekit counterpart")
         if value == {}:
-            _pop(work, table)
+            dotted.pop(work, table)
 
 
 def _flat(table: dict[str, Any], prefix: str = "") -> list[str]:
@@ -469,18 +449,18 @@ def _flat(table: dict[str, Any], prefix: str = "") -> list[str]:
 def _gpu_counts(work: dict[str, Any], notes: list[str]) -> None:
     """GPU counts (vf-rl's ``[inference] gpus = N`` / ``[trainer] gpus = N``, the quick start's ``num_gpus`` and
     ``tensor_parallel_size``) as the indices primekit takes: inference first, then the trainer's one GPU."""
-    inference, trainer = _get(work, "inference.gpus"), _get(work, "trainer.gpus")
+    inference, trainer = dotted.get(work, "inference.gpus"), dotted.get(work, "trainer.gpus")
     if isinstance(trainer, int) and not isinstance(trainer, bool) and not isinstance(inference, int):
         if trainer != 1:
             raise _Refused(f"trainer.gpus = {trainer}: {MULTI_GPU}")
-        _pop(work, "trainer.gpus")  # one GPU, the default placement
+        dotted.pop(work, "trainer.gpus")  # one GPU, the default placement
     elif isinstance(inference, int) and not isinstance(inference, bool):
-        _pop(work, "inference.gpus")
+        dotted.pop(work, "inference.gpus")
         trainer_count = trainer if isinstance(trainer, int) and not isinstance(trainer, bool) else 1
         if trainer_count != 1:
             raise _Refused(f"trainer.gpus = {trainer_count}: {MULTI_GPU}")
         if isinstance(trainer, int):
-            _pop(work, "trainer.gpus")
+            dotted.pop(work, "trainer.gpus")
         _put(work, "inference.gpus", list(range(inference)), "inference.gpus")
         _put(work, "trainer.gpus", [inference], "trainer.gpus")
     total, parallel = work.pop("num_gpus", None), work.pop("tensor_parallel_size", None)
@@ -505,10 +485,10 @@ def _gpu_counts(work: dict[str, Any], notes: list[str]) -> None:
 
 def _server_args(work: dict[str, Any], notes: list[str]) -> None:
     """vf-rl's ``[inference.args]``: vLLM server options, as command-line flags (the tool-call parser as ours)."""
-    args = _get(work, "inference.args")
-    if args is _MISSING:
+    args = dotted.get(work, "inference.args")
+    if args is dotted.MISSING:
         return
-    _pop(work, "inference.args")
+    dotted.pop(work, "inference.args")
     flags: list[str] = []
     for key, value in args.items():
         if key == "tool_call_parser":
@@ -526,15 +506,15 @@ def _server_args(work: dict[str, Any], notes: list[str]) -> None:
 def _check_off_policy(work: dict[str, Any], notes: list[str]) -> None:
     """prime-rl's ``max_off_policy_steps`` discards batches older than that; primekit's are never older than
     the async level, so it only has to be at least that."""
-    limit: Any = _MISSING
+    limit: Any = dotted.MISSING
     for key in ("orchestrator.max_off_policy_steps", "max_off_policy_steps"):
-        if _get(work, key) is not _MISSING:
-            limit = _get(work, key)
-            _pop(work, key)
-    if limit is _MISSING:
+        if dotted.get(work, key) is not dotted.MISSING:
+            limit = dotted.get(work, key)
+            dotted.pop(work, key)
+    if limit is dotted.MISSING:
         return
-    level = _get(work, "trainer.async_level")
-    level = 1 if level is _MISSING else level
+    level = dotted.get(work, "trainer.async_level")
+    level = 1 if level is dotted.MISSING else level
     if not isinstance(limit, int) or limit < level:
         raise _Refused(f"max_off_policy_steps = {limit!r} is below the async level ({level}): every batch would be "
                        "discarded; raise it or lower max_async_level")

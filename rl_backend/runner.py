@@ -10,7 +10,6 @@ weights change only between generations (``source.sync``), never under an in-fli
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from evalkit.core import runs
+from evalkit.core.stats import mean as mean_of, pstdev
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.fileio import remove_inside, write_bytes_atomic, write_text_atomic
@@ -296,7 +296,7 @@ class Trainer:
             means[member.name] = float(result.summary["avg_reward"] or 0.0)
             self.eval_examples += int(result.metadata["num_examples"])
             named |= eval_metrics(member.name, result.states, cfg.rollouts_per_example)
-        mean = statistics.fmean(means.values())
+        mean = mean_of(means.values())
         self.eval_rewards[step] = mean
         return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {}), **named}
 
@@ -452,8 +452,8 @@ class Trainer:
         generated = len(batch.generated)
         metrics = {
             "step": step,
-            "reward_mean": statistics.fmean(rewards) if rewards else 0.0,
-            "reward_std": statistics.pstdev(rewards) if rewards else 0.0,
+            "reward_mean": mean_of(rewards) if rewards else 0.0,
+            "reward_std": pstdev(rewards),
             "groups_generated": generated,
             "groups_kept": len(batch.kept),
             "filtered_frac": 1 - len(batch.kept) / generated if generated else 0.0,
@@ -597,7 +597,7 @@ def _reward_by_env(batch: Any) -> dict[str, float]:
     for group in batch.generated:
         for state in group:
             by_env.setdefault(batch.env_of.get(state.example_id, "?"), []).append(state.reward)
-    return {f"reward_mean/{name}": statistics.fmean(values) for name, values in by_env.items()}
+    return {f"reward_mean/{name}": mean_of(values) for name, values in by_env.items()}
 
 
 def _round(value: Any) -> Any:

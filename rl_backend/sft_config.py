@@ -16,7 +16,8 @@ from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.core.errors import ConfigError
 from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
-from rl_backend.config import CkptConfig, OptimizerFields, _Strict, deep_merge, parse_overrides, resolve_local_model
+from evalkit.core.dotted import deep_merge
+from rl_backend.config import CkptConfig, OptimizerFields, _Strict, parse_overrides, resolve_local_model
 
 
 class SFTConfig(_Strict):

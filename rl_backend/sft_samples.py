@@ -7,6 +7,14 @@ character offsets; an assistant message's span is what rendering it adds after t
 plus the generation prompt (its text and its end-of-turn token). Tool results and other non-assistant
 messages of the completion stay in the sequence, masked, as RL's interleaved samples mask environment tokens.
 A template that rewrites earlier turns (the rendered prefix is not a prefix of the whole) is refused by row.
+
+Messages reach the template as the in-process engine gives them to the model it serves
+(:func:`evalkit.model.chat_format.render_messages`): text content (``null`` beside tool calls, as OpenAI-style
+servers write it, is empty text; content parts are their text), tool calls as ``<tool_call>`` blocks, tool results
+as ``<tool_response>`` blocks, the tools described in the system prompt. So an assistant turn that only calls a
+tool trains on the call, the template never sees a ``None`` it would concatenate, and the trained model reads
+the same text at eval and RL time. A row whose ``tools`` is not a list of tool schemas, or whose messages are not
+chat messages, is refused in one line naming the row.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.model.chat_format import render_messages
 from rl_backend.policy import Sample
 
 
-def _messages(value: Any, role: str) -> list[dict[str, Any]]:
-    return [{"role": role, "content": value}] if isinstance(value, str) else list(value or [])
+def _messages(value: Any, role: str) -> Any:
+    return [{"role": role, "content": value}] if isinstance(value, str) else value if value is not None else []
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -54,8 +63,23 @@ def parse_rows(text: str, path: Path) -> list[dict[str, Any]]:
 
 
 def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+    return tokenizer.apply_chat_template(render_messages(messages, tools or None), tokenize=False,
                                          add_generation_prompt=generation_prompt)
+
+
+def _check_row(prompt: Any, completion: Any, tools: Any, where: str) -> None:
+    """One line for what the template could not render: ``tools`` that is not a list of tool schemas (objects),
+    a message that is not an object with a string ``role``."""
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise UserError(f"{where}: 'tools' must be a list of tool schemas (JSON objects), got "
+                        f"{type(tools).__name__}; fix the row or drop its 'tools'")
+    for part, messages in (("prompt", prompt), ("completion", completion)):
+        if not isinstance(messages, list):
+            raise UserError(f"{where}: '{part}' must be a list of chat messages or a string, "
+                            f"got {type(messages).__name__}")
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise UserError(f"{where}: each message of '{part}' must be an object with a string 'role'")
 
 
 def _trained_spans(tokenizer: Any, prompt: list[dict], completion: list[dict], tools: Any, where: str) -> tuple[str, list[tuple[int, int]]]:
@@ -79,6 +103,7 @@ def _trained_spans(tokenizer: Any, prompt: list[dict], completion: list[dict], t
 def to_sample(tokenizer: Any, row: dict[str, Any], where: str) -> Sample:
     """One row as a :class:`Sample`: prompt ids up to the first trained token, the rest with its loss mask."""
     prompt, completion = _messages(row["prompt"], "user"), _messages(row["completion"], "assistant")
+    _check_row(prompt, completion, row.get("tools"), where)
     whole, spans = _trained_spans(tokenizer, prompt, completion, row.get("tools"), where)
     encoded = tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = encoded["input_ids"], encoded["offset_mapping"]

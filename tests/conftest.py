@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -47,3 +46,11 @@ def solver() -> Iterator[SolverServer]:
     server = SolverServer()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight Llama written to a folder (tests/support/tiny_model.py), one per test module."""
+    from support.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")

@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from evalkit.core.redact import register_secret_headers
 from evalkit.core.errors import UserError
 
 
@@ -87,6 +88,7 @@ def parse_headers(values: list[str] | None) -> dict[str, str]:
         if problem:
             raise UserError(f"--header {name[:40]!r}: {problem}")
         headers[name] = value
+    register_secret_headers(headers)  # before any dry run prints them
     return headers
 
 

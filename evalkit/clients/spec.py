@@ -42,7 +42,7 @@ class ClientSpec:
     api_key_var: str | None = None
     """``-k``: the NAME of the env var holding the key (never the key). Unset: ``OPENAI_API_KEY`` if present."""
     headers: dict[str, str] = field(default_factory=dict)
-    """Extra HTTP headers on every request; values of credential-like headers are redacted everywhere."""
+    """Extra HTTP headers on every request; every value but a few benign ones is redacted everywhere."""
     max_retries: int = DEFAULT_MAX_RETRIES
     """Retries per request after the first attempt (429/5xx/timeouts/dropped connections/bad bodies)."""
     timeout: float = DEFAULT_TIMEOUT_S

@@ -198,15 +198,38 @@ class DaemonThreadPool(concurrent.futures.Executor):
                 thread.join()
 
 
+USER_EXITS = (SystemExit, KeyboardInterrupt)
+"""What user code may raise that is not an ``Exception``: ``sys.exit()`` and a ``KeyboardInterrupt`` of its own."""
+
+
+class ExitRequested(Exception):
+    """User code (a reward function, a tool, an environment hook) called ``sys.exit()`` or raised
+    ``KeyboardInterrupt`` itself: an error of that rollout like any other exception, never the end of the run.
+
+    A real Ctrl-C never arrives this way: the signal is delivered to the main thread, where asyncio's handler
+    cancels the run's main task (and ``LoopThread.run``'s caller cancels its coroutine), so user code on a worker
+    thread or the loop only ever sees a ``KeyboardInterrupt`` it raised itself."""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ExitRequested:
+        if isinstance(exc, SystemExit):
+            return cls(f"sys.exit({exc.code!r}) called (user code may not end the run)")
+        return cls(f"{type(exc).__name__} raised (user code may not end the run)")
+
+
 async def call_user_code(pool: DaemonThreadPool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` for user code (reward functions, ``env_response``, tools): a coroutine
     function is awaited on the loop; a sync one runs on ``pool`` (so a slow or hung one holds up only
     its own rollout, and a timeout can abandon it); an awaitable a sync function returns is awaited on
-    the loop, where its resources live."""
-    if is_async_callable(func):
-        return await func(*args, **kwargs)
-    value = await pool.call(functools.partial(func, *args, **kwargs))
-    return await value if inspect.isawaitable(value) else value
+    the loop, where its resources live. ``sys.exit()`` or a ``KeyboardInterrupt`` in it is raised as
+    :class:`ExitRequested`, which the callers' ``except Exception`` records like any other error."""
+    try:
+        if is_async_callable(func):
+            return await func(*args, **kwargs)
+        value = await pool.call(functools.partial(func, *args, **kwargs))
+        return await value if inspect.isawaitable(value) else value
+    except USER_EXITS as exc:
+        raise ExitRequested.of(exc) from None
 
 
 def is_async_callable(func: Any) -> bool:

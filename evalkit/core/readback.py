@@ -11,6 +11,10 @@ tool or an older version. Every reader goes through here and gets only what has 
 - A JSON object file (``metadata.json``, ``budget.json``, ...) that is missing reads as ``{}``; one
   that does not parse reads as ``{}`` with a warning; a field that fails its schema is left out,
   with a warning naming it.
+- Only regular files are read (a symlink is followed): a FIFO, a device (``results.jsonl`` linked to
+  ``/dev/zero``) or a folder is not opened, and reads as missing with a warning. A JSON object file is
+  read up to :data:`evalkit.core.fileio.MAX_RUN_OBJECT_BYTES`; a JSONL file up to the size it has when
+  opened (:func:`evalkit.core.fileio.read_regular`).
 - Text that escapes lone surrogates (``"\\ud83d"``) is repaired, and secrets are redacted, as writers do
   (:mod:`evalkit.core.untrusted`), so nothing read back breaks a terminal or an HTML page or shows a key
   (a file written by another tool or an older primekit may hold either).
@@ -33,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.core import dotted
+from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, FileRefused, read_regular
 from evalkit.core.redact import contains_secret, redact
 from evalkit.core.untrusted import clean, is_finite_number, mark_repairs, may_hold_surrogates
 
@@ -56,6 +62,12 @@ Schema = Mapping[str, Field]
 # ----- checks ------------------------------------------------------------------------------------
 def whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def example_id(value: Any) -> bool:
+    """An example id: a whole number (an index), or the task's own id as non-empty text (what verifiers writes
+    for a task payload that carries one)."""
+    return whole(value) or (isinstance(value, str) and value != "")
 
 
 def _or_none(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -117,14 +129,16 @@ MESSAGES = Field(_messages, "a list of messages or text")
 FLAG = Field(lambda v: isinstance(v, bool), "true or false")
 
 EVAL_ROW: Schema = {
-    "example_id": Field(whole, "a whole number", required=True),
-    "rollout_idx": Field(whole, "a whole number", required=True),
+    "example_id": Field(example_id, "a whole number or a task id", required=True),
+    "rollout_idx": WHOLE,
     "reward": NUMBER_OR_NULL, "metrics": NUMBERS, "prompt": MESSAGES, "completion": MESSAGES,
     "error": TEXT_OR_NULL, "error_kind": TEXT_OR_NULL, "info": OBJECT_OR_NULL, "token_usage": NUMBERS,
-    "timing": NUMBERS, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
+    "timing": OBJECT, "stop_condition": TEXT_OR_NULL, "is_truncated": FLAG,
 }
-"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``)."""
-RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
+"""A row of an eval ``results.jsonl`` (also RL's ``rollouts/step_N.jsonl``, which add ``advantage``). verifiers'
+own rows have no ``rollout_idx``: :func:`evalkit.eval.results.read_rows` numbers them."""
+RL_ROLLOUT_ROW: Schema = {**EVAL_ROW, "rollout_idx": Field(whole, "a whole number", required=True),
+                          "advantage": NUMBER_OR_NULL, "kept": FLAG, "env": TEXT_OR_NULL}
 
 EVAL_METADATA: Schema = {
     "env_id": TEXT, "model": TEXT, "status": TEXT, "date": TEXT, "rollouts_per_example": WHOLE,
@@ -171,11 +185,10 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     """Why ``data`` fails ``schema`` (the first failing field), or ``None``."""
     for name, parts, field in _compiled(schema):
         if len(parts) == 1:
-            value = data.get(name, _MISSING)
+            value = data.get(name, dotted.MISSING)
         else:
-            found, value = _lookup(data, name)
-            value = value if found else _MISSING
-        if value is _MISSING:
+            value = dotted.get(data, name)
+        if value is dotted.MISSING:
             if field.required:
                 return f"no {name}"
             continue
@@ -184,7 +197,6 @@ def problem(data: Mapping[str, Any], schema: Schema) -> str | None:
     return None
 
 
-_MISSING = object()
 _COMPILED: dict[int, tuple[Schema, list[tuple[str, list[str], Field]]]] = {}
 
 
@@ -205,8 +217,11 @@ def read_jsonl(path: Path, schema: Schema | None = None) -> list[dict[str, Any]]
 def read_jsonl_lines(path: Path, schema: Schema | None = None) -> tuple[list[dict[str, Any]], list[int]]:
     """:func:`read_jsonl` plus the numbers (1-based) of the lines it skipped as damaged."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
+        return [], []
+    except FileRefused as exc:
+        warn(f"{path}: {exc.why}; nothing in it is shown")
         return [], []
     except OSError as exc:
         warn(f"{path}: cannot read it ({exc.strerror or exc}); nothing in it is shown")
@@ -252,8 +267,11 @@ def read_object(path: Path, schema: Schema | None = None) -> dict[str, Any]:
     """A JSON object file: ``{}`` when missing or damaged (with a warning), fields failing ``schema``
     left out (with one warning naming them)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_RUN_OBJECT_BYTES)
     except FileNotFoundError:
+        return {}
+    except FileRefused as exc:
+        warn(f"{path}: {exc.why}; ignored")
         return {}
     except OSError as exc:
         warn(f"{path}: cannot read it ({exc.strerror or exc}); ignored")
@@ -269,8 +287,8 @@ def checked_object(row: dict[str, Any], schema: Schema | None, path: Path) -> di
     """``row`` (read from ``path``) with the fields failing ``schema`` left out, with one warning naming them."""
     dropped = []
     for name, field in (schema or {}).items():
-        found, value = _lookup(row, name)
-        if found and "." not in name and not field.ok(value):
+        value = dotted.get(row, name)
+        if value is not dotted.MISSING and "." not in name and not field.ok(value):
             dropped.append(f"{name} is {_show(value)}, not {field.what}")
             del row[name]
     if dropped:
@@ -287,15 +305,6 @@ def warn(message: str) -> None:
         return
     _warned.add(message)
     logger.warning("warning: %s", redact(message))
-
-
-def _lookup(data: Mapping[str, Any], name: str) -> tuple[bool, Any]:
-    value: Any = data
-    for part in name.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
 
 
 def _show(value: Any) -> str:

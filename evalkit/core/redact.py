@@ -10,7 +10,9 @@ ModelCallError messages.
 Two defences, because neither alone is enough:
 
 * the exact values the client layer was given: API keys read from the environment
-  (:func:`register_secret`, called where a key is read) and secret-looking header values;
+  (:func:`register_secret`, called where a key is read), every configured header value but a few benign ones
+  (:func:`register_secret_headers`, called where a config's headers are validated) and every credential-named value
+  of a config's environment args, a harness's ``env`` table included (:func:`register_named_secrets`);
 * patterns, for secrets it was never told about: values of ``Authorization``,
   ``Proxy-Authorization``, ``api-key``, ``x-api-key`` (and ``x-goog-api-key``) headers in any of
   the shapes they come back in (``Name: value``, JSON, Python reprs), ``Bearer`` tokens,
@@ -34,6 +36,14 @@ MIN_SECRET_LENGTH = 4
 
 _SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret)")
 _SECRET_ENV_NAME = re.compile(r"(?i)(api_?key|_key$|token|secret|password)")
+SECRET_NAME = re.compile(r"(?i)(key|token|secret|pass|auth|cookie|credential|session|signature|private)")
+"""A header or environment variable named like this holds a credential (``MY_PASSWORD``, ``X-Custom-Auth``)."""
+BENIGN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "cache-control", "connection",
+                            "content-type", "user-agent"})
+"""Headers whose values are not secrets; every other configured header value is one."""
+MIN_PLAIN_HEADER_SECRET = 8
+"""A header value under a name that does not say "credential" counts from this length (``X-Debug: true`` would
+otherwise redact every "true" in the rows)."""
 
 _HEADER_VALUE = re.compile(
     r"""(?ix)
@@ -72,10 +82,43 @@ def registered_secrets() -> tuple[str, ...]:
 
 
 def register_secret_headers(headers: dict[str, str] | None) -> None:
-    """Register the values of headers whose names say they carry credentials."""
-    for name, value in (headers or {}).items():
-        if _SECRET_HEADER.search(name):
-            register_secret(value.split(None, 1)[-1] if value.lower().startswith(("bearer ", "basic ")) else value)
+    """Register every configured header value but those of :data:`BENIGN_HEADERS`: a gateway's custom auth header,
+    a cookie, a tenant id are all credentials to someone. A value under a name that says so counts from
+    :data:`MIN_SECRET_LENGTH` characters, any other from :data:`MIN_PLAIN_HEADER_SECRET`; the token after an auth
+    scheme (``Bearer x``) and each cookie's value are registered on their own too, as servers echo them apart."""
+    for name, raw in (headers or {}).items():
+        value = str(raw)
+        if name.lower() in BENIGN_HEADERS:
+            continue
+        named = bool(_SECRET_HEADER.search(name) or SECRET_NAME.search(name))
+        parts = [value]
+        if value.lower().startswith(("bearer ", "basic ", "token ")):
+            parts.append(value.split(None, 1)[-1])
+        if "cookie" in name.lower():
+            parts.extend(piece.split("=", 1)[-1].strip() for piece in value.split(";"))
+        for part in parts:
+            if named or len(part) >= MIN_PLAIN_HEADER_SECRET:
+                register_secret(part)
+
+
+def register_named_secrets(data: object) -> None:
+    """Register what a config's environment args hold for a child process or a server, at any depth: each value
+    of an ``env`` table (verifiers 0.4's ``[env.agent.harness] env``) whose variable name is credential-like
+    (:data:`SECRET_NAME`: ``MY_PASSWORD``, ``SERVICE_TOKEN``), and a ``headers`` table as
+    :func:`register_secret_headers` does. Other args are left alone: ``sort_key = "name"`` is no secret."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            if name == "env" and isinstance(value, dict):
+                for variable, text in value.items():
+                    if isinstance(text, str) and SECRET_NAME.search(str(variable)):
+                        register_secret(text)
+            elif name == "headers" and isinstance(value, dict):
+                register_secret_headers({str(k): str(v) for k, v in value.items()})
+            else:
+                register_named_secrets(value)
+    elif isinstance(data, (list, tuple)):
+        for item in data:
+            register_named_secrets(item)
 
 
 def register_env_secrets() -> None:

@@ -39,7 +39,6 @@ import os
 import re
 import secrets
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,11 +264,10 @@ def is_rl_run(path: Path) -> bool:
 
 def is_sft_run(path: Path) -> bool:
     """A training run dir whose resolved config is `prime sft run`'s (a ``data`` file, no ``[[env]]``)."""
-    try:
-        config = tomllib.loads((path / RESOLVED_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return "data" in config and "env" not in config
+    from evalkit.core.tomlio import read_run_toml
+
+    config = read_run_toml(path / RESOLVED_CONFIG)
+    return config is not None and "data" in config and "env" not in config
 
 
 def detect_kind(path: Path) -> Kind | None:

@@ -2,6 +2,9 @@
 
 Malformed TOML names the file and line; a validation error names the dotted key and what was
 expected; unknown keys are rejected by the models (``extra="forbid"``), never silently ignored.
+A config is a regular file of at most :data:`evalkit.core.fileio.MAX_USER_FILE_BYTES`, UTF-8 text, whose
+tables and arrays nest at most :data:`MAX_DEPTH` deep (no real config comes near; thousands of levels would
+overflow the stack of every reader after this one): each is one ``ConfigError`` line otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from evalkit.core.errors import ConfigError
+from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, MAX_USER_FILE_BYTES, FileRefused, read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,17 +24,66 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 M = TypeVar("M", bound=BaseModel)
+MAX_DEPTH = 64
+"""How deep tables and arrays of a config (or the parts of a dotted key) may nest."""
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
+    """A TOML config file's data; ``ConfigError`` naming the file for anything but a valid config (see above)."""
     file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"config file not found: {file}")
     try:
-        with file.open("rb") as handle:
-            return tomllib.load(handle)
+        data = read_regular(file, MAX_USER_FILE_BYTES)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {file}") from None
+    except FileRefused as exc:
+        raise ConfigError(f"config file {file}: {exc.why}; pass a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+    return parse_toml(data, file)
+
+
+def parse_toml(data: bytes, source: str | Path) -> dict[str, Any]:
+    """TOML bytes read from ``source``, checked as :func:`load_toml` checks a file."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    try:
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file} is not valid TOML: {exc}") from exc
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from exc
+    except RecursionError:
+        parsed = None
+    if parsed is None or depth_over(parsed, MAX_DEPTH):
+        raise ConfigError(f"{source}: tables or arrays nest more than {MAX_DEPTH} deep; no config needs that, "
+                          "so check the file")
+    return parsed
+
+
+def read_run_toml(path: Path) -> dict[str, Any] | None:
+    """A TOML file of a run dir (its resolved config), or ``None`` when it is missing, not a regular file, larger
+    than :data:`evalkit.core.fileio.MAX_RUN_OBJECT_BYTES` or not a valid config: a run dir is data from anywhere."""
+    try:
+        return parse_toml(read_regular(path, MAX_RUN_OBJECT_BYTES), path)
+    except (OSError, FileRefused, ConfigError):
+        return None
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether dicts and lists in ``value`` nest more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def validate(model: type[M], data: dict[str, Any], source: str | Path) -> M:

@@ -17,6 +17,21 @@ from evalkit.core.sampling_rules import sampling_problems
 Message = dict[str, Any]
 """An OpenAI-style chat message: ``{"role": ..., "content": ..., "tool_calls"?: [...], "tool_call_id"?: ...}``."""
 
+ExampleId = int | str
+"""An example's id in rows: its index in its split, or the task's own id where verifiers writes that instead (a
+legacy row whose ``info`` carries a task payload with an ``example_id``), so rows join with verifiers' own."""
+
+
+def id_order(example_id: ExampleId) -> tuple[int, int | str]:
+    """A sort key for example ids of both kinds (an old run's ints beside a task's own strings): ints by value,
+    then text; never compares an int with a string."""
+    return (0, example_id) if isinstance(example_id, int) else (1, str(example_id))
+
+
+def row_order(row: dict[str, Any]) -> tuple[tuple[int, int | str], int]:
+    """A row's place in (example, rollout) order."""
+    return id_order(row["example_id"]), int(row.get("rollout_idx") or 0)
+
 
 @dataclass
 class SamplingArgs:
@@ -145,7 +160,7 @@ class RolloutState:
     guesses); chosen keys of it become ``-C/--state-columns`` columns.
     """
 
-    example_id: int
+    example_id: ExampleId
     rollout_idx: int
     prompt: list[Message]
     answer: str = ""

@@ -54,13 +54,14 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalkit.core.aio import USER_EXITS, ExitRequested
 from evalkit.clients.base import ModelClient
 from evalkit.envs.parsers import Parser
 from evalkit.core.defaults import RolloutLimits
 from evalkit.envs.rows import column_names, plain_rows, selection_order, take_rows
 from evalkit.envs.rubric import Rubric
 from evalkit.core.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
-from evalkit.core.types import Message, RolloutState, SamplingArgs
+from evalkit.core.types import ExampleId, Message, RolloutState, SamplingArgs
 from evalkit.core.untrusted import cap_message
 
 if TYPE_CHECKING:
@@ -218,6 +219,11 @@ class Environment:
         data = data if data is not None else self._data(second)
         return selection_order(len(data) if data is not None else 0, len(rows), seed, shuffle)
 
+    def task_ids(self, rows: list[dict[str, Any]], ids: list[int]) -> list[ExampleId]:
+        """Hook: the ids the rows of ``rows`` are written under, given their :meth:`example_ids`: those, unless the
+        environment's framework writes a task's own id instead (a wrapped legacy verifiers environment does)."""
+        return list(ids)
+
     def format_prompt(self, row: dict[str, Any], system_prompt: str | None = None) -> list[Message]:
         """The opening messages of a rollout; ``system_prompt`` (e.g. from GEPA) replaces the env's."""
         system = system_prompt if system_prompt is not None else self.system_prompt
@@ -236,7 +242,8 @@ class Environment:
         return messages
 
     # ----- rollouts (the skeleton and its hooks; see the module docstring) -----------------
-    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+    def new_state(self, row: dict[str, Any], example_id: ExampleId, rollout_idx: int,
+                  system_prompt: str | None) -> RolloutState:
         """Hook: the opening state of a rollout of ``row``."""
         info = row.get("info") or {}
         return RolloutState(
@@ -279,7 +286,7 @@ class Environment:
         client: ModelClient,
         row: dict[str, Any],
         *,
-        example_id: int = 0,
+        example_id: ExampleId = 0,
         rollout_idx: int = 0,
         sampling: SamplingArgs | None = None,
         system_prompt: str | None = None,
@@ -314,7 +321,7 @@ class Environment:
         enters it around its groups); resources every rollout of the batch shares live inside it. Nothing here."""
         return nullcontext()
 
-    def run_files(self, run_dir: Path, kept: set[tuple[int, int]]) -> RunFiles | None:
+    def run_files(self, run_dir: Path, kept: set[tuple[ExampleId, int]]) -> RunFiles | None:
         """Hook: a writer of the environment's own files in an eval run dir, beside ``results.jsonl``, or None.
 
         ``kept`` holds the ``(example_id, rollout_idx)`` of the rows the run keeps (a resumed run's rows that
@@ -356,7 +363,9 @@ async def _recorded(step: Any, state: RolloutState, what: str = "environment") -
         await step
     except ModelCallError as exc:
         state.record_error(MODEL, f"model call failed: {exc}")
-    except Exception as exc:  # environment code is user code
+    except (Exception, *USER_EXITS) as exc:  # environment code is user code (sys.exit() in it included)
+        if isinstance(exc, USER_EXITS):
+            exc = ExitRequested.of(exc)
         state.record_error(ENVIRONMENT, f"{what} raised {type(exc).__name__}: {exc}")
 
 

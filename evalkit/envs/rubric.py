@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.core.aio import DaemonThreadPool, call_user_code, is_async_callable
+from evalkit.core.aio import USER_EXITS, DaemonThreadPool, ExitRequested, call_user_code, is_async_callable
 from evalkit.core.defaults import DEFAULT_SCORE_TIMEOUT_S
 from evalkit.envs.parsers import Parser
 from evalkit.core.errors import REWARD, TIMEOUT
@@ -211,8 +211,8 @@ def _call_sync(calls: list[tuple[RewardFunc, dict[str, Any]]], values: list[floa
                     raise TypeError("a fast_reward function returned an awaitable; make it async instead")
                 value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
             values.append(_finite(func, value, errors))
-        except Exception as exc:  # a bad reward function is data, not a crash
-            errors.append(f"reward function {_func_name(func)} raised {type(exc).__name__}: {exc}")
+        except (Exception, *USER_EXITS) as exc:  # a bad reward function is data, not a crash (sys.exit() too)
+            errors.append(_raised(func, exc))
             values.append(0.0)
 
 
@@ -231,8 +231,11 @@ async def call_reward_func(func: RewardFunc, **kwargs: Any) -> Any:
     async, inline when marked :func:`fast_reward`: for reward functions that another library's rubric calls
     (wrapped verifiers environments)."""
     if is_fast_reward(func):
-        value = func(**kwargs)
-        return await value if inspect.isawaitable(value) else value
+        try:
+            value = func(**kwargs)
+            return await value if inspect.isawaitable(value) else value
+        except USER_EXITS as exc:
+            raise ExitRequested.of(exc) from None
     return await call_user_code(_POOL, func, **kwargs)
 
 
@@ -242,9 +245,15 @@ async def _call_async(func: RewardFunc, kwargs: dict[str, Any], errors: list[str
         return _finite(func, await func(**kwargs), errors)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # a bad reward function is data, not a crash
-        errors.append(f"reward function {_func_name(func)} raised {type(exc).__name__}: {exc}")
+    except (Exception, *USER_EXITS) as exc:  # a bad reward function is data, not a crash (sys.exit() too)
+        errors.append(_raised(func, exc))
         return 0.0
+
+
+def _raised(func: RewardFunc, exc: BaseException) -> str:
+    if isinstance(exc, USER_EXITS):
+        exc = ExitRequested.of(exc)
+    return f"reward function {_func_name(func)} raised {type(exc).__name__}: {exc}"
 
 
 def _finite(func: RewardFunc, value: Any, errors: list[str]) -> float:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.sampling_rules import check_sampling
+from evalkit.core.redact import register_named_secrets
 from evalkit.core.tomlio import load_toml, validate
 from evalkit.core.untrusted import utf8
 from evalkit.vocabulary import ConcurrencyFields, EnvFields, ModelFields, RolloutBounds, SecretsFields, all_optional
@@ -53,6 +54,12 @@ class EvalConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Secre
     """Environment id or folder (see `prime env list`)."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment``."""
+
+    @field_validator("env_args")
+    @classmethod
+    def _secrets_in_env_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        register_named_secrets(value)  # a harness's env table: redacted everywhere from here on
+        return value
     num_examples: int = 5
     """Examples to evaluate; -1 means all."""
     rollouts_per_example: int = Field(3, ge=1)
@@ -170,7 +177,7 @@ def anchor_env_keys(data: Any) -> Any:
     """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``, and the v1
     sub-tables ``taskset``/``harness``/``runtime`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns
     = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what ``-a '{"taskset": {...}}'`` gives; see
-    :mod:`evalkit.verifiers_compat.v1_config`)."""
+    :mod:`evalkit.verifiers_compat.v1.config`)."""
     if not isinstance(data, dict):
         return data
     data = dict(data)
@@ -209,6 +216,12 @@ class EnvTable(BaseModel):
     """Environment id (``arithmetic``, ``primeintellect/reverse-text``, ``./environments/my_env``)."""
     args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's ``load_environment(**args)``."""
+
+    @field_validator("args")
+    @classmethod
+    def _secrets_in_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        register_named_secrets(value)  # a harness's env table: redacted everywhere from here on
+        return value
 
 
 class _EvalEntryBase(EnvTable):

@@ -5,6 +5,10 @@ Planning touches no model and writes nothing. The dataset selection is determini
 resumes; :func:`identity` is what a run dir must have been run with to be resumed by a config.
 Run dirs are named and found through :mod:`evalkit.core.runs`.
 
+Example ids are each row's index in its split, or the task's own id where verifiers writes that instead
+(:meth:`~evalkit.envs.base.Environment.task_ids`). A run dir keeps the ids it was started with: one written
+before primekit used task ids (its rows keyed by index) resumes by index, so no run mixes the two.
+
 What is missing: every ``(example_id, rollout_idx)`` without a row, plus, with ``retry_errors``
 (the default), every row that errored without a score (``plan.retry``; error kinds ``model``,
 ``environment``, ``timeout``). Rows whose reward function raised are scored and stay.
@@ -28,7 +32,7 @@ from evalkit.core.errors import UserError, is_scored
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.results import read_rows
 from evalkit.core.fileio import check_output_dir
-from evalkit.core.types import SamplingArgs
+from evalkit.core.types import ExampleId, SamplingArgs
 
 MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
               "system_prompt_sha256", "seed", "shuffle", "split")
@@ -43,14 +47,15 @@ class EvalPlan:
 
     config: EvalConfig
     env: Environment
-    examples: dict[int, dict[str, Any]]
-    """The selected rows by example id (each row's own index in its split, see ``Environment.example_ids``)."""
+    examples: dict[ExampleId, dict[str, Any]]
+    """The selected rows by example id (each row's own index in its split, or the task's own id; see
+    ``Environment.example_ids`` and ``Environment.task_ids``)."""
     sampling: SamplingArgs
     identity: dict[str, Any]
     run_dir: Path
     notes: list[str] = field(default_factory=list)
     existing: list[dict[str, Any]] = field(default_factory=list)
-    missing: dict[int, list[int]] = field(default_factory=dict)
+    missing: dict[ExampleId, list[int]] = field(default_factory=dict)
     previous: dict[str, Any] = field(default_factory=dict)
     retry: list[dict[str, Any]] = field(default_factory=list)
     """Rows on disk that errored without a score and run again (``retry_errors``); part of ``missing``."""
@@ -69,9 +74,9 @@ class EvalPlan:
         self.retry = [r for r in rows if not is_scored(r)] if self.config.retry_errors else []
         retry_ids = {id(r) for r in self.retry}
         self.existing = [r for r in rows if id(r) not in retry_ids]
-        done: dict[int, set[int]] = {}
+        done: dict[ExampleId, set[int]] = {}
         for row in self.existing:
-            done.setdefault(int(row["example_id"]), set()).add(int(row["rollout_idx"]))
+            done.setdefault(row["example_id"], set()).add(int(row["rollout_idx"]))
         wanted = range(self.config.rollouts_per_example)
         self.missing = {
             eid: [idx for idx in wanted if idx not in done.get(eid, set())]
@@ -113,18 +118,33 @@ def plan_eval(config: EvalConfig, env: Environment | None = None) -> EvalPlan:
     check_output_dir(run_dir, "run dir")
     plan = EvalPlan(config, env, examples, sampling, ident, run_dir, notes)
     plan.refresh()
+    _keep_index_ids(plan)
     if plan.retry:
         notes.append(f"running again {len(plan.retry)} rollouts that errored without a score "
                      "(--no-retry-errors keeps them)")
     return plan
 
 
-def select_examples(config: EvalConfig, env: Environment) -> dict[int, dict[str, Any]]:
-    """The rows this config evaluates, in the order selected, by example id (the row's own index)."""
+def select_examples(config: EvalConfig, env: Environment, by_index: bool = False) -> dict[ExampleId, dict[str, Any]]:
+    """The rows this config evaluates, in the order selected, by example id (the task's own id where the
+    environment has one, else the row's own index; ``by_index``: always the index)."""
     take = env.get_dataset if config.split == "train" else env.get_eval_dataset
     rows = take(n=config.num_examples, seed=config.seed, shuffle=config.shuffle)
     ids = env.example_ids(rows, config.seed, config.shuffle, config.split)
-    return dict(zip(ids, rows))
+    return dict(zip(ids if by_index else env.task_ids(rows, ids), rows))
+
+
+def _keep_index_ids(plan: EvalPlan) -> None:
+    """A run dir whose rows are keyed by index (written before primekit used task ids) goes on by index."""
+    held = {row["example_id"] for row in plan.existing + plan.retry}
+    if not held or held & set(plan.examples) or not all(type(eid) is int for eid in held):
+        return
+    by_index = select_examples(plan.config, plan.env, by_index=True)
+    if held <= set(by_index):
+        plan.examples = by_index
+        plan.refresh()
+        plan.notes.append(f"{plan.run_dir.name} keys its rows by index (written before primekit used the tasks' own "
+                          "ids); resuming it by index")
 
 
 def identity(config: EvalConfig, sampling: SamplingArgs) -> dict[str, Any]:

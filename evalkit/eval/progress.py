@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evalkit.core.types import RolloutState
+from evalkit.core.stats import number
 
 
 class EvalProgress:
@@ -59,7 +60,7 @@ class EvalProgress:
         self._progress.update(
             self._task,
             completed=self.done,
-            reward=f"{self._reward_sum / self._scored:.3f}" if self._scored else "-",
+            reward=number(self._reward_sum / self._scored, 3) if self._scored else "-",
             rate=_rate(self._new / elapsed) if elapsed > 0 else "-",
             errors=self.errors,
         )

@@ -5,7 +5,9 @@ Where run dirs are, how they are named and locked: :mod:`evalkit.core.runs`.
 - ``results.jsonl`` is append-only; each finished group is written straight to the file (no
   buffer), so ``kill -9`` loses at most the groups in flight. A kill can still cut the last line in
   half; :func:`read_rows` drops such a tail (and truncates it away before appending again) and
-  skips duplicate ``(example_id, rollout_idx)`` rows, keeping the first. A write that fails part-way
+  skips duplicate ``(example_id, rollout_idx)`` rows, keeping the first. A row without ``rollout_idx``
+  (``vf-eval`` writes none: an example's rollouts in order) gets its place among its example's rows, so a
+  verifiers run dir reads, and pairs with primekit's, example by example. A write that fails part-way
   (a full disk) is cut back to where its group began before the error is raised, so the file never
   ends in half a row. Resuming with ``retry_errors`` first rewrites the file (atomically) without the
   rows to run again (:func:`drop_rows`), so every rollout keeps exactly one row.
@@ -23,6 +25,7 @@ from typing import Any
 from evalkit.core.fileio import output_error, write_bytes_atomic
 from evalkit.core.readback import EVAL_ROW, parse_line, read_jsonl
 from evalkit.core.runs import RESULTS
+from evalkit.core.types import ExampleId
 from evalkit.core.untrusted import row_line
 
 __all__ = ["ResultsWriter", "drop_rows", "read_rows"]
@@ -37,8 +40,12 @@ def read_rows(run_dir: Path, *, repair: bool = False) -> list[dict[str, Any]]:
     """
     path = run_dir / RESULTS
     rows: list[dict[str, Any]] = []
-    seen: set[tuple[int, int, Any]] = set()
+    seen: set[tuple[ExampleId, int, Any]] = set()
+    counts: dict[ExampleId, int] = {}
     for row in read_jsonl(path, EVAL_ROW):
+        if "rollout_idx" not in row:
+            row["rollout_idx"] = counts.get(row["example_id"], 0)
+        counts[row["example_id"]] = max(counts.get(row["example_id"], 0), row["rollout_idx"] + 1)
         key = (row["example_id"], row["rollout_idx"], row.get("agent"))
         if key not in seen:
             seen.add(key)
@@ -53,7 +60,7 @@ def read_rows(run_dir: Path, *, repair: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def drop_rows(run_dir: Path, keys: Collection[tuple[int, int]]) -> None:
+def drop_rows(run_dir: Path, keys: Collection[tuple[ExampleId, int]]) -> None:
     """Rewrite results.jsonl without the rows of ``keys`` (``(example_id, rollout_idx)``), atomically;
     every other line, damaged ones included, is kept byte for byte. The caller holds the run's lock."""
     path = run_dir / RESULTS
@@ -62,7 +69,7 @@ def drop_rows(run_dir: Path, keys: Collection[tuple[int, int]]) -> None:
     kept = []
     for line in path.read_bytes().splitlines(keepends=True):
         row, _ = parse_line(line.rstrip(b"\n"), EVAL_ROW)
-        if row is None or (row["example_id"], row["rollout_idx"]) not in keys:
+        if row is None or (row["example_id"], row.get("rollout_idx")) not in keys:
             kept.append(line)
     try:
         write_bytes_atomic(path, b"".join(kept))

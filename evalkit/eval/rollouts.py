@@ -28,7 +28,7 @@ from evalkit.envs.base import Environment
 from evalkit.core.errors import REWARD
 from evalkit.core.gctune import relaxed_gc
 from evalkit.core.defaults import RolloutLimits
-from evalkit.core.types import RolloutState, SamplingArgs
+from evalkit.core.types import ExampleId, RolloutState, SamplingArgs
 from evalkit.core.untrusted import non_finite_scores
 
 def require_finite_scores(state: RolloutState) -> None:
@@ -51,12 +51,12 @@ async def run_groups(
     client: ModelClient,
     rows: Sequence[dict[str, Any]],
     *,
-    example_ids: Sequence[int] | None = None,
+    example_ids: Sequence[ExampleId] | None = None,
     rollouts_per_example: int = 1,
     sampling: SamplingArgs | None = None,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     system_prompt: str | None = None,
-    rollout_indices: dict[int, Sequence[int]] | None = None,
+    rollout_indices: dict[ExampleId, Sequence[int]] | None = None,
     on_group: GroupCallback | None = None,
     bound: Slots | None = None,
     limits: RolloutLimits = RolloutLimits(),
@@ -110,7 +110,7 @@ class _Group:
 
     __slots__ = ("row", "example_id", "wanted", "states", "left")
 
-    def __init__(self, row: dict[str, Any], example_id: int, wanted: list[int]):
+    def __init__(self, row: dict[str, Any], example_id: ExampleId, wanted: list[int]):
         self.row, self.example_id, self.wanted = row, example_id, wanted
         self.states: list[Any] = [None] * len(wanted)
         self.left = len(wanted)

@@ -49,7 +49,7 @@ from evalkit.eval.summary import first_error, run_status, summarize
 from evalkit.core.fileio import write_json_atomic, writing_to
 from evalkit.eval.rollouts import run_groups
 from evalkit.core.runs import METADATA, RunLock
-from evalkit.core.types import RolloutState
+from evalkit.core.types import RolloutState, id_order, row_order
 
 SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_scored", "num_errors",
                 "avg_error", "errors_by_kind", "usage", "reward_diversity")
@@ -153,8 +153,8 @@ async def execute(
     states: list[RolloutState] = []
     new_rows: list[dict[str, Any]] = []
     metadata.write("incomplete", new_rows)
-    drop_rows(plan.run_dir, {(int(r["example_id"]), int(r["rollout_idx"])) for r in plan.retry})
-    env_files = plan.env.run_files(plan.run_dir, {(int(r["example_id"]), int(r["rollout_idx"])) for r in plan.existing})
+    drop_rows(plan.run_dir, {(r["example_id"], int(r["rollout_idx"])) for r in plan.retry})
+    env_files = plan.env.run_files(plan.run_dir, {(r["example_id"], int(r["rollout_idx"])) for r in plan.existing})
     writer = ResultsWriter(plan.run_dir)
     progress = EvalProgress(plan.total, plan.total - plan.todo, description=env_label(config),
                             console=console, enabled=console is not None)
@@ -171,7 +171,7 @@ async def execute(
         states.extend(group)
         progress.add_group(group)
 
-    ids = sorted(plan.missing)
+    ids = sorted(plan.missing, key=id_order)
     try:
         with progress:
             await run_groups(
@@ -238,7 +238,7 @@ class MetadataWriter:
 def _result(plan: EvalPlan, states: list[RolloutState], new_rows: list[dict[str, Any]],
             meta: dict[str, Any]) -> EvalResult:
     config = plan.config
-    rows = sorted(plan.existing + new_rows, key=lambda r: (r["example_id"], r["rollout_idx"]))
+    rows = sorted(plan.existing + new_rows, key=row_order)
     summary = summarize(rows, config.rollouts_per_example, config.pass_threshold)
     return EvalResult(plan.run_dir, config, states, rows, summary, meta, meta["duration_s"], len(plan.existing),
                       plan.notes)

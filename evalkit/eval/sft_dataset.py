@@ -10,19 +10,27 @@ at the token limit (``is_truncated``: a completion that stops mid-answer teaches
 mid-answer, however it scored; ``keep_truncated`` keeps them) and whose reward is at least ``min_reward``;
 with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
 warning) and written through the same UTF-8 and number checks as every primekit output.
+
+Refused before anything is read: a ``min_reward`` that is not a finite number (NaN compares false with every
+reward, so it would keep them all), a run dir given twice (its rows would be in the dataset twice), an output
+inside a run dir it reads (replacing ``RUN/results.jsonl`` destroys the run), and an existing output without
+``force``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.core.errors import UserError
-from evalkit.core.fileio import write_bytes_atomic
-from evalkit.core.readback import EVAL_METADATA, EVAL_ROW, read_jsonl, read_object
+from evalkit.core.fileio import refuse_existing, writable_target, write_bytes_atomic
+from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS
+from evalkit.core.types import ExampleId, row_order
+from evalkit.eval.results import read_rows
 from evalkit.core.untrusted import row_line
 
 
@@ -44,10 +52,14 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
     return [{"role": role, "content": value}] if isinstance(value, str) else list(value or [])
 
 
-def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _check_run_dir(run_dir: Path) -> None:
     if not (run_dir / RESULTS).is_file():
         raise UserError(f"{run_dir} is not an eval run dir (no {RESULTS}); pass the folders `prime eval run` wrote")
-    return read_object(run_dir / METADATA, EVAL_METADATA), read_jsonl(run_dir / RESULTS, EVAL_ROW)
+
+
+def _run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _check_run_dir(run_dir)
+    return read_object(run_dir / METADATA, EVAL_METADATA), read_rows(run_dir)
 
 
 def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, counts: FromEval,
@@ -67,14 +79,14 @@ def sft_rows(run_dirs: Sequence[Path], min_reward: float, best_of_group: bool, c
             else:
                 good.append(row)
         if best_of_group:
-            best: dict[int, dict[str, Any]] = {}
+            best: dict[ExampleId, dict[str, Any]] = {}
             for row in good:
                 held = best.get(row["example_id"])
                 if held is None or (row["reward"], -row["rollout_idx"]) > (held["reward"], -held["rollout_idx"]):
                     best[row["example_id"]] = row
             counts.not_best += len(good) - len(best)
             good = list(best.values())
-        for row in sorted(good, key=lambda r: (r["example_id"], r["rollout_idx"])):
+        for row in sorted(good, key=row_order):
             yield _dataset_row(run_dir, meta, row)
 
 
@@ -89,9 +101,32 @@ def _dataset_row(run_dir: Path, meta: dict[str, Any], row: dict[str, Any]) -> di
     return out
 
 
+def check_request(run_dirs: Sequence[Path], output: Path, min_reward: float, force: bool) -> None:
+    """The refusals of the module docstring, each one ``UserError`` line, before any run is read."""
+    if not math.isfinite(min_reward):
+        raise UserError(f"--min-reward {min_reward:g} is not a finite number; pass a reward such as 1 or 0.5")
+    seen: dict[Path, Path] = {}
+    for run_dir in run_dirs:
+        _check_run_dir(run_dir)
+        real = Path(run_dir).resolve()
+        if real in seen:
+            same = "" if str(seen[real]) == str(run_dir) else f" (as {seen[real]} and {run_dir})"
+            raise UserError(f"run dir {run_dir} is given twice{same}; pass each run once (its rows would be "
+                            "in the dataset twice)")
+        seen[real] = Path(run_dir)
+    target = writable_target(output)
+    for real, run_dir in seen.items():
+        if real == target or real in target.parents:
+            raise UserError(f"-o {output} is inside the run dir {run_dir} that it reads; write the dataset "
+                            "outside the runs")
+    refuse_existing([output], force)
+
+
 def write_sft_dataset(run_dirs: Sequence[Path], output: Path, min_reward: float = 1.0,
-                      best_of_group: bool = False, keep_truncated: bool = False) -> FromEval:
-    """Write the dataset to ``output`` (JSONL, atomically); refuses when no rollout qualifies."""
+                      best_of_group: bool = False, keep_truncated: bool = False, force: bool = False) -> FromEval:
+    """Write the dataset to ``output`` (JSONL, atomically); refuses when no rollout qualifies, and what
+    :func:`check_request` refuses. ``force``: replace an existing ``output``."""
+    check_request(run_dirs, output, min_reward, force)
     counts = FromEval(path=output, written=0, rollouts=0, errored=0, below=0, not_best=0)
     lines = [row_line(row)[0] for row in sft_rows(run_dirs, min_reward, best_of_group, counts, keep_truncated)]
     counts.written = len(lines)

@@ -25,12 +25,14 @@ counts cover every row.
 
 from __future__ import annotations
 
-from math import comb, fsum, isnan, sqrt
+from math import comb, isnan
 from typing import Any
 
 from rich.table import Table
 
 from evalkit.core.errors import ERROR_KINDS, UNKNOWN, error_kind
+from evalkit.core.stats import mean as mean_of, number, pstdev
+from evalkit.core.types import id_order, row_order
 
 
 def summarize(rows: list[dict[str, Any]], rollouts_per_example: int, pass_threshold: float = 1.0) -> dict[str, Any]:
@@ -67,7 +69,7 @@ def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_
     groups: dict[Any, list[float]] = {}
     for row, reward in zip(rows, rewards):
         groups.setdefault(row["example_id"], []).append(reward)
-    ordered = [groups[key] for key in sorted(groups)]
+    ordered = [groups[key] for key in sorted(groups, key=id_order)]
     pass_at_k, pass_all_k = {}, {}
     for k in range(1, rollouts_per_example + 1):
         pairs = [(len(g), sum(1 for x in g if x >= pass_threshold)) for g in ordered if len(g) >= k]
@@ -75,10 +77,10 @@ def _reward_numbers(rows: list[dict[str, Any]], rollouts_per_example: int, pass_
             pass_at_k[str(k)] = round(sum(1.0 - comb(n - c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
             pass_all_k[str(k)] = round(sum(comb(c, k) / comb(n, k) for n, c in pairs) / len(pairs), 6)
     multi = [g for g in ordered if len(g) > 1]
-    mean = fsum(rewards) / len(rewards)
+    mean = mean_of(rewards)
     return {
         "avg_reward": round(mean, 6),
-        "std_reward": round(sqrt(fsum((x - mean) ** 2 for x in rewards) / len(rewards)), 6),
+        "std_reward": round(pstdev(rewards, mean), 6),  # any finite rewards (1e200): evalkit.core.stats
         "avg_metrics": _metric_means(rows),
         "pass_at_k": pass_at_k,
         "pass_all_k": pass_all_k,
@@ -106,7 +108,7 @@ def _metric_means(rows: list[dict[str, Any]]) -> dict[str, float]:
         numbers = [v for v in values if not isnan(v)]
         if name in dropped or (not values and present[name] == len(rows)):
             continue
-        means[name] = round(fsum(numbers) / len(numbers), 6) if numbers else float("nan")
+        means[name] = round(mean_of(numbers), 6) if numbers else float("nan")
     return means
 
 
@@ -126,7 +128,7 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
     if scored < n:
         table.add_row("scored", f"[yellow]{scored}[/yellow] ({n - scored} errored, not scored)")
     if summary["avg_reward"] is not None:
-        table.add_row("reward (avg ± std)", f"{summary['avg_reward']:.4f} ± {summary['std_reward']:.4f}")
+        table.add_row("reward (avg ± std)", f"{number(summary['avg_reward'])} ± {number(summary['std_reward'])}")
     else:
         table.add_row("reward (avg ± std)", "[red]n/a (no rollout was scored)[/red]")
     ks = list(summary["pass_at_k"])
@@ -135,7 +137,7 @@ def summary_table(summary: dict[str, Any], *, duration_s: float | None = None, t
             continue
         table.add_row(f"pass@{k} (reward ≥ {summary['pass_threshold']:g})", f"{value:.4f}")
     for name, value in summary["avg_metrics"].items():
-        table.add_row(f"  {name}", f"{value:.4f}")
+        table.add_row(f"  {name}", number(value))
     table.add_row("errors", error_cell(summary))
     usage = summary["usage"]
     table.add_row("tokens (in / out)", f"{usage['input_tokens']:,} / {usage['output_tokens']:,}")
@@ -159,7 +161,7 @@ def error_cell(summary: dict[str, Any]) -> str:
 
 def first_error(rows: list[dict[str, Any]]) -> str | None:
     """The error of the first errored row in (example, rollout) order, kind first."""
-    for row in sorted(rows, key=lambda r: (r["example_id"], r["rollout_idx"])):
+    for row in sorted(rows, key=row_order):
         if row.get("error"):
             return f"[{error_kind(row)}] {row['error']}"
     return None

@@ -18,7 +18,6 @@ Where: ``<rl run>/sweeps/<env>/`` (next to the weights it evaluates), or with ``
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
 from evalkit.core.readback import read_object
 from evalkit.core import runs
+from evalkit.core.tomlio import read_run_toml
 from evalkit.core.runs import RESOLVED_CONFIG, SWEEP_FILE, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
 
 
@@ -88,10 +88,7 @@ def _parse_steps(text: str, available: list[int]) -> list[int]:
 
 
 def _base_model(rl_run: Path) -> str | None:
-    try:
-        config = tomllib.loads((rl_run / RESOLVED_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
+    config = read_run_toml(rl_run / RESOLVED_CONFIG) or {}
     model = config.get("model")
     return model if isinstance(model, str) and model else None
 

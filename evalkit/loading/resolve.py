@@ -213,15 +213,25 @@ def _forget_modules(name: str) -> None:
 
 
 def _import_error(env_id: str, where: str, exc: ImportError) -> UserError:
-    """A missing ``verifiers`` names the extra to install; other import errors say what failed."""
-    from evalkit.verifiers_compat import INSTALL_HINT
+    """A missing ``verifiers`` names the extra to install; a module or name the installed verifiers lacks is
+    named with that version (verifiers is there: installing it is not the fix); other import errors say what failed."""
+    from evalkit.verifiers_compat import CURRENT_SERIES, INSTALL_HINT, LEGACY_VERSION, installed_version
 
-    if _is_verifiers_missing(exc):
+    version = installed_version()
+    if _is_verifiers_missing(exc) and (version is None or exc.name == "verifiers"):
         return UserError(f"environment '{env_id}' imports verifiers, which is not installed ({exc}); {INSTALL_HINT}")
+    if _is_verifiers_missing(exc):
+        return UserError(f"environment '{env_id}' imports {exc.name}, which the installed verifiers {version} does not "
+                         f"have ({exc}); it was written for another verifiers version: run it with the one it needs "
+                         f"(primekit runs {LEGACY_VERSION} and {CURRENT_SERIES}.x)")
+    if version is not None and (getattr(exc, "name", None) or "").split(".")[0] == "verifiers":
+        return UserError(f"environment module {where} failed to import: {type(exc).__name__}: {exc} "
+                         f"(verifiers {version} is installed)")
     return UserError(f"environment module {where} failed to import: {type(exc).__name__}: {exc}")
 
 
 def _is_verifiers_missing(exc: BaseException) -> bool:
+    """A ``verifiers`` module (the package or one of its submodules) could not be found."""
     name = getattr(exc, "name", None) or ""
     return isinstance(exc, ModuleNotFoundError) and name.split(".")[0] == "verifiers"
 
@@ -239,10 +249,10 @@ def load_environment(env_id: str, env_args: dict[str, Any] | None = None, enviro
         module = import_env_module(source)
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
-        from evalkit.verifiers_compat.v1_loader import taskset_class_of
+        from evalkit.verifiers_compat.v1.loader import taskset_class_of
 
         if taskset_class_of(module) is not None:
-            from evalkit.verifiers_compat.v1_env import load_taskset_environment
+            from evalkit.verifiers_compat.v1.env import load_taskset_environment
 
             return load_taskset_environment(source, module, env_args)
         raise UserError(

@@ -18,6 +18,7 @@ from evalkit.eval.results import read_rows
 from evalkit.core.runs import METADATA
 from evalkit.core.errors import error_kind, is_scored
 from evalkit.core.readback import EVAL_METADATA, read_object
+from evalkit.core.types import ExampleId, id_order, row_order
 from evalkit.eval.summary import summarize
 
 
@@ -37,7 +38,7 @@ class EvalRun:
 class ExampleStat:
     """One example (a group of rollouts): what the reward-by-example table shows."""
 
-    example_id: int
+    example_id: ExampleId
     question: str
     answer: str
     rewards: list[float] = field(default_factory=list)
@@ -56,14 +57,14 @@ class ErrorGroup:
     kind: str
     message: str
     count: int
-    example_ids: list[int]
+    example_ids: list[ExampleId]
 
 
 def load_eval_run(path: Path, label: str | None = None) -> EvalRun:
     """Read ``results.jsonl`` and ``metadata.json`` (either may be missing on a killed run)."""
     meta = read_object(path / METADATA, EVAL_METADATA)
     rows = read_rows(path)
-    rows.sort(key=lambda row: (int(row["example_id"]), int(row["rollout_idx"])))
+    rows.sort(key=row_order)
     rpe = _int(meta.get("rollouts_per_example")) or max((int(r["rollout_idx"]) for r in rows), default=0) + 1
     threshold = _float(meta.get("pass_threshold"))
     summary = summarize(rows, rpe, 1.0 if threshold is None else threshold)
@@ -112,9 +113,9 @@ def version_text(meta: dict[str, Any]) -> str:
 def examples(run: EvalRun) -> list[ExampleStat]:
     """Per example: rewards of its rollouts, passes (reward ≥ threshold) and errors, by example id."""
     threshold = run.summary.get("pass_threshold", 1.0)
-    stats: dict[int, ExampleStat] = {}
+    stats: dict[ExampleId, ExampleStat] = {}
     for row in run.rows:
-        eid = int(row["example_id"])
+        eid = row["example_id"]
         stat = stats.get(eid)
         if stat is None:
             stat = stats[eid] = ExampleStat(eid, question_text(row), text_of(row.get("answer")))
@@ -124,7 +125,7 @@ def examples(run: EvalRun) -> list[ExampleStat]:
         reward = _float(row.get("reward")) or 0.0
         stat.rewards.append(reward)
         stat.passed += reward >= threshold
-    return [stats[eid] for eid in sorted(stats)]
+    return [stats[eid] for eid in sorted(stats, key=id_order)]
 
 
 def error_kind_and_message(row: dict[str, Any]) -> tuple[str, str]:
@@ -154,8 +155,8 @@ def error_groups(rows: list[dict[str, Any]], limit: int = 50) -> list[ErrorGroup
         key = (kind, message[:200])
         group = groups.setdefault(key, ErrorGroup(kind, message[:200], 0, []))
         group.count += 1
-        if int(row["example_id"]) not in group.example_ids:
-            group.example_ids.append(int(row["example_id"]))
+        if row["example_id"] not in group.example_ids:
+            group.example_ids.append(row["example_id"])
     return sorted(groups.values(), key=lambda g: -g.count)[:limit]
 
 

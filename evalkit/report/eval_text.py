@@ -17,6 +17,7 @@ from evalkit.core.errors import UserError, error_kind, is_scored
 from evalkit.eval.results import read_rows
 from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS, newest_eval_run
+from evalkit.core.stats import number
 from evalkit.eval.summary import diversity_line, error_lines, summarize, summary_table
 
 MAX_CHARS = 600
@@ -94,7 +95,7 @@ def _sample_panel(title: str, row: dict[str, Any]) -> Panel:
         parts.append(Text(f"answer: {_clip(str(row['answer']))}", style="green"))
     metrics = ", ".join(f"{k}={v:.3g}" for k, v in (row.get("metrics") or {}).items())
     if is_scored(row):
-        parts.append(Text(f"reward: {float(row.get('reward') or 0):.4f}" + (f"  ({metrics})" if metrics else "")))
+        parts.append(Text(f"reward: {number(float(row.get('reward') or 0))}" + (f"  ({metrics})" if metrics else "")))
     else:
         parts.append(Text("reward: none (errored before it was scored)"))
     if row.get("error"):

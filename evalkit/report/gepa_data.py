@@ -97,12 +97,31 @@ def load_gepa_run(path: Path, label: str | None = None) -> GepaRun:
     return GepaRun(path, label, meta, candidates, frontier, best_idx, budget)
 
 
+def _spent(used: Any, max_calls: Any, reserved: Any, unfinished: bool) -> str:
+    """Rollouts used of the budget. An unfinished run's ``budget.json`` holds ``used`` as of its last write, which
+    can miss the iteration it was in when killed: a lower bound, with the reservation that bounds it from above."""
+    if used is None:
+        return ""
+    shown = f"{used} / {max_calls}" if max_calls else str(used)
+    if not unfinished:
+        return shown if used or max_calls else ""
+    ceiling = f", at most {reserved} reserved" if isinstance(reserved, int) and reserved > used else ""
+    return f"at least {shown} (the run did not finish: its last iteration may be uncounted{ceiling})"
+
+
+def _at_least(count: Any, unfinished: bool) -> str:
+    if not count:
+        return ""
+    return f"at least {count}" if unfinished else str(count)
+
+
 def header(run: GepaRun) -> list[tuple[str, str]]:
     """Run facts as (name, value) pairs, skipping what the run does not record."""
     meta, budget = run.meta, run.budget
     env = meta.get("env") or meta.get("env_id") or ", ".join(str(e.get("id")) for e in meta.get("envs") or [])
     seed, best = run.seed, run.best
     used, max_calls = budget.get("used"), budget.get("max_calls")
+    unfinished = meta.get("status") == "running"  # still running, or killed (kill -9) and never resumed
     pairs = [
         ("environment", str(env or "?")),
         ("model", str(meta.get("model") or "?")),
@@ -110,8 +129,8 @@ def header(run: GepaRun) -> list[tuple[str, str]]:
         ("status", str(meta.get("status") or "")),
         ("seed score", _num(seed.score) if seed else ""),
         ("best score", f"{_num(best.score)} (candidate {best.idx} of {len(run.candidates)})" if best else ""),
-        ("rollouts (metric calls)", f"{used} / {max_calls}" if used is not None and max_calls else str(used or "")),
-        ("reflection calls", str(budget.get("reflection_calls") or meta.get("num_reflection_calls") or "")),
+        ("rollouts (metric calls)", _spent(used, max_calls, budget.get("reserved"), unfinished)),
+        ("reflection calls", _at_least(budget.get("reflection_calls") or meta.get("num_reflection_calls"), unfinished)),
         ("date", str(meta.get("started_at") or meta.get("completed_at") or "")),
         ("duration", f"{float(meta['duration_s']):.1f} s" if meta.get("duration_s") is not None else ""),
         ("run dir", str(run.path)),

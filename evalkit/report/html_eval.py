@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.core.stats import number
 from evalkit.core.errors import is_scored
+from evalkit.core.types import id_order
 from evalkit.report.paired_view import paired_context
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
@@ -83,7 +85,7 @@ def _summary_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 
 def _example_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
     per_run = [{stat.example_id: stat for stat in examples(run)} for run in runs]
-    ids = sorted({eid for stats in per_run for eid in stats})
+    ids = sorted({eid for stats in per_run for eid in stats}, key=id_order)
     rows = []
     for eid in ids:
         present = [stats.get(eid) for stats in per_run]
@@ -131,8 +133,8 @@ def _stop_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 
 
 def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    return "n/a" if value is None else number(value)
 
 
 def _pm(mean: float | None, std: float | None) -> str:
-    return "n/a" if mean is None else f"{mean:.4f} ± {std or 0.0:.4f}"
+    return "n/a" if mean is None else f"{number(mean)} ± {number(std or 0.0)}"

@@ -3,7 +3,9 @@
 Two renderings of one layout: :func:`tree_lines` for ``prime eval view`` (an indented tree, each child
 under its first parent, merges naming both parents) and :func:`lineage_svg` for the HTML report (one
 column per generation, edges from parents to children, merge edges dashed, the best candidate framed).
-Both end with what ended the run (``stopped_by`` in metadata.json, else its status).
+Both end with what ended the run (``stopped_by`` in metadata.json, else its status). The walk is iterative: a
+lineage thousands of generations deep (a long run, or a results file from anywhere) is drawn, not a RecursionError;
+the text tree indents at most :data:`MAX_INDENT` levels and names the generation beyond.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from html import escape
 from typing import Any
 
 from evalkit.report.gepa_data import Candidate, GepaRun
+
+MAX_INDENT = 40
+"""Generations the text tree indents; deeper ones are written at this indent, their generation named."""
 
 
 def _depths(candidates: list[Candidate]) -> dict[int, int]:
@@ -30,13 +35,11 @@ def _order(candidates: list[Candidate]) -> list[Candidate]:
         first = next((p for p in c.parents if p in known), None)
         children.setdefault(first, []).append(c)
     out: list[Candidate] = []
-
-    def visit(parent: int | None) -> None:
-        for child in children.get(parent, []):
-            out.append(child)
-            visit(child.idx)
-
-    visit(None)
+    stack = list(reversed(children.get(None, [])))  # depth-first, in index order, without recursion
+    while stack:
+        child = stack.pop()
+        out.append(child)
+        stack.extend(reversed(children.get(child.idx, [])))
     return out
 
 
@@ -61,7 +64,9 @@ def tree_lines(run: GepaRun) -> list[str]:
     lines = []
     for c in _order(run.candidates):
         merge = f"  merge of {' + '.join(f'#{p}' for p in c.parents)}" if len(c.parents) > 1 else ""
-        lines.append("  " * depth[c.idx] + ("└─ " if depth[c.idx] else "") + _label(c, seed) + merge)
+        level = depth[c.idx]
+        deep = f"[generation {level}] " if level > MAX_INDENT else ""
+        lines.append("  " * min(level, MAX_INDENT) + ("└─ " if level else "") + deep + _label(c, seed) + merge)
     lines.append(f"ended by: {ended_by(run)}")
     return lines
 

@@ -8,7 +8,13 @@ examples that flipped (solved in one run, not the other; "solved": at least one 
 pass threshold). Pairing is checked, never assumed: examples match by ``example_id`` *and* by their question
 (the user messages; a different system prompt, as GEPA's, keeps them paired). Runs with no example in
 common are :attr:`Paired.paired` False and carry the reason, so no caller compares them by accident.
-numpy only.
+
+The verdict (:attr:`Paired.verdict`) is one the numbers printed beside it support: below
+:data:`MIN_PAIRED_EXAMPLES` paired examples there is none (one or two differences give a bootstrap interval of no
+width, which excludes 0 by construction); "a real difference" needs both the interval to exclude 0 and the sign
+test to reject at the same level, and when the two disagree it says so. An example both runs hold but whose every
+rollout errored in one of them has no mean to pair: it is left out and counted (``unscored_a``/``unscored_b``),
+and the sentence says how many. numpy only.
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from typing import Any
 import numpy as np
 
 from evalkit.core.errors import is_scored
+from evalkit.core.types import ExampleId, id_order
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 0
 """Fixed: the same two runs always print the same interval."""
+MIN_PAIRED_EXAMPLES = 6
+"""Fewer paired examples get no verdict: with 5 or fewer, even every example moving the same way leaves the exact
+two-sided sign test at p >= 0.0625, and the bootstrap interval of one or two differences has (almost) no width."""
 
 
 @dataclass
@@ -45,7 +55,7 @@ class Interval:
 
 @dataclass
 class Flip:
-    example_id: int
+    example_id: ExampleId
     question: str
     mean_a: float
     mean_b: float
@@ -71,6 +81,25 @@ class Paired:
     same: int = 0
     sign_p: float = 1.0
     flips: list[Flip] = field(default_factory=list)
+    unscored_a: int = 0
+    """Examples in both runs whose every rollout errored in A (no mean to pair): left out, counted here (one that
+    errored everywhere in both runs counts in both)."""
+    unscored_b: int = 0
+    """The same for B."""
+
+    @property
+    def verdict(self) -> str:
+        """What the interval and the sign test say together (module docstring); never more than both support."""
+        if self.examples < MIN_PAIRED_EXAMPLES:
+            return f"too few paired examples for a verdict (at least {MIN_PAIRED_EXAMPLES} needed)"
+        interval = bool(self.difference and self.difference.excludes_zero())
+        test = self.sign_p < 1 - CONFIDENCE
+        if interval and test:
+            return "a real difference"
+        if interval or test:
+            return (f"inconclusive: the interval {'excludes' if interval else 'includes'} 0 but the sign test "
+                    f"{'does not reject' if interval else 'rejects'} at p < {1 - CONFIDENCE:.2g}")
+        return "no clear difference"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,7 +108,8 @@ class Paired:
             "difference": self.difference.to_dict() if self.difference else None,
             "pass_at_k": {str(k): v.to_dict() for k, v in self.pass_at_k.items()},
             "better": self.better, "worse": self.worse, "same": self.same, "sign_p": self.sign_p,
-            "flips": [vars(f) for f in self.flips],
+            "flips": [vars(f) for f in self.flips], "unscored_a": self.unscored_a, "unscored_b": self.unscored_b,
+            "verdict": self.verdict if self.paired else None,
         }
 
 
@@ -119,10 +149,10 @@ class _Example:
     passes: int
 
 
-def _examples(rows: Sequence[dict[str, Any]], threshold: float) -> dict[int, _Example]:
-    out: dict[int, _Example] = {}
+def _examples(rows: Sequence[dict[str, Any]], threshold: float) -> dict[ExampleId, _Example]:
+    out: dict[ExampleId, _Example] = {}
     for row in rows:
-        example = out.setdefault(int(row["example_id"]), _Example(_question(row), [], 0))
+        example = out.setdefault(row["example_id"], _Example(_question(row), [], 0))
         if is_scored(row):
             reward = float(row.get("reward") or 0.0)
             example.rewards.append(reward)
@@ -145,17 +175,20 @@ def _question(row: dict[str, Any]) -> str:
 def compare(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], threshold: float = 1.0) -> Paired:
     """Run B's rows against run A's (``results.jsonl`` rows); see the module docstring."""
     a, b = _examples(rows_a, threshold), _examples(rows_b, threshold)
-    common = sorted(set(a) & set(b))
+    common = sorted(set(a) & set(b), key=id_order)
     differ = [eid for eid in common if a[eid].question != b[eid].question]
     if differ:
         return Paired(False, f"example {differ[0]} asks a different question in each run ({len(differ)} of "
                              f"{len(common)} shared ids differ): these runs are unpaired, not compared example by example")
+    unscored_a = sum(1 for eid in common if not a[eid].rewards)
+    unscored_b = sum(1 for eid in common if not b[eid].rewards)
     common = [eid for eid in common if a[eid].rewards and b[eid].rewards]
     if not common:
         return Paired(False, "no example was scored in both runs: unpaired, not compared example by example",
-                      only_a=len(a), only_b=len(b))
+                      only_a=len(a), only_b=len(b), unscored_a=unscored_a, unscored_b=unscored_b)
     diffs = [_mean(b[e].rewards) - _mean(a[e].rewards) for e in common]
     result = Paired(True, examples=len(common), only_a=len(set(a) - set(b)), only_b=len(set(b) - set(a)),
+                    unscored_a=unscored_a, unscored_b=unscored_b,
                     mean_a=float(np.mean([_mean(a[e].rewards) for e in common])),
                     mean_b=float(np.mean([_mean(b[e].rewards) for e in common])), difference=bootstrap_mean(diffs))
     result.better = sum(1 for d in diffs if d > 0)
@@ -181,8 +214,16 @@ def summary_line(result: Paired, label_a: str = "A", label_b: str = "B") -> str:
         return f"{label_b} vs {label_a}: {result.reason}"
     d = result.difference or Interval(0.0, 0.0, 0.0)  # a paired result always has one
     conf = f"{CONFIDENCE:.0%}"
-    verdict = "a real difference" if d.excludes_zero() else "no clear difference"
-    extra = f" ({result.only_a} only in {label_a}, {result.only_b} only in {label_b}, left out)" if result.only_a or result.only_b else ""
-    return (f"{label_b} vs {label_a} on {result.examples} paired examples{extra}: mean reward {d.estimate:+.4f} "
-            f"[{conf} CI {d.low:+.4f}, {d.high:+.4f}], {verdict}; better on {result.better}, worse on {result.worse}, "
-            f"same on {result.same} (sign test p = {result.sign_p:.3g}); {len(result.flips)} flipped")
+    return (f"{label_b} vs {label_a} on {result.examples} paired examples{left_out(result, label_a, label_b)}: "
+            f"mean reward {d.estimate:+.4f} [{conf} CI {d.low:+.4f}, {d.high:+.4f}], {result.verdict}; better on "
+            f"{result.better}, worse on {result.worse}, same on {result.same} (sign test p = {result.sign_p:.3g}); "
+            f"{len(result.flips)} flipped")
+
+
+def left_out(result: Paired, label_a: str = "A", label_b: str = "B") -> str:
+    """`` (…, left out)`` naming the examples not paired and why, or nothing."""
+    parts = [f"{count} {what}" for count, what in (
+        (result.only_a, f"only in {label_a}"), (result.only_b, f"only in {label_b}"),
+        (result.unscored_a, f"with every rollout errored in {label_a}"),
+        (result.unscored_b, f"with every rollout errored in {label_b}")) if count]
+    return f" ({', '.join(parts)}, left out)" if parts else ""

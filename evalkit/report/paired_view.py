@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.core.stats import number
 from evalkit.report.paired import CONFIDENCE, Interval, Paired, compare, summary_line
 
 FLIPS_SHOWN = 20
@@ -42,7 +43,7 @@ def paired_renderable(label_a: str, label_b: str, result: Paired) -> Group | Tex
     table.add_column("statistic")
     table.add_column("value", justify="right")
     table.add_row("paired examples", str(result.examples))
-    table.add_row("mean reward A / B", f"{result.mean_a:.4f} / {result.mean_b:.4f}")
+    table.add_row("mean reward A / B", f"{number(result.mean_a)} / {number(result.mean_b)}")
     if result.difference is not None:
         table.add_row("mean difference", _ci(result.difference))
     for k, interval in result.pass_at_k.items():

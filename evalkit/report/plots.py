@@ -6,17 +6,41 @@ returns an ``<svg>`` element ready to paste into HTML: no XML prolog, text kept 
 as mathtext (a ``$`` in a metric name is a dollar sign), and a fixed hash salt
 so the same data gives the same bytes. Run ``i`` is drawn in ``color(i)`` everywhere, so the HTML
 legend can use the same colours.
+
+The report never fails on values: a chart whose numbers matplotlib cannot lay out (a metric of 1e308 and
+-1e308 spans more than a float holds, and its ticks cannot be computed) is replaced by a short SVG that says so
+(:func:`_drawn`), and the rest of the page is written as usual.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
+MAX_LABELLED = 200
+"""Candidates a scores chart labels with their index; more are drawn unlabelled."""
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 Series = tuple[str, Sequence[float], Sequence[float]]  # (label, xs, ys)
+
+
+def _drawn(chart: Callable[..., str]) -> Callable[..., str]:
+    """``chart``'s SVG, or one that says the chart could not be drawn from these values (never an exception)."""
+
+    @functools.wraps(chart)
+    def draw(*args: Any, **kwargs: Any) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # overflow in matplotlib's own arithmetic
+                return chart(*args, **kwargs)
+        except (ValueError, OverflowError, FloatingPointError):
+            return ('<svg xmlns="http://www.w3.org/2000/svg" width="560" height="40" role="img">'
+                    '<text x="8" y="24" font-size="12">chart not drawn: its values are too large to plot</text></svg>')
+
+    return draw
 
 
 def color(i: int) -> str:
@@ -48,6 +72,7 @@ def _legend(ax: Any, count: int) -> None:
         ax.legend(fontsize=8, frameon=False)
 
 
+@_drawn
 def histogram(values: Sequence[Sequence[float]], labels: Sequence[str], xlabel: str, bins: int = 20) -> str:
     """Overlaid step histograms over one shared range (one per run)."""
     fig, ax = _figure()
@@ -64,6 +89,7 @@ def histogram(values: Sequence[Sequence[float]], labels: Sequence[str], xlabel: 
     return _svg(fig)
 
 
+@_drawn
 def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool = True, integer_x: bool = False,
           bands: Sequence[Sequence[float] | None] | None = None, log_y: bool = False, counts: bool = False,
           unit_y: bool = False) -> str:
@@ -96,6 +122,7 @@ def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool =
     return _svg(fig)
 
 
+@_drawn
 def grouped_bars(categories: Sequence[str], values: Sequence[Sequence[float | None]], labels: Sequence[str], ylabel: str) -> str:
     """Horizontal bars: one group per category, one bar per run (``None`` = the run lacks it)."""
     height = max(2.2, 0.5 + 0.28 * len(categories) * max(1, len(labels)))
@@ -115,6 +142,7 @@ def grouped_bars(categories: Sequence[str], values: Sequence[Sequence[float | No
     return _svg(fig)
 
 
+@_drawn
 def dots(columns: Sequence[Sequence[float | None]], labels: Sequence[str], xlabel: str, ylabel: str) -> str:
     """One marker per example and run, examples in the given order (a profile to compare runs)."""
     fig, ax = _figure()
@@ -133,18 +161,21 @@ def dots(columns: Sequence[Sequence[float | None]], labels: Sequence[str], xlabe
     return _svg(fig)
 
 
+@_drawn
 def candidate_scores(runs: Sequence[dict[str, Any]]) -> str:
     """GEPA: each candidate's score at the metric call that discovered it, lineage edges, best so far.
 
     ``runs``: ``{"label", "points": [(idx, calls, score, parents)], "best": idx}`` per run.
     """
+    from matplotlib.collections import LineCollection
+
     fig, ax = _figure(height=3.4)
     for i, run in enumerate(runs):
         where = {idx: (calls, score) for idx, calls, score, _ in run["points"]}
-        for idx, calls, score, parents in run["points"]:
-            for parent in parents:
-                if parent in where:
-                    ax.plot([where[parent][0], calls], [where[parent][1], score], color=color(i), alpha=0.3, linewidth=0.8)
+        edges = [[where[parent], (calls, score)] for _, calls, score, parents in run["points"] for parent in parents
+                 if parent in where]
+        if edges:  # one collection: a run of thousands of candidates draws in a moment, not one line at a time
+            ax.add_collection(LineCollection(edges, colors=color(i), alpha=0.3, linewidths=0.8))
         ordered = sorted(run["points"], key=lambda p: p[1])
         best_so_far, xs, ys = -math.inf, [], []
         for _, calls, score, _ in ordered:
@@ -153,8 +184,9 @@ def candidate_scores(runs: Sequence[dict[str, Any]]) -> str:
             ys.append(best_so_far)
         ax.step(xs, ys, where="post", color=color(i), linewidth=1.4, label=f"{run['label']} (best so far)")
         ax.scatter([p[1] for p in ordered], [p[2] for p in ordered], s=22, color=color(i), zorder=3)
-        for idx, calls, score, _ in run["points"]:
-            ax.annotate(str(idx), (calls, score), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if len(run["points"]) <= MAX_LABELLED:  # past that the labels are one black smear
+            for idx, calls, score, _ in run["points"]:
+                ax.annotate(str(idx), (calls, score), textcoords="offset points", xytext=(4, 4), fontsize=7)
         if run["best"] in where:
             ax.scatter([where[run["best"]][0]], [where[run["best"]][1]], s=140, marker="*", color=color(i),
                        edgecolor="black", zorder=4)
@@ -165,6 +197,7 @@ def candidate_scores(runs: Sequence[dict[str, Any]]) -> str:
     return _svg(fig)
 
 
+@_drawn
 def heatmap(matrix: Sequence[Sequence[float | None]], row_labels: Sequence[str], col_labels: Sequence[str],
             xlabel: str, ylabel: str, outlined: set[tuple[int, int]] | None = None) -> str:
     """A score grid (rows x columns, ``None`` = not scored); ``outlined`` cells get a black frame."""
@@ -189,6 +222,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], row_labels: Sequence[str],
     return _svg(fig)
 
 
+@_drawn
 def stacked_bars(xs: Sequence[int], parts: dict[str, Sequence[float]], xlabel: str, ylabel: str,
                  overlay: tuple[str, Sequence[float]] | None = None) -> str:
     """Stacked bars per x (e.g. a step's time split) and an optional line on top."""
@@ -208,6 +242,7 @@ def stacked_bars(xs: Sequence[int], parts: dict[str, Sequence[float]], xlabel: s
     return _svg(fig)
 
 
+@_drawn
 def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], evals: Sequence[Series],
                   baselines: Sequence[Series]) -> str:
     """RL reward: training-batch mean per step (± std shaded), eval points, the baseline at step 0.
@@ -232,6 +267,7 @@ def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], eva
     return _step_axes(fig, ax, "reward")
 
 
+@_drawn
 def sweep_curve(series: Sequence[Series], bands: Sequence[Sequence[float]], baselines: Sequence[tuple[str, float] | None]) -> str:
     """Held-out reward per checkpoint step (± std shaded) and each run's baseline as a dashed line, with its
     value at step 0 marked, so every checkpoint reads against the model it started from."""

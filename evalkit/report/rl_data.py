@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.report.eval_data import EvalRun, load_eval_run
+from evalkit.core.tomlio import read_run_toml
 from evalkit.core.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
 from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR, STEP_GLOB
 from evalkit.report.rl_names import with_old_names
@@ -143,7 +143,4 @@ def _rollout_files(folder: Path) -> dict[int, Path]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return read_run_toml(path) or {}

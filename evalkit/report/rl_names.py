@@ -15,8 +15,9 @@ view`` read a run written with either (or both).
 from __future__ import annotations
 
 import re
-import statistics
 from typing import Any
+
+from evalkit.core import stats
 
 AGENT = "agent"
 """The agent name prime-rl gives a single-agent environment's traces."""
@@ -55,5 +56,5 @@ def with_old_names(row: dict[str, Any]) -> dict[str, Any]:
         if evaluated and isinstance(value, (int, float)):
             env_means[evaluated.group(1)] = float(value)
     if env_means and "eval_reward" not in out:
-        out["eval_reward"] = statistics.fmean(env_means.values())
+        out["eval_reward"] = stats.mean(env_means.values())
     return out

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.core.stats import number
 from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired, rl_comparisons
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
@@ -153,5 +154,5 @@ def _fmt(value: object, digits: int) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.2e}" if value and abs(value) < 10 ** -digits else f"{value:.{digits}f}"
+        return f"{value:.2e}" if value and abs(value) < 10 ** -digits else number(value, digits)
     return str(value)

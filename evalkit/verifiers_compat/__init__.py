@@ -12,6 +12,10 @@ the scripted test client all work, and token ids/logprobs are kept for RL).
 the current series (0.4.x: v1 tasksets only, the package root exports just ``__version__``) and
 ``primekit[verifiers-legacy]`` is 0.3.1 (legacy environments and v1 tasksets). primekit works with whichever
 is installed; nothing here imports it until an environment needs it. Tested versions: :data:`TESTED_VERSIONS`.
+
+Laid out as verifiers splits its API: :mod:`.legacy` (``import verifiers as vf``) and :mod:`.v1` (``Taskset``);
+here at the top, what both use (:mod:`.convert`: messages and sampling args; :mod:`.signature_cache`) and the
+version checks.
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ def is_verifiers_object(obj: Any) -> bool:
 def wrap_legacy(vf_env: Any, env_id: str, env_args: dict[str, Any] | None = None):
     """A primekit Environment running the legacy verifiers environment ``vf_env``; UserError for other objects."""
     check_version()
-    from evalkit.verifiers_compat.legacy_env import VerifiersEnvironment, is_legacy_environment
+    from evalkit.verifiers_compat.legacy.env import VerifiersEnvironment, is_legacy_environment
 
     if not is_legacy_environment(vf_env):
         raise UserError(

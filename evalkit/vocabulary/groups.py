@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.aio import Slots
+from evalkit.core.redact import register_secret_headers
 from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_RETRIES,
                                    DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RolloutLimits)
 
@@ -44,7 +45,8 @@ class ModelFields(FieldGroup):
     endpoints_path: str | None = None
     """endpoints.toml path; default ``./configs/endpoints.toml`` when present."""
     headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers on every model request; values of credential-like headers are redacted everywhere."""
+    """Extra HTTP headers on every model request; every value (but ``Accept``, ``Content-Type``, ``User-Agent`` and a
+    few like them) is a secret, redacted everywhere (docs/reliability.md)."""
     max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0)
     """Retries per model request after the first attempt (429/5xx/timeouts/dropped connections/bad bodies)."""
     timeout: float = DEFAULT_TIMEOUT_S
@@ -67,6 +69,7 @@ class ModelFields(FieldGroup):
             problem = header_problem(name, str(text))
             if problem:
                 raise ValueError(f"header {name[:40]!r}: {problem}")
+        register_secret_headers(value)  # configured header values are secrets from here on (dry runs included)
         return value
 
     @field_validator("device")

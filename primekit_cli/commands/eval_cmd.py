@@ -9,12 +9,11 @@ import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
 from evalkit.eval.config import EvalConfig
-from primekit_cli.compat_flags import compat_command, EVAL_NOOPS, EVAL_REFUSED, help_section
+from primekit_cli.argv import EVAL_RUN, EVAL_VIEW, HTML_FLAG, LATEST, argv_command
+from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
-from primekit_cli.resume_option import LATEST, resume_command
-from primekit_cli.v1_dialect import dialect_command
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
 
@@ -51,7 +50,6 @@ errored the command prints the first error and exits 1. `-R` runs errored rollou
 again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
-RESUME_FLAGS = ("-R", "--resume")
 ENV_OR_CONFIG_HELP = ("Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
                       "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5).")
 STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
@@ -91,7 +89,7 @@ EVAL_FLAGS = options.FlagTable(
 
 
 @app.command("run", epilog=RUN_EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
-             cls=dialect_command(compat_command(RESUME_FLAGS, EVAL_REFUSED, EVAL_NOOPS)))
+             cls=argv_command(EVAL_RUN))
 @user_errors
 @options.field_flags(EVAL_FLAGS)
 def run(
@@ -130,7 +128,7 @@ def run(
         overrides["tool_descriptions"] = read_tools_file(tools_file)
     configs, plan = _configs(env_or_config, overrides, ctx)
     if dry_run:
-        from primekit_cli.v1_dialect import print_eval_plan
+        from primekit_cli.dialect.plans import print_eval_plan
 
         return print_eval_plan(configs, plan)
     _load_secrets(configs, env_file)
@@ -217,13 +215,20 @@ def _load_secrets(configs: list[Any], cli_files: list[str] | None) -> None:
 
 def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> tuple[list[Any], Any]:
     """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id, or one for a verifiers 0.4 run
-    config (``@ file``, dotted flags: :mod:`primekit_cli.v1_dialect`, which also returns its plan); flags win."""
+    config (``@ file``, dotted flags: :mod:`primekit_cli.dialect.plans`, which also returns its plan); flags win."""
     from evalkit.core.errors import UserError
     from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.core.tomlio import validate
-    from primekit_cli.v1_dialect import dialect_args, eval_configs, plain_file, wants_dialect
+    from primekit_cli import any_env_flags
+    from primekit_cli.argv import dialect_args
+    from primekit_cli.dialect.args import DialectArgs
+    from primekit_cli.dialect.plans import eval_configs, plain_file, wants_dialect
 
     env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
+    if dialect.overrides and any_env_flags.applies(env_or_config, dialect.files, overrides.get("env_dir_path",
+                                                                                              "environments")):
+        overrides = any_env_flags.laid_under(any_env_flags.fields(str(env_or_config), dialect.overrides), overrides)
+        dialect = DialectArgs()
     if wants_dialect(env_or_config, dialect):
         return eval_configs(env_or_config, dialect, overrides)
     if env_or_config is None:
@@ -306,7 +311,7 @@ def _run_one(config: Any, console: Any, plan: Any = None) -> str | None:
     from evalkit.eval.summary import diversity_line, error_lines, summary_table
 
     if plan is not None:
-        from evalkit.verifiers_compat.v04_outputs import RunLog, write_layout
+        from primekit_cli.dialect.outputs import RunLog, write_layout
     with RunLog(plan.notes) if plan is not None else nullcontext() as log:
         result = run_eval(config, console=console)
     if plan is not None:
@@ -349,15 +354,8 @@ Examples:
 RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the FILE.html given.
 """
 
-HTML_FLAG = "--html"
 
-
-def _is_html_file(token: str) -> bool:
-    """The token after ``--html`` is its value only when it names an .html/.htm file; else a RUN_DIR follows."""
-    return token.lower().endswith((".html", ".htm"))
-
-
-@app.command("view", epilog=VIEW_EPILOG, cls=resume_command((HTML_FLAG,), accepts=_is_html_file))
+@app.command("view", epilog=VIEW_EPILOG, cls=argv_command(EVAL_VIEW))
 @user_errors
 def view(
     run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",

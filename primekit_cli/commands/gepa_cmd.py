@@ -18,16 +18,16 @@ from evalkit.core.errors import UserError
 from evalkit.core.json_args import parse_json_object
 from evalkit.loading.resolve import parse_env_args
 from evalkit.core.secrets_file import load_env_files
-from primekit_cli.compat_flags import GEPA_GREEDY, GEPA_REFUSED, compat_command, help_section
+from primekit_cli.argv import GEPA_RUN, argv_command, dialect_args
+from primekit_cli.compat_flags import GEPA_REFUSED, help_section
 from primekit_cli import options
 from primekit_cli.commands.model_help import MODELS_EPILOG
 from primekit_cli.errors import user_errors
-from primekit_cli.v1_dialect import dialect_args, dialect_command, gepa_fields, plain_file, wants_dialect
+from primekit_cli.dialect.plans import gepa_fields, plain_file, wants_dialect
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 from gepa_cli.tracking import TrackingShortcuts
 
-RESUME_FLAGS = ("--resume",)
 ENV_OR_CONFIG_HELP = ("Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
                       "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); left out (or a run directory) with --resume.")
 
@@ -95,7 +95,7 @@ GEPA_FLAGS = options.FlagTable(
 
 @app.command("run", epilog=EXAMPLES + BUDGET_HELP + MODELS_EPILOG + help_section(GEPA_REFUSED, ()),
              context_settings={"help_option_names": ["-h", "--help"]},
-             cls=dialect_command(compat_command(RESUME_FLAGS, GEPA_REFUSED, (), GEPA_GREEDY)))
+             cls=argv_command(GEPA_RUN))
 @user_errors
 @options.field_flags(GEPA_FLAGS)
 def run(
@@ -174,7 +174,8 @@ def _config_and_run_dir(request: runs.ResumeRequest, given: dict[str, Any], env_
         config = build_job_config(laid_over(fields), source)
     resolved = runs.resolve_run(run_dirs(config), request)
     if resolved.resuming or config is None:
-        saved = _with_secrets_restored(saved_config(resolved), config, resolved.run_dir)
+        saved = _with_headers_restored(_with_secrets_restored(saved_config(resolved), config, resolved.run_dir),
+                                       config, resolved.run_dir)
         _check_resume_unchanged(saved, {**saved, **given})
         config = build_job_config(laid_over(saved), f"{resolved.run_dir}/{runs.METADATA}")
     return config, resolved
@@ -201,6 +202,21 @@ def _with_secrets_restored(saved: dict[str, Any], now: Any, run_dir: Path) -> di
         raise UserError(f"--resume: the env args given differ from those {run_dir} was started with "
                         f"(one held a secret, saved as {REDACTED}); {hint}")
     return {**saved, "envs": given_envs}
+
+
+def _with_headers_restored(saved: dict[str, Any], now: Any, run_dir: Path) -> dict[str, Any]:
+    """The saved config with its header values (saved as ``[redacted]``: every configured header value is a
+    secret) taken from the config given now, when that config's headers redact to exactly what was saved;
+    otherwise the resumed run would send ``[redacted]`` to the server."""
+    from evalkit.core.redact import REDACTED, redact
+
+    saved_headers = saved.get("headers") or {}
+    if REDACTED not in json.dumps(saved_headers):
+        return saved
+    hint = f"resume it with the config that started it: prime gepa run CONFIG --resume {run_dir}"
+    if now is None or redact(json.dumps(now.headers, sort_keys=True)) != json.dumps(saved_headers, sort_keys=True):
+        raise UserError(f"--resume: {run_dir} was started with header values that were saved as {REDACTED}; {hint}")
+    return {**saved, "headers": dict(now.headers)}
 
 
 def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwargs: str | None,
@@ -250,7 +266,7 @@ def _check_resume_unchanged(saved: dict[str, Any], fields: dict[str, Any]) -> No
 def _resume_request(env_or_config: str | None, stray: str | None, resume: str | None) -> runs.ResumeRequest:
     """What ``--resume`` asks for: a run dir, the newest run of this env+model, or nothing (a new run).
 
-    ``--resume RUN_DIR`` gets the folder as its value (see :mod:`primekit_cli.resume_option`); a path
+    ``--resume RUN_DIR`` gets the folder as its value (see :mod:`primekit_cli.argv`); a path
     that is not a folder lands after the positional instead and is still taken as the run to resume
     (so the error names it). Without ``--resume`` a second positional is a mistake.
     """

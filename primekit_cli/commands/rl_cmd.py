@@ -13,7 +13,7 @@ from evalkit.core.errors import UserError
 from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
 from primekit_cli import options
 from primekit_cli.errors import user_errors
-from primekit_cli.resume_option import is_step_or_folder, resume_command
+from primekit_cli.argv import RL_RUN, argv_command
 from rl_backend.config import RLConfig
 
 app = typer.Typer(help="Baseline checks, then RL fine-tuning.", no_args_is_help=True)
@@ -65,7 +65,7 @@ takes dotted flags."""
 @app.command(
     "run",
     help=RUN_HELP,
-    cls=resume_command(("--resume",), is_step_or_folder),
+    cls=argv_command(RL_RUN),
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 @user_errors

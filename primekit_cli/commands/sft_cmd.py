@@ -11,7 +11,7 @@ from evalkit.core.runs import ResumeRequest, WEIGHTS_DIR, step_dir, step_numbers
 from primekit_cli import options
 from primekit_cli.errors import user_errors
 from rl_backend.sft_config import SFTConfig
-from primekit_cli.resume_option import is_step_or_folder, resume_command
+from primekit_cli.argv import SFT_RUN, argv_command
 
 app = typer.Typer(help="Supervised fine-tuning on a chat dataset.", no_args_is_help=True)
 
@@ -45,7 +45,7 @@ SFT_FLAGS = options.FlagTable(SFTConfig, "resume", "output_dir", options.TRAINER
 """``prime sft run``'s options: the trainer's device is a field flag; the rest of the config takes dotted flags."""
 
 
-@app.command("run", help=RUN_HELP, cls=resume_command(("--resume",), is_step_or_folder),
+@app.command("run", help=RUN_HELP, cls=argv_command(SFT_RUN),
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @user_errors
 @options.field_flags(SFT_FLAGS)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from evalkit.core.errors import UserError
-from evalkit.core.fileio import write_text_atomic
+from evalkit.core.fileio import refuse_existing, write_text_atomic
 from evalkit.core.tomlio import load_toml
 from rl_backend.config import RLConfig, is_sft_table, load_rl_config
 from rl_backend.export import prime_rl, skyrl, tinker
@@ -65,10 +65,7 @@ def write_export(result: Export, output: Path, *, force: bool = False) -> list[P
     atomically; returns the paths written.
 
     A file already there is replaced only with ``force`` (checked for every path before anything is written)."""
-    paths = [output, *(output.parent / name for name in result.extra_files)]
-    existing = [str(path) for path in paths if path.exists() or path.is_symlink()]
-    if existing and not force:
-        raise UserError(f"{', '.join(existing)} already exists; pass --force to replace it, or choose another -o")
+    refuse_existing([output, *(output.parent / name for name in result.extra_files)], force)
     written = []
     output.parent.mkdir(parents=True, exist_ok=True)
     for name, text in result.extra_files.items():

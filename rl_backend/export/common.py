@@ -89,7 +89,7 @@ def classify_envs(config: RLConfig) -> list[EnvEntry]:
     read from what it imported (a module that imports ``verifiers`` but not ``verifiers.v1``).
     """
     from evalkit.loading.resolve import import_env_module, resolve
-    from evalkit.verifiers_compat.v1_loader import taskset_class_of
+    from evalkit.verifiers_compat.v1.loader import taskset_class_of
 
     entries = []
     for spec in config.env:

@@ -21,3 +21,12 @@ def with_pythonpath(*first: Path | str, env: dict[str, str] | None = None) -> di
     base = dict(os.environ if env is None else env)
     base["PYTHONPATH"] = os.pathsep.join([*map(str, first), *filter(None, [base.get("PYTHONPATH")])])
     return base
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it; a server started next takes it)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,6 +1,6 @@
 """An OpenAI-compatible chat server on 127.0.0.1 that injects faults, for the eval engine's tests.
 
-Run as a script (``python tests/fault_server.py --faults 429,500 --reply reverse``); it prints
+Run as a script (``python tests/support/fault_server.py --faults 429,500 --reply reverse``); it prints
 ``PORT <n>`` once listening. :class:`FaultServer` starts it as a subprocess, keeps its PID and
 stops exactly that process.
 
@@ -14,7 +14,8 @@ one-token requests (preflights), so a run gets past its preflight and every roll
 connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
 ``echo401``/``echo500`` (an error whose message repeats the request's headers, as some gateways
 do), ``surrogate`` (200 with a reply holding a lone UTF-16 surrogate, an emoji cut in half), ``silent`` (never answers), ``drip`` (200 and headers at once, then one body byte every
-``--drip-interval`` seconds, for about a minute: only a whole-reply timeout ends it).
+``--drip-interval`` seconds, for about a minute: only a whole-reply timeout ends it). ``--reply headers`` answers
+with the request's headers as the reply's text.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
             return web.json_response({"id": "x", "choices": []})
         last = messages[-1].get("content") if messages else ""
         text = {"reverse": str(last)[::-1], "echo": str(last)}.get(reply, reply)
+        if reply == "headers":  # a reply that repeats the request's headers (a debugging proxy, a careless gateway)
+            text = f"your request headers: {json.dumps(dict(request.headers.items()))}"
         if fault == "surrogate":
             text = "half an emoji: \ud83d, then more"
         choice: dict = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}

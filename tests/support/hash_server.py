@@ -1,6 +1,6 @@
 """A deterministic model on 127.0.0.1: an OpenAI-compatible server whose reply is a pure function of the request.
 
-Run as a script (``python tests/hash_server.py [--log FILE]``); it prints ``PORT <n>`` once listening.
+Run as a script (``python tests/support/hash_server.py [--log FILE]``); it prints ``PORT <n>`` once listening.
 :class:`HashServer` starts it as a subprocess, keeps its PID and stops exactly that process.
 
 Why: to compare two harnesses on the same environment (primekit and verifiers' own ``vf-eval``), both must

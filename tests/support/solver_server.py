@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 that answers the test environments' questions right.
 
-Run as a script (``python tests/solver_server.py``); it prints ``PORT <n>`` once listening.
+Run as a script (``python tests/support/solver_server.py``); it prints ``PORT <n>`` once listening.
 :class:`SolverServer` starts it as a subprocess, keeps its PID and stops exactly that process.
 
 It reads the conversation and answers the way a model that always knows the answer would:

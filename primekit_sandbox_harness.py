@@ -1,0 +1,10 @@
+"""The verifiers v1 harness plugin ``primekit-sandbox-harness``: verifiers' ``null``
+program inside primekit's bubblewrap sandbox.
+
+verifiers looks harnesses up by top-level module name, so this module only re-exports
+:class:`evalkit.verifiers_compat.v1.sandbox.SandboxChatHarness` (read its docstring). Needs the ``verifiers`` extra.
+"""
+
+from evalkit.verifiers_compat.v1.sandbox import SandboxChatHarness
+
+__all__ = ["SandboxChatHarness"]
