@@ -69,7 +69,7 @@ class EndpointTeacher:
             reply = self.http.post(self.url, json=body)
         except httpx.HTTPError as exc:
             raise TeacherError(f"{self.describe()} does not answer ({type(exc).__name__}: {exc}); start it (e.g. "
-                               "`prime serve MODEL --port N`) or fix base_url") from None
+                               "`prime serve -m MODEL --port N`) or fix base_url") from None
         if reply.status_code != 200:
             text = _error_text(reply)
             hint = ("; it may have another tokenizer than the policy (fewer token ids)"

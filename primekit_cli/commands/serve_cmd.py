@@ -27,7 +27,7 @@ def serve(
         help="Require 'Authorization: Bearer KEY' on /v1 (use it when binding another address than 127.0.0.1).",
     ),
 ) -> None:
-    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed with `stream: true` or not; `/v1/models`, `/health`).
+    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed with `stream: true` or not; `/v1/completions`; vLLM's `prompt_logprobs`, so it can be an opd teacher; `/v1/models`, `/health`).
 
     Examples:
 

@@ -251,7 +251,7 @@ def algo_table(algo: AlgoConfig, config: RLConfig) -> dict[str, Any]:
         from evalkit.core.errors import ConfigError
 
         raise ConfigError(f"algo.teacher '{algo.teacher.name}' is a local folder, and prime-rl reaches a teacher only "
-                          "as an endpoint; serve it (`prime serve FOLDER --port 8001`, or vLLM) and set "
+                          "as an endpoint; serve it (`prime serve -m FOLDER --port 8001`, or vLLM) and set "
                           "algo.teacher.base_url")
     return algo.model_dump(mode="json", exclude_none=True)
 
