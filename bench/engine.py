@@ -35,23 +35,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evalkit.core.defaults import DEFAULT_MODEL  # noqa: E402
+from evalkit.core.types import SamplingArgs  # noqa: E402
 from evalkit.model.engine import Engine  # noqa: E402
 from evalkit.model.registry import KNOWN_MODELS  # noqa: E402
-from evalkit.core.types import SamplingArgs  # noqa: E402
 
 TOPICS = ["the sea", "a lighthouse", "autumn", "a robot", "the moon", "a market", "rain", "a violin"]
 
 
 def prompts(engine: Engine, count: int) -> list[list[int]]:
     return [
-        engine.encode_chat([{"role": "user", "content": f"Write a short story about {TOPICS[i % len(TOPICS)]} (#{i})."}])
+        engine.encode_chat(
+            [{"role": "user", "content": f"Write a short story about {TOPICS[i % len(TOPICS)]} (#{i})."}]
+        )
         for i in range(count)
     ]
 
 
 def ours(engine: Engine, concurrency: int, tokens: int, rounds: int) -> tuple[float, float]:
     """(wall tokens/s, tokens per CPU-second of this process) with ``concurrency`` requests
-    queued together (``generate_many``, as ``transformers.generate`` gets one batch), best of ``rounds``. On a busy machine the second is the steadier number:
+    queued together (``generate_many``, as ``transformers.generate`` gets one batch), best of ``rounds``.
+    On a busy machine the second is the steadier number:
     with one thread it is what an idle core would do."""
     sampling = SamplingArgs(max_tokens=tokens, temperature=0.0, extra={"ignore_eos": True})
     batch = prompts(engine, concurrency)
@@ -84,7 +87,12 @@ def hf_generate(model, engine: Engine, concurrency: int, tokens: int, rounds: in
         start, cpu = time.perf_counter(), time.process_time()
         with torch.inference_mode():
             out = model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=pad
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                do_sample=False,
+                pad_token_id=pad,
             )
         _sync(engine)
         generated = (out.shape[1] - width) * concurrency
@@ -121,10 +129,14 @@ def llama_cpp(engine: Engine, tokens: int, rounds: int, threads: int) -> float |
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="any name the engine accepts (local/..., Hub id, folder)")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="any name the engine accepts (local/..., Hub id, folder)"
+    )
     parser.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--concurrency", default=None, help="comma-separated levels (default: 1,8,32 on CPU; 1,32,128,256 on CUDA)")
+    parser.add_argument(
+        "--concurrency", default=None, help="comma-separated levels (default: 1,8,32 on CPU; 1,32,128,256 on CUDA)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="repeats per setting; the best is reported")
     parser.add_argument("--threads", type=int, default=None, help="fix the engine's CPU threads (default: tuned)")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers.generate baseline")
@@ -143,11 +155,14 @@ def main() -> None:
     levels = [int(c) for c in (args.concurrency or ("1,8,32" if device == "cpu" else "1,32,128,256")).split(",")]
     load = os.getloadavg()[0]
     gpu = torch.cuda.get_device_name(device) if device != "cpu" else "-"
-    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} {engine_dtype.line()} "
+    print(f"device={device} ({gpu}) cpus={os.cpu_count()} torch_threads={torch.get_num_threads()} "
+          f"{engine_dtype.line()} "
           f"model={args.model} tokens/request={args.tokens} load_avg_1m={load:.1f}")  # fmt: skip
     if load > 1.5 and device == "cpu":
         print("note: the machine is busy; rates are lower than on an idle machine")
-    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper().startswith("AVX2") and not os.environ.get("MKL_ENABLE_INSTRUCTIONS"):
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper().startswith("AVX2") and not os.environ.get(
+        "MKL_ENABLE_INSTRUCTIONS"
+    ):
         # transformers' fp32 linears run on MKL, which these two variables do not cap: without it the
         # baseline computes with AVX-512 while the engine is held to AVX2 (1.4x on prefill-sized GEMMs here)
         print("note: emulating AVX2 without MKL_ENABLE_INSTRUCTIONS=AVX2 leaves transformers.generate on AVX-512 MKL")

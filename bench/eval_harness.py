@@ -220,10 +220,10 @@ def _client(url: str, transport: str) -> Any:
 def run_harness(url: str, env_id: str, n: int, concurrency: int, transport: str = "aiohttp",
                 profile: bool = False) -> Measured:
     """``n`` rollouts (4 per example) of ``env_id`` through :func:`arun_eval`, results.jsonl included."""
+    from evalkit.core.types import SamplingArgs
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import arun_eval
     from evalkit.loading.resolve import load_environment
-    from evalkit.core.types import SamplingArgs
 
     r = 4
     examples = n // r
@@ -320,7 +320,9 @@ def suite(args: argparse.Namespace) -> None:
             for kind in kinds:
                 if kind not in skipped:
                     keep(kind, run_harness(stub.url, KIND_ENV[kind], args.v1_rollouts if kind == "v1" else n, c))
-        startup = {k: run_startup(stub.url, KIND_ENV[k]) for k in ("native", "legacy") if k in kinds and k not in skipped}
+        startup = {
+            k: run_startup(stub.url, KIND_ENV[k]) for k in ("native", "legacy") if k in kinds and k not in skipped
+        }
     finally:
         stub.close()
     slow = Stub(args.slow_ms)

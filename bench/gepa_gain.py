@@ -87,7 +87,9 @@ def make_rows(n: int, seed: int = 7, kinds: list[str] | None = None) -> list[dic
     for i in range(n):
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 7)))
         kind = kinds[i % len(kinds)]
-        rows.append({"question": f"{kind}: {word}", "answer": codebook(word) if kind == "lookup" else RULES[kind][1](word)})
+        rows.append(
+            {"question": f"{kind}: {word}", "answer": codebook(word) if kind == "lookup" else RULES[kind][1](word)}
+        )
     rng.shuffle(rows)
     return rows
 
@@ -143,9 +145,16 @@ def ours(args: argparse.Namespace, seed: int, merge: bool, root: Path) -> dict:
     started = time.perf_counter()
     outcome = run_gepa(config, clients=(task, teacher), envs=[make_env(args.examples)], show_progress=False,
                        console=Console(quiet=True))
-    return {"seed_score": outcome.seed_val_score, "best": outcome.best_val_score, "calls": outcome.total_metric_calls,
-            "wall": time.perf_counter() - started, "candidates": outcome.num_candidates, "within": outcome.best_val_score,
-            "search": stamps.span(), "replies": stamps.since(started)}
+    return {
+        "seed_score": outcome.seed_val_score,
+        "best": outcome.best_val_score,
+        "calls": outcome.total_metric_calls,
+        "wall": time.perf_counter() - started,
+        "candidates": outcome.num_candidates,
+        "within": outcome.best_val_score,
+        "search": stamps.span(),
+        "replies": stamps.since(started),
+    }
 
 
 def plain(args: argparse.Namespace, seed: int, merge: bool, run_dir: Path | None = None) -> dict:
@@ -243,7 +252,9 @@ def main() -> None:
                 runs = [("prime gepa run", lambda k: ours(args, seed, merge, Path(tmp) / str(k))),
                         ("plain gepa.optimize", lambda k: plain(args, seed, merge))]
                 if args.plain_run_dir:
-                    runs.append(("plain, run_dir", lambda k: plain(args, seed, merge, Path(tmp) / f"plain-{seed}-{merge}-{k}")))
+                    runs.append(
+                        ("plain, run_dir", lambda k: plain(args, seed, merge, Path(tmp) / f"plain-{seed}-{merge}-{k}"))
+                    )
                 trials: dict[str, list[dict]] = {name: [] for name, _ in runs}
                 for k in range(args.repeat):  # alternate which goes first, so a noisy machine does not favour one
                     for name, measure in (runs if (seed + k) % 2 == 0 else runs[::-1]):

@@ -60,10 +60,10 @@ def make_app(latency: float) -> Any:
     import asyncio
 
     from aiohttp import web
+    from gepa_gain import task_model, teacher_text
 
     from evalkit.clients.wire import completion_body, completion_events
     from evalkit.core.types import Completion, Usage
-    from gepa_gain import task_model, teacher_text
 
     counts: dict[str, int] = {}
 
@@ -115,7 +115,10 @@ def write_taskset(root: Path, n: int) -> Path:
     folder = root / "environments" / ENV_ID.replace("-", "_")
     folder.mkdir(parents=True)
     shutil.copy(BENCH / "gepa_gain_v1" / "gepa_gain_v1.py", folder)
-    rows = [{"prompt": r["question"], "answer": r["answer"], "system_prompt": SEED_PROMPT} for r in make_rows(n, kinds=list(RULES))]
+    rows = [
+        {"prompt": r["question"], "answer": r["answer"], "system_prompt": SEED_PROMPT}
+        for r in make_rows(n, kinds=list(RULES))
+    ]
     (folder / "tasks.json").write_text(json.dumps(rows))
     return folder
 
@@ -125,8 +128,11 @@ def score_on_all(prompt: str, folder: Path) -> float:
     from gepa_gain import task_model
 
     rows = json.loads((folder / "tasks.json").read_text())
-    right = [task_model([{"role": "system", "content": prompt}, {"role": "user", "content": r["prompt"]}], None, None) == r["answer"]
-             for r in rows]
+    right = [
+        task_model([{"role": "system", "content": prompt}, {"role": "user", "content": r["prompt"]}], None, None)
+        == r["answer"]
+        for r in rows
+    ]
     return sum(right) / len(rows)
 
 
@@ -139,9 +145,36 @@ def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tupl
 
 def run_prime(args: argparse.Namespace, seed: int, root: Path, url: str, env: dict[str, str]) -> dict[str, Any]:
     run_dir = root / f"prime-{seed}"
-    command = [sys.executable, "-m", "primekit_cli", "gepa", "run", ENV_ID, "-p", "environments", "-m", "task", "-M",
-               "teacher", "-b", url, "-B", str(args.budget), "-n", str(args.train), "-N", str(args.val), "--seed", str(seed),
-               "-c", str(args.concurrency), "--minibatch-size", "3", "-o", str(run_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "primekit_cli",
+        "gepa",
+        "run",
+        ENV_ID,
+        "-p",
+        "environments",
+        "-m",
+        "task",
+        "-M",
+        "teacher",
+        "-b",
+        url,
+        "-B",
+        str(args.budget),
+        "-n",
+        str(args.train),
+        "-N",
+        str(args.val),
+        "--seed",
+        str(seed),
+        "-c",
+        str(args.concurrency),
+        "--minibatch-size",
+        "3",
+        "-o",
+        str(run_dir),
+    ]
     wall, code = timed(command, root, env, root / f"prime-{seed}.log")
     if code != 0:
         return {"error": _tail(root / f"prime-{seed}.log")}
@@ -160,19 +193,26 @@ def run_verifiers(args: argparse.Namespace, seed: int, root: Path, url: str, env
                "-o", str(root / "vf-out"), "--run.dir", f"vf-{seed}"]
     if args.vf_harness != "default":
         command += ["--env.agent.harness.id", args.vf_harness, "--env.agent.runtime.type", "subprocess"]
-    vf_env = {**env, "PYTHONPATH": os.pathsep.join([str(root / "environments" / ENV_ID.replace("-", "_")), env["PYTHONPATH"]])}
+    vf_env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(root / "environments" / ENV_ID.replace("-", "_")), env["PYTHONPATH"]]),
+    }
     wall, code = timed(command, root, vf_env, root / f"vf-{seed}.log")
     run_dir = root / "vf-out" / f"vf-{seed}"
     if code != 0 or not (run_dir / "best_system_prompt.txt").is_file():
         return {"error": _tail(root / f"vf-{seed}.log")}
-    sys.path.insert(0, str(root / "environments" / ENV_ID.replace("-", "_")))  # its pickled rollouts name the taskset's classes
+    sys.path.insert(
+        0, str(root / "environments" / ENV_ID.replace("-", "_"))
+    )  # its pickled rollouts name the taskset's classes
     with (run_dir / "gepa_state.bin").open("rb") as handle:
         state = pickle.load(handle)  # gepa's own state file (written by gepa in this bench, read back here only)
     scores = [sum(sub.values()) / max(1, len(sub)) for sub in state["prog_candidate_val_subscores"]]
     # gepa checks max_metric_calls only before an iteration, so its last one may overspend: within the budget
     # are the candidates whose validation pass had finished by then (as in bench/gepa_gain.py)
-    within = max((i for i, calls in enumerate(state["num_metric_calls_by_discovery"]) if calls + args.val <= args.budget),
-                 key=lambda i: (scores[i], -i))
+    within = max(
+        (i for i, calls in enumerate(state["num_metric_calls_by_discovery"]) if calls + args.val <= args.budget),
+        key=lambda i: (scores[i], -i),
+    )
     return {"wall": wall, "best_val": max(scores), "tool_calls": state["total_num_evals"],
             "prompt": (run_dir / "best_system_prompt.txt").read_text(), "candidates": len(scores),
             "within_val": scores[within], "within_prompt": state["program_candidates"][within]["system_prompt"]}

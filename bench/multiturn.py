@@ -45,20 +45,23 @@ def eval_once(engine, args: argparse.Namespace) -> dict[str, float]:  # noqa: AN
     """One eval of ``-n x -r`` rollouts through the engine's LocalClient; what it cost."""
     from evalkit.clients.factory import make_client
     from evalkit.clients.spec import ClientSpec
-    from evalkit.loading.resolve import load_environment
-    from evalkit.eval.rollouts import run_groups
     from evalkit.core.types import SamplingArgs
+    from evalkit.eval.rollouts import run_groups
+    from evalkit.loading.resolve import load_environment
 
     env = load_environment(str(ENV))
     client = make_client(ClientSpec(model=MODEL, engine=engine))
     before = engine.prefix_stats()
     started = time.perf_counter()
     groups = asyncio.run(run_groups(env, client, env.get_eval_dataset(args.n), rollouts_per_example=args.r,
-                                    sampling=SamplingArgs(max_tokens=args.max_tokens), max_concurrent=args.c))  # fmt: skip
+                                    sampling=SamplingArgs(max_tokens=args.max_tokens),
+                                    max_concurrent=args.c))  # fmt: skip
     wall = time.perf_counter() - started
     after = engine.prefix_stats()
     states = [state for group in groups for state in group]
-    finals = [len(s.responses[-1].prompt_token_ids) + len(s.responses[-1].completion_token_ids) for s in states if s.responses]
+    finals = [
+        len(s.responses[-1].prompt_token_ids) + len(s.responses[-1].completion_token_ids) for s in states if s.responses
+    ]
     generated = sum(len(r.completion_token_ids) for s in states for r in s.responses)
     return {
         "rollouts": len(states),
@@ -81,7 +84,8 @@ def rl_once(args: argparse.Namespace, out: Path) -> list[dict[str, float]]:
 
     config = out / "rl.toml"
     config.write_text(
-        f'model = "{MODEL}"\nmax_steps = {args.steps}\nbatch_size = {args.n * args.r}\nrollouts_per_example = {args.r}\n'
+        f'model = "{MODEL}"\nmax_steps = {args.steps}\nbatch_size = {args.n * args.r}\n'
+        f"rollouts_per_example = {args.r}\n"
         f"max_concurrent = {args.c}\n\n[sampling]\nmax_tokens = {args.max_tokens}\n\n[filter]\nenabled = false\n\n"
         f'[[env]]\nid = "{ENV}"\n'
     )
@@ -94,7 +98,8 @@ def report(name: str, row: dict[str, float]) -> None:
         f"{name:<10} {row['rollouts']:>3} rollouts x {row['turns']:.1f} turns | prompt tokens per rollout: sent "
         f"{row['prompt']:7.0f}, prefilled {row['prefilled']:7.0f} = {row['prefilled'] / row['final']:.2f}x the final "
         f"conversation ({row['final']:.0f}) | {row['generated'] / row['wall']:6.1f} generated tok/s, "
-        f"{(row['prefilled'] * row['rollouts'] + row['generated']) / row['wall']:6.0f} computed tok/s | wall {row['wall']:6.1f} s"
+        f"{(row['prefilled'] * row['rollouts'] + row['generated']) / row['wall']:6.0f} computed tok/s | "
+        f"wall {row['wall']:6.1f} s"
         f" | prefix cache {row['cache_mb']:.0f} MiB"
     )
 
@@ -136,7 +141,8 @@ def main() -> int:
         metrics = rl_once(args, Path(tmp))
     eval_wall = rows["reuse on"]["wall"]
     for m in metrics:
-        print(f"rl step {m['step']}: {m['groups_generated'] * args.r} rollouts, {m['gen_tokens']} generated tokens, generation "
+        print(f"rl step {m['step']}: {m['groups_generated'] * args.r} rollouts, {m['gen_tokens']} generated tokens, "
+              f"generation "
               f"{m['gen_s']:.1f} s = {m['gen_s'] / eval_wall:.2f}x the eval's {eval_wall:.1f} s (goal <= 1.2x); "
               f"training {m['train_s']:.1f} s, step {m['step_s']:.1f} s")  # fmt: skip
     print(load("[end]"))

@@ -63,10 +63,21 @@ def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = N
             "rollouts_per_example": args.group,
             "sampling": {"max_tokens": args.max_tokens, "temperature": 1.0},
             "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
-            "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": args.on_policy, "micro_batch_size": 16,
-                        "device": args.device, **({"loss": loss} if loss else {})},
+            "trainer": {
+                "lr": args.lr,
+                "lora": {"rank": args.rank, "alpha": 2 * args.rank},
+                "on_policy": args.on_policy,
+                "micro_batch_size": 16,
+                "device": args.device,
+                **({"loss": loss} if loss else {}),
+            },
             "ckpt": {"interval": 0, "keep_last": 1},
-            "eval": {"interval": args.steps, "num_examples": args.eval_examples, "temperature": args.eval_temperature, "at_start": True},
+            "eval": {
+                "interval": args.steps,
+                "num_examples": args.eval_examples,
+                "temperature": args.eval_temperature,
+                "at_start": True,
+            },
             "baseline": {"num_examples": 8},
         }
     )
@@ -88,8 +99,11 @@ def main() -> None:
     print(f"wall time: {elapsed / 60:.1f} min for {args.steps} steps x {args.batch_size} rollouts")
     print("train reward by step: " + " ".join(f"{m['reward_mean']:.2f}" for m in train))
     print(_time_split(train))
-    print(f"held-out reward ({n} examples, eval temperature {args.eval_temperature:g}): before {before:.3f}  after {after:.3f}  "
-          f"difference {after - before:+.3f} (~{se:.3f} s.e.)")
+    print(
+        f"held-out reward ({n} examples, eval temperature {args.eval_temperature:g}): "
+        f"before {before:.3f}  after {after:.3f}  "
+        f"difference {after - before:+.3f} (~{se:.3f} s.e.)"
+    )
 
 
 def _time_split(train: list[dict]) -> str:
@@ -97,7 +111,9 @@ def _time_split(train: list[dict]) -> str:
     fast the sampler generated: the numbers that say whether generation holds the trainer back."""
     if not train:
         return "no training steps"
-    mean = {key: sum(m[key] for m in train) / len(train) for key in ("gen_s", "train_s", "wait_s", "step_s", "tokens_per_s")}
+    mean = {
+        key: sum(m[key] for m in train) / len(train) for key in ("gen_s", "train_s", "wait_s", "step_s", "tokens_per_s")
+    }
     return (
         f"per step (mean of {len(train)}): {mean['step_s']:.2f} s = generate {mean['gen_s']:.2f} s (overlapped unless "
         f"on-policy) | train {mean['train_s']:.2f} s | wait for rollouts {mean['wait_s']:.2f} s; "

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from rl_learns import arguments, learns_config
+
 from rl_backend.losses import LOSSES
 from rl_backend.runner import run
 
@@ -29,7 +30,9 @@ def main() -> None:
     rows = []
     for name in args.losses.split(","):
         started = time.perf_counter()
-        summary = run(learns_config(args, f"rl-losses-{stamp}-{name}", {"type": name}), output_dir=Path(args.output_dir))
+        summary = run(
+            learns_config(args, f"rl-losses-{stamp}-{name}", {"type": name}), output_dir=Path(args.output_dir)
+        )
         assert summary is not None
         train = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
         rewards = [row["reward_mean"] for row in train if "loss" in row]

@@ -57,12 +57,21 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--eval-examples", type=int, default=32)
-    parser.add_argument("--arms", default="prime,trl", help="comma-separated, run in this order per repeat: prime, trl, "
-                        "prime-onpolicy; prime@DIR / prime-onpolicy@DIR runs primekit from the checkout DIR (before/after)")
+    parser.add_argument(
+        "--arms",
+        default="prime,trl",
+        help="comma-separated, run in this order per repeat: prime, trl, "
+        "prime-onpolicy; prime@DIR / prime-onpolicy@DIR runs primekit from the checkout DIR (before/after)",
+    )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--busy", action="store_true", help="a CPU-bound busy loop beside each arm")
-    parser.add_argument("--arm-timeout", type=float, default=None, help="seconds an arm may take; then it is stopped and "
-                        "its finished steps reported (a starved trainer may otherwise take hours)")
+    parser.add_argument(
+        "--arm-timeout",
+        type=float,
+        default=None,
+        help="seconds an arm may take; then it is stopped and "
+        "its finished steps reported (a starved trainer may otherwise take hours)",
+    )
     parser.add_argument("--output-dir", default=None, help="where runs go (default: a temp folder)")
     parser.add_argument("--arm", default=None, help=argparse.SUPPRESS)  # internal: run one arm in this process
     parser.add_argument("--result", default=None, help=argparse.SUPPRESS)
@@ -100,8 +109,8 @@ def held_out(model: Any, tokenizer: Any, rows: list[dict], system_prompt: str, t
     """Mean reward of greedy replies on ``rows``, on the engine in fp32 (the same for every arm); NaN without rows."""
     if not rows:
         return math.nan
-    from evalkit.model.engine import Engine
     from evalkit.core.types import SamplingArgs
+    from evalkit.model.engine import Engine
 
     engine = Engine(model, tokenizer, dtype="fp32", max_batch=len(rows), device="cpu")
     try:
@@ -134,7 +143,8 @@ def run_prime(args: argparse.Namespace, out: Path, on_policy: bool) -> dict[str,
     del model
     config = RLConfig.model_validate({
         "model": MODEL, "run_name": f"prime-{time.strftime('%H%M%S')}-{os.getpid()}", "seed": SEED,
-        "max_steps": args.steps, "batch_size": args.prompts * args.generations, "rollouts_per_example": args.generations,
+        "max_steps": args.steps, "batch_size": args.prompts * args.generations,
+        "rollouts_per_example": args.generations,
         "sampling": {"max_tokens": args.tokens, "temperature": 1.0},
         "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
         "trainer": {"lr": args.lr, "lora": {"rank": args.rank, "alpha": 2 * args.rank}, "on_policy": on_policy,
@@ -171,11 +181,12 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         output_dir=str(out / "trl"), max_steps=args.steps, per_device_train_batch_size=args.prompts * args.generations,
         num_generations=args.generations, max_completion_length=args.tokens, learning_rate=args.lr, temperature=1.0,
         beta=0.0, scale_rewards="none", shuffle_dataset=False, seed=SEED, use_cpu=True, bf16=False,
-        gradient_accumulation_steps=1, gradient_checkpointing=False, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+        gradient_accumulation_steps=1, gradient_checkpointing=False, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, max_grad_norm=1.0,
         report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
     )  # fmt: skip
-    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=PrimeLora().target_modules,
-                      task_type="CAUSAL_LM")  # fmt: skip
+    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0,
+                      target_modules=PrimeLora().target_modules, task_type="CAUSAL_LM")  # fmt: skip
     trainer = _timed_trainer(GRPOTrainer)(model=model, reward_funcs=[correct_answer], args=config, train_dataset=data,
                                           processing_class=tokenizer, peft_config=lora)  # fmt: skip
     trainer.step_log = out / "trl" / f"steps-{os.getpid()}.jsonl"  # what --arm-timeout reads back
@@ -183,7 +194,8 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     trained = trainer.model.eval()
     after = held_out(trained, tokenizer, evals, system_prompt, args.tokens)
     gen, total = trainer.gen_times, trainer.step_times
-    return {"step_s": total, "gen_s": gen, "train_s": [t - g for t, g in zip(total, gen)], "before": before, "after": after,
+    return {"step_s": total, "gen_s": gen, "train_s": [t - g for t, g in zip(total, gen)], "before": before,
+            "after": after,
             "reward": [row["reward"] for row in trainer.state.log_history if "reward" in row]}  # fmt: skip
 
 
@@ -211,7 +223,12 @@ def _timed_trainer(base: type) -> type:
                 self.step_times = [*getattr(self, "step_times", []), time.perf_counter() - started]
                 if self.step_log is not None:
                     gen = getattr(self, "gen_times", [0.0])[-1]
-                    step = {"step_s": self.step_times[-1], "gen_s": gen, "train_s": self.step_times[-1] - gen, "loss": None}
+                    step = {
+                        "step_s": self.step_times[-1],
+                        "gen_s": gen,
+                        "train_s": self.step_times[-1] - gen,
+                        "loss": None,
+                    }
                     self.step_log.parent.mkdir(parents=True, exist_ok=True)
                     with self.step_log.open("a") as log:
                         log.write(json.dumps(step) + "\n")
@@ -241,10 +258,24 @@ def spawn(arm: str, args: argparse.Namespace, out: Path, argv: list[str]) -> dic
         busy = subprocess.Popen(["timeout", "1800", sys.executable, "-c", "while True: pass"])
     try:
         tree = tree or str(ROOT)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")])),
+        }
         if tree != str(ROOT):
             env["PRIMEKIT_BENCH_TREE"] = tree  # import primekit from there, not from beside this script
-        command = [sys.executable, str(Path(__file__).resolve()), *argv, "--arm", name, "--result", str(result), "--output-dir", str(out)]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            *argv,
+            "--arm",
+            name,
+            "--result",
+            str(result),
+            "--output-dir",
+            str(out),
+        ]
         child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
         try:
             if child.wait(timeout=args.arm_timeout):
@@ -267,17 +298,29 @@ def _partial(out: Path, pid: int, seconds: float) -> dict[str, Any]:
     steps = [json.loads(line) for path in logs for line in path.read_text().splitlines()]
     finished = [m for m in steps if "loss" in m]
     steps = finished or [{"step_s": math.nan, "gen_s": math.nan, "train_s": math.nan}]
-    return {"step_s": [m["step_s"] for m in steps], "gen_s": [m["gen_s"] for m in steps], "train_s": [m["train_s"] for m in steps],
-            "before": math.nan, "after": math.nan, "wall_s": seconds, "peak_rss_mb": math.nan, "timed_out": len(finished)}
+    return {
+        "step_s": [m["step_s"] for m in steps],
+        "gen_s": [m["gen_s"] for m in steps],
+        "train_s": [m["train_s"] for m in steps],
+        "before": math.nan,
+        "after": math.nan,
+        "wall_s": seconds,
+        "peak_rss_mb": math.nan,
+        "timed_out": len(finished),
+    }
 
 
 def summarize(arm: str, r: dict[str, Any]) -> str:
     mean = statistics.fmean
     if "timed_out" in r:
-        return (f"{arm:<15} stopped after {r['wall_s']:.0f} s; mean of its finished steps: step {mean(r['step_s']):6.2f} s "
-                f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)")
-    return (f"{arm:<15} step {mean(r['step_s']):6.2f} s (gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)  "
-            f"wall {r['wall_s']:6.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB  held-out {r['before']:.3f} -> {r['after']:.3f} "
+        return (
+            f"{arm:<15} stopped after {r['wall_s']:.0f} s; mean of its finished steps: step {mean(r['step_s']):6.2f} s "
+            f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)"
+        )
+    return (f"{arm:<15} step {mean(r['step_s']):6.2f} s "
+            f"(gen {mean(r['gen_s']):6.2f} s, train {mean(r['train_s']):6.2f} s)  "
+            f"wall {r['wall_s']:6.1f} s  peak RSS {r['peak_rss_mb']:6.0f} MB  "
+            f"held-out {r['before']:.3f} -> {r['after']:.3f} "
             f"({r['after'] - r['before']:+.3f})")  # fmt: skip
 
 
@@ -289,8 +332,11 @@ def main() -> None:
     argv = [a for a in sys.argv[1:] if a != "--busy"]
     out = Path(args.output_dir or tempfile.mkdtemp(prefix="rl-vs-trl-"))
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    print(f"cpus={os.cpu_count()} steps={args.steps} batch={args.prompts}x{args.generations} tokens={args.tokens} lr={args.lr:g} "
-          f"lora r={args.rank} held-out={args.eval_examples} busy loop={'yes' if args.busy else 'no'} load_avg_1m={os.getloadavg()[0]:.1f}")
+    print(
+        f"cpus={os.cpu_count()} steps={args.steps} batch={args.prompts}x{args.generations} tokens={args.tokens} "
+        f"lr={args.lr:g} lora r={args.rank} held-out={args.eval_examples} "
+        f"busy loop={'yes' if args.busy else 'no'} load_avg_1m={os.getloadavg()[0]:.1f}"
+    )
     results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     for repeat in range(args.repeats):
         for arm in arms:
@@ -299,7 +345,9 @@ def main() -> None:
     if "trl" in results and len(arms) > 1:
         for arm in (a for a in arms if a != "trl"):
             for key in ("step_s", "gen_s", "train_s"):
-                ratios = [statistics.fmean(p[key]) / statistics.fmean(t[key]) for p, t in zip(results[arm], results["trl"])]
+                ratios = [
+                    statistics.fmean(p[key]) / statistics.fmean(t[key]) for p, t in zip(results[arm], results["trl"])
+                ]
                 print(f"{arm} / trl {key}: " + ", ".join(f"{x:.2f}" for x in ratios))
             rss = [p["peak_rss_mb"] / t["peak_rss_mb"] for p, t in zip(results[arm], results["trl"])]
             print(f"{arm} / trl peak RSS: " + ", ".join(f"{x:.2f}" for x in rss))

@@ -42,7 +42,9 @@ def eval_run(out: Path, model: str, *flags: str, env_args: dict | None = None) -
     """(the eval's run dir, its mean reward), the newest run dir under ``out``."""
     prime("eval", "run", "arithmetic", "-m", model, "-a", json.dumps(env_args or ENV_ARGS), "-o", str(out), *flags)
     run_dir = max((p.parent for p in out.glob("evals/*/*/results.jsonl")), key=lambda p: p.stat().st_mtime)
-    rewards = [json.loads(line)["reward"] for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    rewards = [
+        json.loads(line)["reward"] for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()
+    ]
     return run_dir, sum(rewards) / len(rewards)
 
 
@@ -65,8 +67,10 @@ def main() -> None:
     rows = out / "rows.jsonl"
     print(prime("data", "from-eval", str(data_run), "-o", str(rows), "--min-reward", "1").strip())
     config = out / "sft.toml"
-    config.write_text(f'model = "local/smollm2-135m"\ndata = "rows.jsonl"\nrun_name = "sft"\nepochs = {args.epochs}\n'
-                      f'batch_size = 8\n\n[trainer]\nlr = {args.lr}\ndevice = "{args.device}"\n\n[ckpt]\ninterval = 0\n')
+    config.write_text(
+        f'model = "local/smollm2-135m"\ndata = "rows.jsonl"\nrun_name = "sft"\nepochs = {args.epochs}\n'
+        f'batch_size = 8\n\n[trainer]\nlr = {args.lr}\ndevice = "{args.device}"\n\n[ckpt]\ninterval = 0\n'
+    )
     trained = prime("sft", "run", str(config), "-o", str(out))
     print("\n".join(line for line in trained.splitlines() if line.startswith(("sft ", "done", "  loss"))))
     weights = sorted((out / "sft" / "sft" / "weights").glob("step_*"), key=lambda p: int(p.name[5:]))[-1]

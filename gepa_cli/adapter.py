@@ -31,13 +31,13 @@ from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
 
-from evalkit.core.aio import LoopThread, Slots
 from evalkit.clients.base import ModelClient
+from evalkit.core.aio import LoopThread, Slots
 from evalkit.core.defaults import RolloutLimits
+from evalkit.core.types import RolloutState, SamplingArgs
 from evalkit.envs.base import Environment
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.eval.rollouts import run_groups
-from evalkit.core.types import RolloutState, SamplingArgs
 from evalkit.vocabulary import ConcurrencyFields
 from gepa_cli.budget import RolloutBudget
 from gepa_cli.data import Example
@@ -114,7 +114,9 @@ class SystemPromptAdapter:
         async def all_items() -> list[list[RolloutState]]:
             return list(await asyncio.gather(*(self._rollouts(batch, candidate, bound) for candidate, batch in items)))
 
-        return [self._scored(batch, states, capture_traces) for (_, batch), states in zip(items, self.loop.run(all_items()))]
+        return [
+            self._scored(batch, states, capture_traces) for (_, batch), states in zip(items, self.loop.run(all_items()))
+        ]
 
     def _scored(self, batch: list[Example], states: list[RolloutState], capture_traces: bool) -> EvaluationBatch:
         """One item's rollouts as gepa's evaluation: scores (errors score 0, counted), outputs, and one
@@ -128,8 +130,14 @@ class SystemPromptAdapter:
         if self.on_rollouts is not None:
             self.on_rollouts(len(states), sum(scores), errored)
         outputs = [
-            {"example_id": ex.uid, "env": ex.env_id, "completion": _last_text(state), "reward": state.reward, "error": state.error,
-             "error_kind": state.kind_of_error}
+            {
+                "example_id": ex.uid,
+                "env": ex.env_id,
+                "completion": _last_text(state),
+                "reward": state.reward,
+                "error": state.error,
+                "error_kind": state.kind_of_error,
+            }
             for ex, state in zip(batch, states)
         ]
         objectives = [{**_finite(state.metrics), "reward": score} for score, state in zip(scores, states)]
@@ -153,7 +161,9 @@ class SystemPromptAdapter:
             by_env.setdefault(example.env_idx, []).append(position)
 
         async def one_env(env_idx: int, positions: list[int]) -> list[list[RolloutState]]:
-            own = candidate.get(f"{COMPONENT}:{batch[positions[0]].env_id}")  # the environment's own prompt, if optimized
+            own = candidate.get(
+                f"{COMPONENT}:{batch[positions[0]].env_id}"
+            )  # the environment's own prompt, if optimized
             return await run_groups(
                 self.envs[env_idx],
                 self.client,

@@ -315,7 +315,11 @@ class BudgetPlan:
         return self.used + self.seed_cost + self.per_proposal + self.on_acceptance
 
     def line(self) -> str:
-        count = f"{self.min_proposals}" if self.min_proposals == self.max_proposals else f"{self.min_proposals}-{self.max_proposals}"
+        count = (
+            f"{self.min_proposals}"
+            if self.min_proposals == self.max_proposals
+            else f"{self.min_proposals}-{self.max_proposals}"
+        )
         spent = f" ({self.used} already spent)" if self.used else ""
         seed = f"seed validation {self.seed_cost}" if not self.seed_done else "seed validated already"
         each = f"2x{self.minibatch}" if self.proposals == 1 else f"{self.proposals}x2x{self.minibatch}"
@@ -329,7 +333,8 @@ class BudgetPlan:
             return
         raise UserError(
             f"{self.line().replace('buys about 0 proposals', 'buys no proposal')}: raise -B/--max-calls to at least "
-            f"{self.minimum_budget}, or lower -N/--num-val ({self.val} validation examples) or --minibatch-size ({self.minibatch})"
+            f"{self.minimum_budget}, or lower -N/--num-val ({self.val} validation examples) or "
+            f"--minibatch-size ({self.minibatch})"
         )
 
     def warning(self) -> str | None:
@@ -337,9 +342,11 @@ class BudgetPlan:
         if self.min_proposals >= WARN_BELOW:
             return None
         wanted = self.used + self.seed_cost + self.merge_cost + WARN_BELOW * (self.per_proposal + self.on_acceptance)
-        return (f"warning: the budget pays for only {self.min_proposals} accepted proposal(s); GEPA usually needs several "
-                f"rounds to improve a prompt: raise -B/--max-calls (to {wanted} for {WARN_BELOW}), or lower -N/--num-val "
-                f"or --minibatch-size")
+        return (
+            f"warning: the budget pays for only {self.min_proposals} accepted proposal(s); GEPA usually needs several "
+            f"rounds to improve a prompt: raise -B/--max-calls (to {wanted} for {WARN_BELOW}), or lower -N/--num-val "
+            f"or --minibatch-size"
+        )
 
 
 class FatalStopper:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from evalkit.envs.tool_descriptions import descriptions_of
 from evalkit.core.errors import UserError
+from evalkit.envs.tool_descriptions import descriptions_of
 from gepa_cli.adapter import COMPONENT, TOOLS
 
 FILES = {TOOLS: "tools.json"}

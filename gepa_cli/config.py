@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from evalkit.clients.routing import is_embedded, route
 from evalkit.clients.spec import ClientSpec
@@ -33,7 +33,8 @@ class EnvSpec(EnvTable):
     """
 
     extra_env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs`` (:mod:`evalkit.loading.kwargs`)."""
+    """Settings applied to the loaded environment, as verifiers' ``extra_env_kwargs``
+    (:mod:`evalkit.loading.kwargs`)."""
 
 
 class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, SecretsFields, GepaSearchFields,
@@ -69,7 +70,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     """Explicit run directory; default ``<output_root>/gepa/<env>--<model>/<run-id>/``, where the output root is
     a local environment's ``outputs/`` (``environments/<env>/outputs``), else ``./outputs``."""
     output_root: str | None = None
-    """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``, else ``./outputs``."""
+    """Root of run dirs; default (:func:`evalkit.core.runs.outputs_root`): one local environment's ``outputs/``,
+    else ``./outputs``."""
     reflection_attempts: int = Field(default=3, ge=1)
     """Reflection requests per proposal before the run fails (empty reply, no fenced block, error)."""
     reflection_sampling: dict[str, Any] | None = None
@@ -78,7 +80,7 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
     """The seed candidate's system prompt (verifiers 0.4's ``gepa`` key); None: the first environment's own."""
 
     @model_validator(mode="after")
-    def _resolved(self) -> "GepaJobConfig":
+    def _resolved(self) -> GepaJobConfig:
         """The task model is named in paths and metadata, so it is never left unset; the top-level
         ``extra_env_kwargs`` apply to every environment (an environment's own win)."""
         if self.model is None:
@@ -124,7 +126,8 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
 
     @property
     def runs_root(self) -> Path:
-        """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else ./outputs."""
+        """Where run dirs go (under ``gepa/``): ``output_root``, else a single local environment's outputs/, else
+        ./outputs."""
         from evalkit.core.runs import outputs_root
 
         single = self.envs[0].id if len(self.envs) == 1 else None
@@ -137,9 +140,21 @@ class GepaJobConfig(ModelFields, RolloutBounds, ConcurrencyFields, EnvFields, Se
         return "+".join(env_slug(spec.id) for spec in self.envs)
 
 
-SECTION_KEYS = frozenset({"max_calls", "num_train", "num_val", "minibatch_size", "seed", "perfect_score", "stop_at_score",
-                          "state_columns", *RolloutBounds.model_fields, *ConcurrencyFields.model_fields,
-                          *GepaSearchFields.model_fields})
+SECTION_KEYS = frozenset(
+    {
+        "max_calls",
+        "num_train",
+        "num_val",
+        "minibatch_size",
+        "seed",
+        "perfect_score",
+        "stop_at_score",
+        "state_columns",
+        *RolloutBounds.model_fields,
+        *ConcurrencyFields.model_fields,
+        *GepaSearchFields.model_fields,
+    }
+)
 """The ``[gepa]`` table's keys: budget, data sizes, search settings and rollout bounds."""
 TOP_KEYS = frozenset({*ModelFields.model_fields, "reflection_model", "env_dir_path", "run_dir", "extra_env_kwargs"})
 """The file's top-level keys besides its tables: the model fields, the teacher and where things are."""

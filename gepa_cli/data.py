@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
+from evalkit.envs.base import Environment
 
 
 @dataclass

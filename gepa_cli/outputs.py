@@ -104,8 +104,13 @@ def frontier_rows(state: Any) -> list[dict[str, Any]]:
         scored = [(idx, float(sub[vid])) for idx, sub in enumerate(state.prog_candidate_val_subscores) if vid in sub]
         best = max(score for _, score in scored)
         winners = [
-            {"candidate_idx": idx, "system_prompt_sha256": sha256(state.program_candidates[idx][COMPONENT]), "score": score}
-            for idx, score in scored if score == best
+            {
+                "candidate_idx": idx,
+                "system_prompt_sha256": sha256(state.program_candidates[idx][COMPONENT]),
+                "score": score,
+            }
+            for idx, score in scored
+            if score == best
         ]
         rows.append({"schema_version": SCHEMA_VERSION, "valset_row": int(vid), "best_score": best,
                      "num_best_candidates": len(winners), "best_candidates": winners})
@@ -124,7 +129,7 @@ class Candidates:
     discovered_at: dict[int, int]
 
     @classmethod
-    def of(cls, state: Any, discovered_at: dict[int, int]) -> "Candidates":
+    def of(cls, state: Any, discovered_at: dict[int, int]) -> Candidates:
         return cls([dict(c) for c in state.program_candidates], [dict(s) for s in state.prog_candidate_val_subscores],
                    [list(p) for p in state.parent_program_for_candidate],
                    list(getattr(state, "num_metric_calls_by_discovery", []) or []), dict(discovered_at))

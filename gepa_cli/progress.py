@@ -17,7 +17,6 @@ from evalkit.core.redact import redact
 from evalkit.core.types import RolloutState
 from gepa_cli.budget import RolloutBudget
 
-
 FLUSH_EVERY_S = 0.5
 """The longest a ``gepa.log`` line waits in memory. gepa logs a dozen lines an iteration; stamping, redacting
 and writing each as it comes was ~2 ms of a 1 s run's search thread, done between its waves of rollouts."""
@@ -91,10 +90,11 @@ class ProgressReporter:
             disable=not enabled,
             transient=False,
         )
-        self._task = self._progress.add_task("gepa", total=budget.max_calls, completed=budget.used, best="-", accepted=0,
-                                            errors=0)
+        self._task = self._progress.add_task(
+            "gepa", total=budget.max_calls, completed=budget.used, best="-", accepted=0, errors=0
+        )
 
-    def __enter__(self) -> "ProgressReporter":
+    def __enter__(self) -> ProgressReporter:
         self._progress.start()
         return self
 

@@ -10,7 +10,8 @@ attempt the run fails with :class:`ReflectionError`.
 Retries after a reply without a block open the block themselves: the request ends with
 ``OPEN_BLOCK_SUFFIX`` and the reply is read as the block's body, up to its closing fence or the
 reply's natural end. Small teachers (the embedded 135M model) rarely write fences on their own but
-do continue one (an embedded teacher gets the opened block from its first request on). In that mode a body cut off by ``max_tokens`` is kept (and logged): it is only a
+do continue one (an embedded teacher gets the opened block from its first request on). In that mode a body cut
+off by ``max_tokens`` is kept (and logged): it is only a
 proposal, scored on a minibatch and the validation set before it can replace anything.
 """
 
@@ -22,8 +23,8 @@ from typing import Any
 
 from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
-from evalkit.core.aio import LoopThread
 from evalkit.clients.base import ModelClient
+from evalkit.core.aio import LoopThread
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import SamplingArgs
 
@@ -117,7 +118,10 @@ class ReflectionLM:
                     problem = f"the proposed text is not usable: {wrong}"
                 else:
                     if opened and completion.finish_reason == "length" and "```" not in text:
-                        self.log(f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens ({len(block)} chars)")
+                        self.log(
+                            f"reflection attempt {attempt + 1}: kept a proposal cut off by max_tokens "
+                            f"({len(block)} chars)"
+                        )
                     return block, text
             self.log(f"reflection attempt {attempt + 1}/{self.attempts} failed: {problem}")
         raise ReflectionError(

@@ -20,32 +20,40 @@ from typing import Any
 
 from rich.console import Console
 
-from evalkit.core import runs
 from evalkit.clients.base import ModelClient
 from evalkit.clients.routing import is_embedded
-from evalkit.envs.base import Environment
+from evalkit.core import runs
+from evalkit.core.aio import LoopThread
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
-from evalkit.core.untrusted import json_bytes
 from evalkit.core.readback import GEPA_METADATA, read_object
+from evalkit.core.redact import redact
 from evalkit.core.runs import detect_kind
 from evalkit.core.types import SamplingArgs
-from evalkit.core.redact import redact
+from evalkit.core.untrusted import json_bytes
+from evalkit.envs.base import Environment
 from gepa_cli import outputs
 from gepa_cli.adapter import COMPONENT, SystemPromptAdapter
 from gepa_cli.background import BackgroundWriter, StateSaver, Throttle
-from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.budget import BudgetExceeded, BudgetStopper, FatalStopper, RolloutBudget, StopAtScoreStopper
-from gepa_cli.tracking import check_installed, tracking_kwargs
-from gepa_cli.stoppers import (Named, ReflectionCost, StopRecord, check_stop_files, clear_stop_files, optional_stoppers,
-                               price_of, stop_files)
+from gepa_cli.components import ENV_PROMPT, FILES, TOOLS, check_text, seed_candidate
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.data import build_examples
-from evalkit.core.aio import LoopThread
 from gepa_cli.progress import FileLogger, ProgressReporter
 from gepa_cli.reflection import Proposer, ReflectionError, ReflectionLM
 from gepa_cli.saved_state import STATE_FILE, check_state_file
 from gepa_cli.secret_mask import SecretMask
+from gepa_cli.stoppers import (
+    Named,
+    ReflectionCost,
+    StopRecord,
+    check_stop_files,
+    clear_stop_files,
+    optional_stoppers,
+    price_of,
+    stop_files,
+)
+from gepa_cli.tracking import check_installed, tracking_kwargs
 
 
 @dataclass
@@ -151,8 +159,11 @@ def _taken(run_dir: Path) -> str:
     if kind == "gepa":
         # even a run killed before its first save has spent rollouts; only --resume may add to its count
         return f"{run_dir} already holds a GEPA run; continue it with --resume {run_dir} or pick another -o"
-    return (f"{run_dir} holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run; -o names the GEPA run's own "
-            "folder: pick a new or empty one (or leave -o out)")
+    return (
+        f"{run_dir} holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run; "
+        "-o names the GEPA run's own "
+        "folder: pick a new or empty one (or leave -o out)"
+    )
 
 
 def run_dirs(config: GepaJobConfig | None) -> runs.RunDirs:
@@ -173,7 +184,9 @@ def run_dirs(config: GepaJobConfig | None) -> runs.RunDirs:
         holds_run=lambda path: path.is_dir() and detect_kind(path) is not None,
         check=check,
         taken=_taken,
-        none_found=lambda where: f"--resume: no earlier run of {label} with {model} in {where}; pass the run directory: --resume PATH",
+        none_found=lambda where: (
+            f"--resume: no earlier run of {label} with {model} in {where}; pass the run directory: --resume PATH"
+        ),
     )
 
 
@@ -189,7 +202,11 @@ def saved_config(resolved: runs.ResolvedRun) -> dict[str, Any]:
     saved = data.get("job_config") or data.get("config") or {}
     if "max_calls" not in saved:
         kind = detect_kind(run_dir)
-        what = f"holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run" if kind != "gepa" else "was not written by prime gepa run"
+        what = (
+            f"holds an {(kind or '').upper() if kind in ('rl', 'sft') else kind} run, not a GEPA run"
+            if kind != "gepa"
+            else "was not written by prime gepa run"
+        )
         raise UserError(f"--resume: {run_dir} {what} (no job_config in its {runs.METADATA})")
     return dict(saved)
 
@@ -223,7 +240,9 @@ def run_gepa(
     run_dir, resuming = resume.run_dir, resume.resuming
     plan = budget_plan(config, val, run_dir, resuming)
     check_installed(config)
-    seed_candidate(envs, config.components, [spec.id for spec in config.envs])  # a component the environments lack is refused before anything is written
+    seed_candidate(
+        envs, config.components, [spec.id for spec in config.envs]
+    )  # a component the environments lack is refused before anything is written
     if config.max_reflection_cost is not None:  # an unpriced teacher is refused before anything is written
         price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
     if dry_run:
@@ -276,7 +295,13 @@ class _Job:
     def __init__(self, config: GepaJobConfig, envs: list[Environment], resolved: runs.ResolvedRun, console: Console,
                  verbose: bool, *, num_val: int, seed_cost: int):
         run_dir = resolved.run_dir
-        self.config, self.envs, self.run_dir, self.resuming, self.console = config, envs, run_dir, resolved.resuming, console
+        self.config, self.envs, self.run_dir, self.resuming, self.console = (
+            config,
+            envs,
+            run_dir,
+            resolved.resuming,
+            console,
+        )
         self.started = time.perf_counter()
         self.state_dir = run_dir / outputs.STATE_SUBDIR
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -317,7 +342,9 @@ class _Job:
         price = price_of(config.teacher, config.reflection_prices, free=is_embedded(config.teacher_spec()))
         return ReflectionCost(price, total_cost=float(self.previous.get("reflection_cost_usd") or 0.0))
 
-    def optimize(self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool) -> str:
+    def optimize(
+        self, train: list[Any], val: list[Any], clients: tuple[ModelClient, ModelClient] | None, show_progress: bool
+    ) -> str:
         """Run the library's loop under our stoppers; returns why it stopped."""
         import gepa
 
@@ -334,7 +361,8 @@ class _Job:
         stoppers: list[Any] = [FatalStopper(proposer), *self._stoppers(record)]
         self.logger.log(
             f"{'resuming' if self.resuming else 'starting'}: envs={[s.id for s in config.envs]} model={config.model} "
-            f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} used={self.budget.used}"
+            f"teacher={config.teacher} train={len(train)} val={len(val)} budget={config.max_calls} "
+            f"used={self.budget.used}"
         )
         with ProgressReporter(self.console, self.budget, enabled=show_progress, log=self.logger.log) as progress:
             adapter = self._adapter(task, progress.on_rollouts, saved_state)
@@ -425,8 +453,10 @@ class _Job:
             raise UserError(f"--resume: {self.state_dir / 'gepa_state.bin'} is damaged, so the search cannot go on "
                             "from it; start a new run")
         if saved_state is not None and saved_state.program_candidates[0] != self._hidden_seed():
-            raise UserError(f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
-                            "started; start a new run")
+            raise UserError(
+                f"--resume: the environment's system prompt or tool descriptions changed since {self.run_dir} "
+                "started; start a new run"
+            )
         return saved_state
 
     def _reflection(self, teacher: ModelClient) -> ReflectionLM:
@@ -583,7 +613,9 @@ def _try_load_state(state_dir: Path) -> Any:
         return None
 
 
-def _metadata(config: GepaJobConfig, run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]) -> dict[str, Any]:
+def _metadata(
+    config: GepaJobConfig, run_dir: Path, budget: RolloutBudget, *, status: str, previous: dict[str, Any]
+) -> dict[str, Any]:
     """verifiers' GEPA metadata (``save_gepa_results``) with primekit's run facts beside it.
 
     verifiers' keys: ``schema_version``, ``eval_kind``, ``framework``, ``optimizer``, ``optimization_target``,

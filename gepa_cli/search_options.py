@@ -64,8 +64,8 @@ class GepaSearchFields(BaseModel):
     """Of one iteration's children that pass acceptance, validate all, or only the best improvement."""
     components: list[str] = Field(default_factory=lambda: ["system_prompt"])
     """What a candidate is made of: system_prompt, tools (the descriptions of a tool environment's tools: native,
-    legacy verifiers or a v1 taskset's MCP tools; written to tools.json), and in a multi-environment run system_prompt:<env> (that environment's own prompt); see
-    --list-components."""
+    legacy verifiers or a v1 taskset's MCP tools; written to tools.json), and in a multi-environment run
+    system_prompt:<env> (that environment's own prompt); see --list-components."""
     module_selector: Literal["round_robin", "all"] = "round_robin"
     """With several components: rewrite one per proposal in turn (round_robin), or all of them at once."""
 
@@ -73,7 +73,8 @@ class GepaSearchFields(BaseModel):
     no_improvement_stop: int | None = Field(default=None, ge=1)
     """Stop after this many proposals in a row that did not raise the best validation score."""
     max_time: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """Stop once the run has lasted this many seconds (a resumed run counts its earlier time), checked between proposals."""
+    """Stop once the run has lasted this many seconds (a resumed run counts its earlier time), checked between
+    proposals."""
     max_reflection_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Stop once the teacher's calls cost this many USD (token counts times reflection_prices)."""
     reflection_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -94,7 +95,9 @@ class GepaSearchFields(BaseModel):
     @field_validator("components")
     @classmethod
     def _known_components(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in COMPONENTS and not (name.startswith("system_prompt:") and name[14:])]
+        unknown = [
+            name for name in value if name not in COMPONENTS and not (name.startswith("system_prompt:") and name[14:])
+        ]
         if unknown:
             raise ValueError(f"unknown component {', '.join(map(repr, unknown))} (known: {', '.join(COMPONENTS)})")
         if "system_prompt" not in value:

@@ -77,5 +77,7 @@ def help_section(refused: Sequence[Refused], noops: Sequence[NoOp]) -> str:
         lines += ["Accepted with no effect here (flags of vf-eval / prime):"]
         lines += [f"  {'/'.join(n.flags)}: {n.why}" for n in noops]
     if refused:
-        lines += ["Refused with an error that says what to use instead: " + ", ".join(f for r in refused for f in r.flags)]
+        lines += [
+            "Refused with an error that says what to use instead: " + ", ".join(f for r in refused for f in r.flags)
+        ]
     return "\n" + "\n\n".join(lines) + "\n"

@@ -82,7 +82,11 @@ def forward_if_not_ours(group: Any, args: Sequence[str]) -> None:
         run()
         raise SystemExit(0)
     if tabled:
-        shown = " ".join(words[:2]) + (f" {HOSTED_FLAG}" if HOSTED_FLAG in args else "") if words[0] in group.commands else words[0]
+        shown = (
+            " ".join(words[:2]) + (f" {HOSTED_FLAG}" if HOSTED_FLAG in args else "")
+            if words[0] in group.commands
+            else words[0]
+        )
         print(f"error: `prime {shown}` is a command of the prime CLI, which is not installed here; install it beside "
               f"primekit with `pip install {PRIME_CLI_DIST}` (primekit's own commands stay available as `primekit`)",
               file=sys.stderr)
@@ -106,8 +110,8 @@ def _load_prime_cli(tabled: bool) -> tuple[Any, Any]:
     ends the command with one ``error:`` line (exit 2). A prime CLI whose app typer cannot read is trusted with
     every command line (its group is then ``True``)."""
     try:
-        from prime_cli.main import run  # type: ignore[import-not-found]
         from prime_cli.main import app as prime_app  # type: ignore[import-not-found]
+        from prime_cli.main import run  # type: ignore[import-not-found]
     except Exception as exc:  # anything its import raises: its own bug or a broken install, not primekit's
         if not tabled:
             return None, None

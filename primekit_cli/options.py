@@ -168,7 +168,7 @@ def _parameter(entry: Flag) -> inspect.Parameter:
         metavar = "A,B" if _is_names(entry.field) else "JSON" if _is_json(entry.field) else None
     extra = {"rich_help_panel": entry.panel} if entry.panel else {}
     option = typer.Option(None, *names, help=help_text(entry), show_default=False, metavar=metavar, **extra)
-    return inspect.Parameter(entry.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=Optional[kind])
+    return inspect.Parameter(entry.key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=Optional[kind])  # noqa: UP045  (typer reads it at run time)
 
 
 def _value(entry: Flag, raw: Any) -> Any:
@@ -238,7 +238,7 @@ def field_flags(table: FlagTable, into: str = "given") -> Callable[[Callable[...
 
 # --- the options that are no field, shared by eval and GEPA ---------------------------------------------------------
 
-EnvArgs = Annotated[Optional[str], typer.Option(
+EnvArgs = Annotated[str | None, typer.Option(
     "--env-args", "-a", show_default=False,
     help="Environment args as JSON, e.g. '{\"difficulty\": \"easy\"}'; a verifiers v1 taskset also takes "
          "'{\"taskset\": {...}, \"harness\": {\"max_turns\": 8}}'. Its seats run verifiers' null chat program "
@@ -246,10 +246,10 @@ EnvArgs = Annotated[Optional[str], typer.Option(
          "\"sandbox\"}}' runs verifiers' bash harness, which executes the model's shell commands on this machine, "
          "so it runs only with the runtime chosen explicitly (--env.agent.runtime.type sandbox: in a bubblewrap "
          "sandbox; subprocess: as you, with your files).")]
-ExtraEnvKwargs = Annotated[Optional[str], typer.Option(
+ExtraEnvKwargs = Annotated[str | None, typer.Option(
     "--extra-env-kwargs", "-x", show_default=False,
     help="JSON of settings applied to the loaded environment (set_<key> or an attribute).")]
-SamplingArgs = Annotated[Optional[str], typer.Option(
+SamplingArgs = Annotated[str | None, typer.Option(
     "--sampling-args", "-S", show_default=False,
     help="Sampling args as JSON, e.g. '{\"top_p\": 0.9}'; its keys override -t/-T where a command has them.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log retries and request details (never keys).")]

@@ -97,7 +97,7 @@ class AlgoConfig(_Strict):
         return {key: value for key, value in data.items() if key == "type" or key in self.model_fields_set}
 
     @model_validator(mode="after")
-    def _keys_belong(self) -> "AlgoConfig":
+    def _keys_belong(self) -> AlgoConfig:
         for key in sorted(self.model_fields_set):
             owners = OWNERS.get(key)
             if owners and self.type not in owners:
@@ -121,7 +121,7 @@ class AlgoConfig(_Strict):
     def build(self, trainer: Any = None) -> Any:
         """This algorithm's object (:mod:`rl_backend.algorithms`); ``trainer`` gives GRPO its advantage rule."""
         from rl_backend.advantages import make_advantage_rule
-        from rl_backend.algorithms import ALGORITHMS, Echo, LengthPenalty, RAE
+        from rl_backend.algorithms import ALGORITHMS, RAE, Echo, LengthPenalty
 
         cls = ALGORITHMS[self.type]
         if cls is RAE:

@@ -86,7 +86,10 @@ def summarize(groups: Sequence[list[RolloutState]], config: BaselineConfig) -> B
 def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
     problems = []
     if report.attempts and report.errors == report.attempts:
-        problems.append(f"all {report.attempts} baseline rollouts failed (first: {report.first_error}); fix the model or environment")
+        problems.append(
+            f"all {report.attempts} baseline rollouts failed (first: {report.first_error}); "
+            "fix the model or environment"
+        )
         return problems
     if report.mean_reward < config.min_reward:
         problems.append(
@@ -97,11 +100,13 @@ def _problems(report: BaselineReport, config: BaselineConfig) -> list[str]:
     if report.mean_reward > config.max_reward:
         problems.append(
             f"mean reward {report.mean_reward:.1%} over {report.attempts} attempts is above baseline.max_reward "
-            f"{config.max_reward:g} (above {config.max_reward:.0%}): the task is too easy to learn much from; use a harder setting"
+            f"{config.max_reward:g} (above {config.max_reward:.0%}): the task is too easy to learn much from; "
+            "use a harder setting"
         )
     if report.diverse_fraction < config.min_diverse_groups:
         problems.append(
-            f"only {report.diverse_groups}/{report.num_examples} groups ({report.diverse_fraction:.0%}) have non-identical "
+            f"only {report.diverse_groups}/{report.num_examples} groups ({report.diverse_fraction:.0%}) "
+            "have non-identical "
             f"rewards, below baseline.min_diverse_groups {config.min_diverse_groups:g}: no learning signal; raise "
             "sampling.temperature or rollouts_per_example"
         )

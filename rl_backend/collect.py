@@ -17,14 +17,15 @@ from typing import Any
 
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import UserError
-from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import Completion, RolloutState, SamplingArgs
+from evalkit.eval.rollouts import run_groups
 from rl_backend.algorithms import Algorithm, Trace
 from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
 from rl_backend.mixture import EnvMixture
 from rl_backend.policy import Sample
 from rl_backend.teacher import TeacherError
+
 
 @dataclass
 class StepBatch:
@@ -36,7 +37,8 @@ class StepBatch:
     gen_seconds: float
     gen_tokens: int
     weights_step: int
-    """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step off-policy)."""
+    """The trainer step whose weights generated this batch (``step - 1`` on-policy, ``step - 2`` one-step
+    off-policy)."""
     advantages: dict[tuple[int, int], float] = field(default_factory=dict)
     env_of: dict[int, str] = field(default_factory=dict)
     """The environment label of each example id (the global cursor of the example)."""

@@ -9,28 +9,23 @@ and cross-field problems name the key to change.
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_serializer, model_validator
 
-from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
-from evalkit.core.errors import ConfigError
-from evalkit.core.dotted import deep_merge, key_parts, read_flag
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
-from evalkit.eval.config import EnvTable
+from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_RL_MAX_CONCURRENT
+from evalkit.core.dotted import deep_merge, key_parts, read_flag
+from evalkit.core.errors import ConfigError
 from evalkit.core.runs import env_slug
+from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
 from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
+from evalkit.eval.config import EnvTable
 from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, SecretsFields
-from evalkit.core.sampling_rules import MAX_MAX_TOKENS, MAX_TOP_K
 from rl_backend.algo_config import AlgoConfig
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 class _Strict(BaseModel):
@@ -78,7 +73,8 @@ class SamplingConfig(_Strict):
     """Penalise tokens already in the prompt or the completion (vLLM's rule: a positive logit is divided
     by it, a negative one multiplied); 1.0 or ``None``: off."""
     enable_thinking: bool | None = None
-    """Chat-template switch for models with a thinking mode (Qwen3/3.5, Nemotron 3); ``None``: the template's default."""
+    """Chat-template switch for models with a thinking mode (Qwen3/3.5, Nemotron 3); ``None``: the template's
+    default."""
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """Reasoning effort for models whose template takes one (gpt-oss); ``None``: the template's default."""
 
@@ -148,7 +144,7 @@ class LossConfig(_Strict):
         return {key: getattr(self, key) for key in DPPO_KNOBS} if self.type == "dppo" else {}
 
     @model_validator(mode="after")
-    def _order(self) -> "LossConfig":
+    def _order(self) -> LossConfig:
         stray = sorted(set(DPPO_KNOBS) & self.model_fields_set) if self.type != "dppo" else []
         if stray:
             raise ValueError(f"trainer.loss.{stray[0]} is a knob of loss type 'dppo' (prime-rl's default), not "
@@ -181,17 +177,21 @@ class OptimizerFields(_Strict):
     adam_beta2: float = Field(0.999, ge=0, lt=1)
     """AdamW beta2."""
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning rate after warm-up: ``constant``, or decaying to ``min_lr`` at ``max_steps`` linearly or on a half cosine."""
+    """Learning rate after warm-up: ``constant``, or decaying to ``min_lr`` at ``max_steps`` linearly or on a half
+    cosine."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up over this many steps."""
     min_lr: float = Field(0.0, ge=0)
     """Where ``linear`` and ``cosine`` decay end (at ``max_steps``)."""
     max_grad_norm: float = Field(1.0, ge=0)
-    """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before clipping)."""
+    """Gradients are clipped to this global norm (0: no clipping; ``grad_norm`` in metrics.jsonl is the norm before
+    clipping)."""
     gradient_checkpointing: bool = False
-    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more compute)."""
+    """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30% more
+    compute)."""
     micro_batch_size: int = Field(8, gt=0)
-    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer steps per RL step)."""
+    """Sequences per forward/backward pass; gradients accumulate over the whole batch (``num_iterations`` optimizer
+    steps per RL step)."""
     max_seq_len: int = Field(2048, gt=0)
     """Longest prompt+completion the trainer accepts; longer samples are dropped (and counted). Unset, it
     follows the config (:mod:`rl_backend.seq_len`): ``inference.max_model_len``, else 2048 or
@@ -201,7 +201,10 @@ class OptimizerFields(_Strict):
     lora: LoraConfig | None = Field(default_factory=LoraConfig)
     """LoRA adapter settings; ``lora = false`` trains all weights."""
     device: str = "auto"
-    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``, else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as ``gpus = [N]``)."""
+    """Where the trainer (and the in-process engine that samples from its weights) runs: ``auto`` (the GPU of ``gpus``,
+    else the first GPU, else the CPU), ``cpu`` (even with CUDA present), ``cuda`` or ``cuda:N`` (the same as
+    ``gpus = [N]``)."""
+
     @field_validator("device")
     @classmethod
     def _known_device(cls, value: str) -> str:
@@ -243,25 +246,30 @@ class TrainerConfig(OptimizerFields):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     """Advantage rule."""
     gpus: list[int] | None = None
-    """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
+    """GPU index the trainer runs on (one; multi-GPU training is prime-rl's job); default: the first GPU, or the CPU
+    without CUDA. prime-rl's top-level ``trainer_gpu_ids`` is accepted too."""
     on_policy: bool = False
     """``true`` is ``async_level = 0``: each step's rollouts come from the current weights (no overlap). On a
     2-core CPU the overlap does not pay (measured: 70 s vs 63 s per step, the two halves compete for the
     cores); it pays when generation and training run on different devices or many cores."""
 
     @model_validator(mode="after")
-    def _on_policy_is_async_0(self) -> "TrainerConfig":
+    def _on_policy_is_async_0(self) -> TrainerConfig:
         if self.on_policy and self.async_level not in (0, 1):
-            raise ValueError(f"trainer.on_policy = true contradicts trainer.async_level = {self.async_level}; set one of them")
+            raise ValueError(
+                f"trainer.on_policy = true contradicts trainer.async_level = {self.async_level}; set one of them"
+            )
         if self.on_policy:
             self.async_level = 0
         self.on_policy = self.async_level == 0
         return self
 
     @model_validator(mode="after")
-    def _device_or_gpus(self) -> "TrainerConfig":
+    def _device_or_gpus(self) -> TrainerConfig:
         if self.gpus is not None and self.device not in ("auto", "cuda", f"cuda:{self.gpus[0]}"):
-            raise ValueError(f"trainer.device = '{self.device}' contradicts trainer.gpus = {self.gpus}; set one of them")
+            raise ValueError(
+                f"trainer.device = '{self.device}' contradicts trainer.gpus = {self.gpus}; set one of them"
+            )
         return self
 
     @field_validator("gpus")
@@ -269,22 +277,33 @@ class TrainerConfig(OptimizerFields):
     def _one_gpu(cls, value: list[int] | None) -> list[int] | None:
         if value is not None and len(value) != 1:
             raise ValueError(
-                f"the trainer runs on one GPU, got {value}; give one index (multi-GPU training: export the config to prime-rl)"
+                f"the trainer runs on one GPU, got {value}; give one index "
+                "(multi-GPU training: export the config to prime-rl)"
             )
         return value
 
 
 class InferenceConfig(_Strict):
     backend: Literal["auto", "torch", "vllm"] = "auto"
-    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm are present, else torch)."""
+    """Who samples: where rollouts are generated (who trains is ``prime rl run --backend``): ``torch`` (in-process
+    engine, CPU or GPU), ``vllm`` (a vLLM server; started here it needs CUDA and vllm in this environment, unless
+    ``vllm_command`` or ``base_url`` is set), ``auto`` (vllm when ``vllm_command``/``base_url`` is set or CUDA and vllm
+    are present, else torch)."""
     vllm_command: list[str] | None = None
-    """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g. ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
+    """vLLM: the command that starts the server, for a vLLM installed in another environment (e.g.
+    ``["/opt/vllm-env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]`` or ``["vllm", "serve"]``); the model
+    and the flags RL needs are appended. Default: this interpreter's ``-m vllm.entrypoints.openai.api_server``."""
     base_url: str | None = None
-    """vLLM: an already running server (``http://127.0.0.1:8000`` or ``.../v1``) to use instead of starting one. It must have been started with ``--enable-lora``, ``--max-lora-rank`` >= the LoRA rank, ``--logprobs-mode processed_logprobs`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, and read this run's ``adapters/`` folder (same machine or a shared filesystem)."""
+    """vLLM: an already running server (``http://127.0.0.1:8000`` or ``.../v1``) to use instead of starting one. It must
+    have been started with ``--enable-lora``, ``--max-lora-rank`` >= the LoRA rank,
+    ``--logprobs-mode processed_logprobs`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, and read this run's
+    ``adapters/`` folder (same machine or a shared filesystem)."""
     gpus: list[int] | None = None
-    """vLLM: GPU indices the started server may use (its ``CUDA_VISIBLE_DEVICES``; several mean tensor parallelism); default: the first GPU. prime-rl's top-level ``inference_gpu_ids`` is accepted too."""
+    """vLLM: GPU indices the started server may use (its ``CUDA_VISIBLE_DEVICES``; several mean tensor parallelism);
+    default: the first GPU. prime-rl's top-level ``inference_gpu_ids`` is accepted too."""
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    """vLLM: fraction of GPU memory vLLM may take; default 0.9 when it has its GPUs to itself, 0.5 when the trainer shares one (at most 0.8 then)."""
+    """vLLM: fraction of GPU memory vLLM may take; default 0.9 when it has its GPUs to itself, 0.5 when the trainer
+    shares one (at most 0.8 then)."""
     max_model_len: int | None = Field(None, gt=0)
     """vLLM: context length to allocate for; must exceed sampling.max_tokens."""
     port: int = Field(8765, gt=0, lt=65536)
@@ -292,19 +311,25 @@ class InferenceConfig(_Strict):
     server_args: list[str] = Field(default_factory=list)
     """vLLM: extra command-line arguments for the server."""
     tool_call_parser: str | None = None
-    """vLLM: the server's tool-call parser (e.g. ``hermes`` for ``<tool_call>`` JSON blocks, as Qwen models write them); needed for environments with tools, which the server otherwise refuses."""
+    """vLLM: the server's tool-call parser (e.g. ``hermes`` for ``<tool_call>`` JSON blocks, as Qwen models write them);
+    needed for environments with tools, which the server otherwise refuses."""
     startup_timeout_s: float = Field(900.0, gt=0)
     """vLLM: how long to wait for the server to become healthy."""
     max_batch_size: int = Field(64, gt=0)
     """torch: most sequences decoded together in one batched forward."""
     engine: Literal["auto", "fused", "hf"] = "auto"
-    """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can, else hf). Both batch continuously and return the sampled tokens' logprobs."""
+    """torch: which forward the in-process engine runs: ``fused`` (its own Llama-family path; refused for models it
+    cannot run exactly), ``hf`` (the model's own Hugging Face modules, any common decoder), ``auto`` (fused when it can,
+    else hf). Both batch continuously and return the sampled tokens' logprobs."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16), else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16 sampler's small mismatch."""
+    """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16),
+    else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16
+    sampler's small mismatch."""
 
 
 class HealthConfig(_Strict):
-    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its fix."""
+    """Checks on the run's own metrics after each step (``evalkit.report.rl_health``), each alarm printed once with its
+    fix."""
 
     halt_on: list[str] = Field(default_factory=list)
     """Alarms that stop the run, after the step's checkpoint and metrics are saved (resume with ``--resume``):
@@ -386,13 +411,16 @@ class FilterConfig(_Strict):
 
 class BufferConfig(_Strict):
     env_ratios: list[float] | None = None
-    """How often each ``[[env]]`` (in table order) is drawn, e.g. ``[0.7, 0.3]`` (normalized). Default: rows of all environments pooled, each example equally likely."""
+    """How often each ``[[env]]`` (in table order) is drawn, e.g. ``[0.7, 0.3]`` (normalized). Default: rows of all
+    environments pooled, each example equally likely."""
 
     @field_validator("env_ratios")
     @classmethod
     def _positive(cls, value: list[float] | None) -> list[float] | None:
         if value is not None and any(not ratio > 0 for ratio in value):
-            raise ValueError(f"every ratio must be above 0, got {value}; remove an [[env]] table instead of giving it 0")
+            raise ValueError(
+                f"every ratio must be above 0, got {value}; remove an [[env]] table instead of giving it 0"
+            )
         return value
 
 
@@ -475,7 +503,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _other_shapes(cls, data: Any, handler: Any) -> "RLConfig":
+    def _other_shapes(cls, data: Any, handler: Any) -> RLConfig:
         """Keys of the shapes prime-rl, vf-rl and the quick-start guides document, as ours
         (:mod:`rl_backend.config_shapes`); the notes go to the plan."""
         from rl_backend.config_shapes import translate
@@ -489,37 +517,44 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         return config
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RLConfig":
+    def _consistent(self) -> RLConfig:
         if self.batch_size % self.rollouts_per_example:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be divisible by rollouts_per_example "
-                f"({self.rollouts_per_example}); e.g. batch_size = {max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
+                f"({self.rollouts_per_example}); e.g. batch_size = "
+                f"{max(1, self.batch_size // self.rollouts_per_example) * self.rollouts_per_example}"
             )
         _check_envs(self.env, self.buffer)
         if self.eval.env is not None:
             _check_envs(self.eval.env, BufferConfig(), table="eval.env")
         if self.inference.max_model_len is not None and self.sampling.max_tokens >= self.inference.max_model_len:
             raise ValueError(
-                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len ({self.inference.max_model_len})"
+                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below inference.max_model_len "
+                f"({self.inference.max_model_len})"
             )
         _derive_max_seq_len(self)
         if self.sampling.max_tokens >= self.trainer.max_seq_len:
             raise ValueError(
-                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len ({self.trainer.max_seq_len})"
+                f"sampling.max_tokens ({self.sampling.max_tokens}) must be below trainer.max_seq_len "
+                f"({self.trainer.max_seq_len})"
             )
         _check_inference(self)
         if self.baseline.min_reward > self.baseline.max_reward:
             raise ValueError(
-                f"baseline.min_reward ({self.baseline.min_reward}) is above baseline.max_reward ({self.baseline.max_reward})"
+                f"baseline.min_reward ({self.baseline.min_reward}) is above baseline.max_reward "
+                f"({self.baseline.max_reward})"
             )
         from rl_backend.advantages import ADVANTAGE_NAMES
         from rl_backend.losses import LOSS_NAMES
 
         if self.trainer.loss.type not in LOSS_NAMES:
-            raise ValueError(f"trainer.loss.type '{self.trainer.loss.type}' is unknown; choose one of {sorted(LOSS_NAMES)}")
+            raise ValueError(
+                f"trainer.loss.type '{self.trainer.loss.type}' is unknown; choose one of {sorted(LOSS_NAMES)}"
+            )
         if self.trainer.advantage.type not in ADVANTAGE_NAMES:
             raise ValueError(
-                f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; choose one of {sorted(ADVANTAGE_NAMES)}"
+                f"trainer.advantage.type '{self.trainer.advantage.type}' is unknown; "
+                f"choose one of {sorted(ADVANTAGE_NAMES)}"
             )
         _check_algos(self)
         return self
@@ -548,7 +583,7 @@ class RLConfig(RolloutBounds, ConcurrencyFields, SecretsFields):
         return self.inference.vllm_command is not None or self.inference.base_url is not None
 
 
-def _derive_max_seq_len(config: "RLConfig") -> None:
+def _derive_max_seq_len(config: RLConfig) -> None:
     """``trainer.max_seq_len`` from the rest of the config when the user did not write it (:mod:`rl_backend.seq_len`),
     with a note for the plan; ``max_tokens`` past the model's known context length is refused here."""
     if "max_seq_len" in config.trainer.model_fields_set:
@@ -563,12 +598,16 @@ def _derive_max_seq_len(config: "RLConfig") -> None:
     derived = derived_max_seq_len(max_tokens, config.inference.max_model_len, context)
     config.trainer.max_seq_len = derived
     if derived != DEFAULT_MAX_SEQ_LEN:
-        source = ("inference.max_model_len" if config.inference.max_model_len is not None
-                  else f"sampling.max_tokens ({max_tokens}) plus prompt room" + (f", within the model's {context}" if context else ""))
+        source = (
+            "inference.max_model_len"
+            if config.inference.max_model_len is not None
+            else f"sampling.max_tokens ({max_tokens}) plus prompt room"
+            + (f", within the model's {context}" if context else "")
+        )
         config._notes.append(f"trainer.max_seq_len = {derived}: unset, from {source}")
 
 
-def _check_algos(config: "RLConfig") -> None:
+def _check_algos(config: RLConfig) -> None:
     """``[trainer.advantage]`` is GRPO's baseline rule: set beside an algorithm with its own credit, it is refused."""
     if config.rollouts_per_example == 1:
         from rl_backend.algorithms import ALGORITHMS
@@ -600,22 +639,30 @@ def _check_envs(envs: list[EnvConfig], buffer: BufferConfig, table: str = "env")
             raise ValueError(f"{table} name '{spec.name}' may hold only letters, digits and . _ + - and may not be "
                              "'.' or '..' (it names folders)")
         if spec.label in seen:
-            raise ValueError(f"two [[{table}]] tables are both named '{spec.label}'; give each a distinct name = \"...\"")
+            raise ValueError(
+                f"two [[{table}]] tables are both named '{spec.label}'; give each a distinct name = \"...\""
+            )
         seen.add(spec.label)
     ratios = buffer.env_ratios
     if ratios is not None and len(ratios) != len(envs):
-        raise ValueError(f"buffer.env_ratios has {len(ratios)} values for {len(envs)} [[env]] tables; give one per table, in order")
+        raise ValueError(
+            f"buffer.env_ratios has {len(ratios)} values for {len(envs)} [[env]] tables; give one per table, in order"
+        )
 
 
 def _check_inference(config: RLConfig) -> None:
     """vLLM settings that cannot work together, each named with its fix."""
     inference, vllm = config.inference, config.inference.backend == "vllm" or config.external_vllm
     if inference.vllm_command is not None and inference.base_url is not None:
-        raise ValueError("set inference.vllm_command (start a server) or inference.base_url (use a running one), not both")
+        raise ValueError(
+            "set inference.vllm_command (start a server) or inference.base_url (use a running one), not both"
+        )
     if inference.vllm_command is not None and not inference.vllm_command:
-        raise ValueError("inference.vllm_command is empty; give the command that starts vLLM, e.g. [\"vllm\", \"serve\"]")
+        raise ValueError('inference.vllm_command is empty; give the command that starts vLLM, e.g. ["vllm", "serve"]')
     if config.external_vllm and inference.backend == "torch":
-        raise ValueError("inference.vllm_command / inference.base_url are for backend 'vllm'; remove them or set backend = 'vllm'")
+        raise ValueError(
+            "inference.vllm_command / inference.base_url are for backend 'vllm'; remove them or set backend = 'vllm'"
+        )
     if inference.base_url is not None and inference.gpus is not None:
         raise ValueError("inference.gpus has no effect on an already running server (inference.base_url); remove it")
     if inference.base_url is not None and not inference.base_url.startswith(("http://", "https://")):
@@ -631,7 +678,9 @@ def _check_inference(config: RLConfig) -> None:
         plan_gpus(inference.gpus, config.trainer.gpus, inference.gpu_memory_utilization,
                   trainer_on_gpu=config.trainer.gpus is not None)  # else known at run time (plan.resolve_backend)
     elif inference.gpus is not None and inference.backend == "torch":
-        raise ValueError("inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)")
+        raise ValueError(
+            "inference.gpus is for a vLLM server; the torch engine runs on the trainer's device (trainer.gpus)"
+        )
 
 
 def parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -66,12 +66,20 @@ DATA_ORDER = ("prime-rl's buffer moves easy/hard examples out of the pool; prime
               "seeded order (so --resume repeats it) and drops zero-variance groups per step ([filter])")
 
 SAMPLING = ("max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-LORA = {"rank": to("trainer.lora.rank"), "alpha": to("trainer.lora.alpha"), "dropout": to("trainer.lora.dropout"),
-        "target_modules": to("trainer.lora.target_modules"),
-        "modules_to_save": refuse("primekit's LoRA trains adapters only; use trainer.lora = false for full fine-tuning")}
+LORA = {
+    "rank": to("trainer.lora.rank"),
+    "alpha": to("trainer.lora.alpha"),
+    "dropout": to("trainer.lora.dropout"),
+    "target_modules": to("trainer.lora.target_modules"),
+    "modules_to_save": refuse("primekit's LoRA trains adapters only; use trainer.lora = false for full fine-tuning"),
+}
 BUFFER = {
     "online_difficulty_filtering": to("filter.enabled"),
-    "type": to("filter.enabled", lambda v: True, check=_only("online-difficulty", why="only 'online-difficulty' has a counterpart ([filter])")),
+    "type": to(
+        "filter.enabled",
+        lambda v: True,
+        check=_only("online-difficulty", why="only 'online-difficulty' has a counterpart ([filter])"),
+    ),
     "oversampling_factor": to("filter.oversampling_factor"),
     "env_ratios": to("buffer.env_ratios"),
     "seed": note("the data order follows the run's top-level seed"),
@@ -121,8 +129,13 @@ RULES: dict[str, Rule] = {
     "trainer.model.ac": to("trainer.gradient_checkpointing", lambda v: True),
     **_prefixed("trainer.model.lora", LORA),
     **_prefixed("trainer.model.experimental.lora", LORA),
-    **{f"trainer.model.{key}": refuse(MULTI_GPU) for key in ("dp_replicate", "ep", "tp", "cp", "fsdp_cpu_offload", "reshard_after_forward")},
-    "trainer.optim.type": note("AdamW is primekit's optimizer", check=_only("adamw", why="primekit's trainer uses AdamW only")),
+    **{
+        f"trainer.model.{key}": refuse(MULTI_GPU)
+        for key in ("dp_replicate", "ep", "tp", "cp", "fsdp_cpu_offload", "reshard_after_forward")
+    },
+    "trainer.optim.type": note(
+        "AdamW is primekit's optimizer", check=_only("adamw", why="primekit's trainer uses AdamW only")
+    ),
     "trainer.optim.lr": to("trainer.lr"),
     "trainer.optim.weight_decay": to("trainer.weight_decay"),
     "trainer.optim.max_norm": to("trainer.max_grad_norm", lambda v: 0.0 if v == "None" else v),  # "None": no clipping
@@ -134,10 +147,16 @@ RULES: dict[str, Rule] = {
     "trainer.loss.type": to("trainer.loss.type", lambda v: "dppo" if v == "default" else v),  # prime-rl's default
     "trainer.loss.mask_ratio_low": to("trainer.loss.mask_low"),
     "trainer.loss.mask_ratio_high": to("trainer.loss.mask_high"),
-    "trainer.loss.ratio_type": note("importance ratios are per token", check=_only("token", why="primekit's ratios are per token")),
+    "trainer.loss.ratio_type": note(
+        "importance ratios are per token", check=_only("token", why="primekit's ratios are per token")
+    ),
     **_prefixed("trainer.ckpt", CKPT),
-    "trainer.ckpt.weights": note("weights/step_N holds the merged model; checkpoints/step_N/trainable holds the adapter"),
-    "trainer.weight_broadcast": note("the torch engine reads the trainer's weights in process; a vLLM server gets the adapter only"),
+    "trainer.ckpt.weights": note(
+        "weights/step_N holds the merged model; checkpoints/step_N/trainable holds the adapter"
+    ),
+    "trainer.weight_broadcast": note(
+        "the torch engine reads the trainer's weights in process; a vLLM server gets the adapter only"
+    ),
     "orchestrator.batch_size": to("batch_size"),
     "orchestrator.rollouts_per_example": to("rollouts_per_example"),
     "orchestrator.seq_len": to("trainer.max_seq_len"),
@@ -150,8 +169,10 @@ RULES: dict[str, Rule] = {
     "orchestrator.lora_name": note("primekit names each step's adapter itself (adapters/step_N)"),
     "orchestrator.env": to("env", lambda v: [v] if isinstance(v, dict) else v),
     "orchestrator.env_mix.probabilities": to("buffer.env_ratios"),
-    "orchestrator.env_mix.strategy": note("environments are interleaved in proportion to their ratios",
-                                          check=_only("interleave", why="only 'interleave' has a counterpart")),
+    "orchestrator.env_mix.strategy": note(
+        "environments are interleaved in proportion to their ratios",
+        check=_only("interleave", why="only 'interleave' has a counterpart"),
+    ),
     **_prefixed("orchestrator", TRUNCATION),
     **_prefixed("orchestrator.sampling", {key: to(f"sampling.{key}") for key in SAMPLING}),
     **_prefixed("orchestrator.buffer", BUFFER),
@@ -188,26 +209,41 @@ RULES: dict[str, Rule] = {
 }
 
 VF_RL: dict[str, Rule] = {  # verifiers' vf-rl [trainer.args] (transformers TrainingArguments names)
-    "run_name": to("run_name"), "batch_size": to("batch_size"), "rollouts_per_example": to("rollouts_per_example"),
-    "max_steps": to("max_steps"), "seed": to("seed"), "max_concurrent": to("max_concurrent"),
-    "micro_batch_size": to("trainer.micro_batch_size"), "max_seq_len": to("trainer.max_seq_len"),
+    "run_name": to("run_name"),
+    "batch_size": to("batch_size"),
+    "rollouts_per_example": to("rollouts_per_example"),
+    "max_steps": to("max_steps"),
+    "seed": to("seed"),
+    "max_concurrent": to("max_concurrent"),
+    "micro_batch_size": to("trainer.micro_batch_size"),
+    "max_seq_len": to("trainer.max_seq_len"),
     **{key: to(f"sampling.{key}") for key in SAMPLING},
-    "learning_rate": to("trainer.lr"), "weight_decay": to("trainer.weight_decay"),
-    "adam_beta1": to("trainer.adam_beta1"), "adam_beta2": to("trainer.adam_beta2"),
+    "learning_rate": to("trainer.lr"),
+    "weight_decay": to("trainer.weight_decay"),
+    "adam_beta1": to("trainer.adam_beta1"),
+    "adam_beta2": to("trainer.adam_beta2"),
     "lr_scheduler_type": to("trainer.lr_scheduler_type", lambda v: "constant" if v == "constant_with_warmup" else v),
-    "warmup_steps": to("trainer.warmup_steps"), "max_grad_norm": to("trainer.max_grad_norm"),
-    "gradient_checkpointing": to("trainer.gradient_checkpointing"), "bf16": to("trainer.bf16"),
+    "warmup_steps": to("trainer.warmup_steps"),
+    "max_grad_norm": to("trainer.max_grad_norm"),
+    "gradient_checkpointing": to("trainer.gradient_checkpointing"),
+    "bf16": to("trainer.bf16"),
     "beta": to("trainer.kl_coef"),
-    "mask_ratio_low": to("trainer.loss.mask_low"), "mask_ratio_high": to("trainer.loss.mask_high"),
+    "mask_ratio_low": to("trainer.loss.mask_low"),
+    "mask_ratio_high": to("trainer.loss.mask_high"),
     **TRUNCATION,
     "use_lora": to("trainer.lora", lambda v: SKIP if v else False),
-    "lora_rank": to("trainer.lora.rank"), "lora_alpha": to("trainer.lora.alpha"),
-    "lora_dropout": to("trainer.lora.dropout"), "lora_target_modules": to("trainer.lora.target_modules"),
+    "lora_rank": to("trainer.lora.rank"),
+    "lora_alpha": to("trainer.lora.alpha"),
+    "lora_dropout": to("trainer.lora.dropout"),
+    "lora_target_modules": to("trainer.lora.target_modules"),
     "use_liger": note(KERNEL),
-    "save_steps": to("ckpt.interval", int), "save_total_limit": to("ckpt.keep_last"),
+    "save_steps": to("ckpt.interval", int),
+    "save_total_limit": to("ckpt.keep_last"),
     "save_strategy": note("checkpoints follow ckpt.interval", check=_only("steps", "no", why="only 'steps' or 'no'")),
     "save_only_model": note("checkpoints keep the optimizer so --resume continues exactly"),
-    "eval_strategy": note("periodic evals follow eval.interval", check=_only("steps", "no", why="only 'steps' or 'no'")),
+    "eval_strategy": note(
+        "periodic evals follow eval.interval", check=_only("steps", "no", why="only 'steps' or 'no'")
+    ),
     "eval_steps": to("eval.interval", int),
     "logging_steps": note("metrics.jsonl gets a line every step"),
     "report_to": note("W&B logging is on when a [wandb] table is given"),
@@ -215,7 +251,9 @@ VF_RL: dict[str, Rule] = {  # verifiers' vf-rl [trainer.args] (transformers Trai
     "vllm_server_port": to("inference.port"),
     "vllm_server_timeout": to("inference.startup_timeout_s"),
     "output_dir": RULES["output_dir"],
-    "max_prompt_len": refuse("primekit never cuts prompts; a sample longer than trainer.max_seq_len is dropped and counted"),
+    "max_prompt_len": refuse(
+        "primekit never cuts prompts; a sample longer than trainer.max_seq_len is dropped and counted"
+    ),
 }
 
 
@@ -350,8 +388,11 @@ def _tokenizer(work: dict[str, Any], notes: list[str]) -> None:
 
     model = work.get("model", DEFAULT_MODEL)
     if not isinstance(name, str) or name != model:
-        raise _Refused(f"trainer.tokenizer = {name!r} differs from the model {model!r}: primekit samples and trains "
-                       "with the model's own tokenizer; remove trainer.tokenizer (or train a model that ships the tokenizer you want)")
+        raise _Refused(
+            f"trainer.tokenizer = {name!r} differs from the model {model!r}: primekit samples and trains "
+            "with the model's own tokenizer; remove trainer.tokenizer "
+            "(or train a model that ships the tokenizer you want)"
+        )
     notes.append(f"trainer.tokenizer: the model's own tokenizer ({name}), which primekit always uses")
 
 
@@ -371,7 +412,9 @@ def _model_table(work: dict[str, Any]) -> None:
     del work["model"]
     others = [key for key in table if key != "name"]
     if others:
-        raise _Refused(f"model.{others[0]}: prime-rl model setting with no primekit counterpart ([model] name is the model)")
+        raise _Refused(
+            f"model.{others[0]}: prime-rl model setting with no primekit counterpart ([model] name is the model)"
+        )
     if "name" in table:
         _put(work, "model", table["name"], "model.name")
 
@@ -494,7 +537,10 @@ def _server_args(work: dict[str, Any], notes: list[str]) -> None:
         if key == "tool_call_parser":
             _put(work, "inference.tool_call_parser", value, "inference.args.tool_call_parser")
         elif key == "enable_auto_tool_choice":
-            notes.append("inference.args.enable_auto_tool_choice: no effect here (passed whenever inference.tool_call_parser is set)")
+            notes.append(
+                "inference.args.enable_auto_tool_choice: no effect here "
+                "(passed whenever inference.tool_call_parser is set)"
+            )
         elif value is True:
             flags.append(f"--{key.replace('_', '-')}")
         elif value is not False:

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 ENV_CHECK_FILE = "env_check.json"
 
 
-def run_env_checks(envs: Sequence[tuple[str, str, dict[str, Any], Any]], run_dir: Path, console: Console) -> dict[str, Any]:
+def run_env_checks(
+    envs: Sequence[tuple[str, str, dict[str, Any], Any]], run_dir: Path, console: Console
+) -> dict[str, Any]:
     """Check each ``(label, env_id, env_args, loaded env or None)``; write and print the reports; raise on a fail."""
     from evalkit.envcheck.render import report_table
     from evalkit.envcheck.run import EnvCheckOptions, check_environment
@@ -35,5 +37,7 @@ def run_env_checks(envs: Sequence[tuple[str, str, dict[str, Any], Any]], run_dir
     write_json_atomic(run_dir / ENV_CHECK_FILE, data)
     failed = [f"{label}: {c.name} ({c.detail})" for label, r in reports.items() for c in r.checks if c.status == "fail"]
     if failed:
-        raise UserError("env check failed: " + "; ".join(failed) + " (see prime env check; pass --skip-baseline to train anyway)")
+        raise UserError(
+            "env check failed: " + "; ".join(failed) + " (see prime env check; pass --skip-baseline to train anyway)"
+        )
     return data

@@ -18,7 +18,7 @@ import json
 import shlex
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,10 @@ def launch_prefix(prime_rl_cmd: str | None) -> list[str] | None:
     if prime_rl_cmd is not None:
         prefix = shlex.split(prime_rl_cmd)
         if not prefix:
-            raise UserError("--prime-rl-cmd is empty; give the command that runs prime-rl's rl, e.g. 'uv run --project ~/prime-rl rl'")
+            raise UserError(
+                "--prime-rl-cmd is empty; give the command that runs prime-rl's rl, "
+                "e.g. 'uv run --project ~/prime-rl rl'"
+            )
         return prefix
     found = shutil.which("rl")
     return [found] if found else None
@@ -73,7 +76,9 @@ def run(config: RLConfig, *, output_dir: Path, prime_rl_cmd: str | None, skip_ba
         return 0
     with runs.RunLock(run_dir):
         if (run_dir / LAUNCH_NAME).exists():
-            raise UserError(f"run dir {run_dir} already launched prime-rl ({LAUNCH_NAME}); use another run_name or --output-dir")
+            raise UserError(
+                f"run dir {run_dir} already launched prime-rl ({LAUNCH_NAME}); use another run_name or --output-dir"
+            )
         write_text_atomic(run_dir / runs.RESOLVED_CONFIG, to_toml(config))
         console.print(baseline_line(config, skip_baseline), markup=False, highlight=False)
         if config.baseline.enabled and not skip_baseline:
@@ -82,15 +87,18 @@ def run(config: RLConfig, *, output_dir: Path, prime_rl_cmd: str | None, skip_ba
             write_text_atomic(run_dir / name, text)
         write_text_atomic(config_path, exported.text)
         if prefix is None:
-            raise UserError(f"prime-rl is not installed here (no `rl` on PATH); the config is written to {config_path}: {INSTALL_HINT}")
+            raise UserError(
+                f"prime-rl is not installed here (no `rl` on PATH); "
+                f"the config is written to {config_path}: {INSTALL_HINT}"
+            )
         return launch(command, config_path, run_dir, console)
 
 
 def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[str, Any]:
     """primekit's baseline checks for each ``[[env]]``, through the eval runner (see the module docstring)."""
     from evalkit.eval.config import EvalConfig
-    from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, shared_fields
     from evalkit.eval.runner import run_eval
+    from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, shared_fields
     from rl_backend.baseline import run_checks
 
     cfg = config.baseline
@@ -101,10 +109,21 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
     def evaluate(spec: Any) -> Any:
         folder = runs.BASELINE_DIR if len(config.env) == 1 else f"{runs.BASELINE_DIR}/{spec.label}"
         eval_config = EvalConfig(
-            env_id=spec.id, env_args=spec.args, model=config.model, base_url=config.inference.base_url,
-            **shared_fields(config, RolloutBounds, ConcurrencyFields), system_prompt=config.system_prompt, sampling=sampling, shuffle=True,
-            output_dir=str(run_dir), run_dir=str(run_dir / folder), split="train", num_examples=cfg.num_examples,
-            rollouts_per_example=rpe, seed=config.seed + 1, device=config.trainer.device,
+            env_id=spec.id,
+            env_args=spec.args,
+            model=config.model,
+            base_url=config.inference.base_url,
+            **shared_fields(config, RolloutBounds, ConcurrencyFields),
+            system_prompt=config.system_prompt,
+            sampling=sampling,
+            shuffle=True,
+            output_dir=str(run_dir),
+            run_dir=str(run_dir / folder),
+            split="train",
+            num_examples=cfg.num_examples,
+            rollouts_per_example=rpe,
+            seed=config.seed + 1,
+            device=config.trainer.device,
         )
         return run_eval(eval_config)
 
@@ -112,7 +131,9 @@ def check_baseline(config: RLConfig, run_dir: Path, console: Console) -> dict[st
         from rl_backend.env_check_gate import run_env_checks
 
         run_env_checks([(spec.label, spec.id, spec.args, None) for spec in config.env], run_dir, console)
-    return run_checks([(spec.label, lambda spec=spec: evaluate(spec)) for spec in config.env], cfg, rpe, run_dir, console)
+    return run_checks(
+        [(spec.label, lambda spec=spec: evaluate(spec)) for spec in config.env], cfg, rpe, run_dir, console
+    )
 
 
 def launch(command: list[str], config_path: Path, run_dir: Path, console: Console) -> int:
@@ -124,13 +145,17 @@ def launch(command: list[str], config_path: Path, run_dir: Path, console: Consol
     try:
         code = subprocess.call(command)
     except OSError as exc:
-        raise UserError(f"could not start prime-rl ({shlex.join(command)}): {exc.strerror or exc}; {INSTALL_HINT}") from None
+        raise UserError(
+            f"could not start prime-rl ({shlex.join(command)}): {exc.strerror or exc}; {INSTALL_HINT}"
+        ) from None
     record.update(finished_at=_now(), exit_code=code)
     write_text_atomic(run_dir / LAUNCH_NAME, json.dumps(record, indent=2) + "\n")
     return code
 
 
-def _print_plan(config: RLConfig, run_dir: Path, exported: Any, command: list[str], baseline: str, installed: bool) -> None:
+def _print_plan(
+    config: RLConfig, run_dir: Path, exported: Any, command: list[str], baseline: str, installed: bool
+) -> None:
     from rl_backend.plan import algo_lines
 
     out = Console()
@@ -160,4 +185,4 @@ def print_notes(target: str, notes: list[str]) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")

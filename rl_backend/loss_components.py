@@ -22,20 +22,20 @@ REF_KL_TAU = 1e-3
 """Weight of the squared log importance ratio that keeps the trainer near the sampler (prime-rl's fixed value)."""
 
 
-def members(weights: "torch.Tensor") -> "torch.Tensor":
+def members(weights: torch.Tensor) -> torch.Tensor:
     """A component's member tokens: those with a non-zero weight (0 leaves a token out of mask and denominator)."""
     return (weights != 0).to(weights.dtype)
 
 
-def ce_token_losses(logprobs: "torch.Tensor", weights: "torch.Tensor") -> "torch.Tensor":
+def ce_token_losses(logprobs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Weighted negative log-likelihood per token, ``-w * log p`` (``sft``'s teacher tokens, ``echo``'s
     observations)."""
     return -logprobs * weights
 
 
-def ref_kl_token_losses(logprobs: "torch.Tensor", sampler_logprobs: "torch.Tensor", ref_logprobs: "torch.Tensor",
-                        weights: "torch.Tensor", mask_low: float = REF_KL_MASK_LOW,
-                        kl_tau: float = REF_KL_TAU) -> "torch.Tensor":
+def ref_kl_token_losses(logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, ref_logprobs: torch.Tensor,
+                        weights: torch.Tensor, mask_low: float = REF_KL_MASK_LOW,
+                        kl_tau: float = REF_KL_TAU) -> torch.Tensor:
     """Reverse KL to a reference as the policy-gradient signal (``opd``, ``opsd``):
     ``-keep * sg(log p_ref - log p) * r + kl_tau * log(r)^2`` per member token, times its weight, with
     ``r = p / p_sampler`` and ``keep`` dropping tokens whose probability fell more than ``mask_low`` below the
@@ -50,9 +50,9 @@ def ref_kl_token_losses(logprobs: "torch.Tensor", sampler_logprobs: "torch.Tenso
     return (-keep * signal * ratio + kl_tau * member * log_ratio ** 2) * weights
 
 
-def combine(sums: Mapping[str, "torch.Tensor | float"], counts: Mapping[str, int]) -> "torch.Tensor | float":
+def combine(sums: Mapping[str, torch.Tensor | float], counts: Mapping[str, int]) -> torch.Tensor | float:
     """``sum over components of sums[c] / counts[c]``; a component with no member tokens adds nothing."""
-    total: "torch.Tensor | float" = 0.0
+    total: torch.Tensor | float = 0.0
     for component, value in sums.items():
         count = counts.get(component, 0)
         if count > 0:

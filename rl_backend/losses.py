@@ -32,7 +32,7 @@ prime-rl), per sequence then over sequences (GRPO, TRL's ``grpo``), or over ``se
 
 @dataclass
 class LossOutput:
-    loss: "torch.Tensor"
+    loss: torch.Tensor
     masked_tokens: float
     """Tokens masked for an out-of-range ratio (summed, not normalised; ``mask``/``clip`` only)."""
     clipped_tokens: float
@@ -46,11 +46,11 @@ class TokenTerms:
     """One batch's per-token terms: ``losses`` (already multiplied by ``keep``), the counted ``mask``, the
     tokens ``keep`` (the mask less ratio-masked ones), the 0/1 ``clipped`` tokens and the token ``log_ratio``."""
 
-    losses: "torch.Tensor"
-    mask: "torch.Tensor"
-    keep: "torch.Tensor"
-    clipped: "torch.Tensor"
-    log_ratio: "torch.Tensor"
+    losses: torch.Tensor
+    mask: torch.Tensor
+    keep: torch.Tensor
+    clipped: torch.Tensor
+    log_ratio: torch.Tensor
 
 
 class PolicyLoss:
@@ -92,10 +92,10 @@ class PolicyLoss:
 
     def __call__(
         self,
-        logprobs: "torch.Tensor",
-        sampler_logprobs: "torch.Tensor",
-        advantages: "torch.Tensor",
-        mask: "torch.Tensor",
+        logprobs: torch.Tensor,
+        sampler_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
         total_tokens: int,
         total_sequences: int | None = None,
     ) -> LossOutput:
@@ -115,8 +115,8 @@ class PolicyLoss:
                 mismatch_kl=float((k3 * terms.mask).sum()),
             )
 
-    def token_losses(self, logprobs: "torch.Tensor", sampler_logprobs: "torch.Tensor", adv: "torch.Tensor",
-                     mask: "torch.Tensor") -> "TokenTerms":
+    def token_losses(self, logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, adv: torch.Tensor,
+                     mask: torch.Tensor) -> TokenTerms:
         """The per-token losses before normalisation (``adv`` broadcast against ``logprobs``): what both
         :meth:`__call__` and the prime-rl adapter (:mod:`rl_backend.prime_rl_loss`) sum."""
         import torch
@@ -131,11 +131,11 @@ class PolicyLoss:
         per_token, clipped = self.per_token(ratio, adv, logprobs)
         return TokenTerms(losses=per_token * keep, mask=mask, keep=keep, clipped=clipped, log_ratio=log_ratio)
 
-    def log_weight(self, log_ratio: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor":
+    def log_weight(self, log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The per-token log importance weight: the token's own log-ratio."""
         return log_ratio
 
-    def reduce(self, losses: "torch.Tensor", mask: "torch.Tensor", total_tokens: int, total_sequences: int) -> "torch.Tensor":
+    def reduce(self, losses: torch.Tensor, mask: torch.Tensor, total_tokens: int, total_sequences: int) -> torch.Tensor:
         """Masked per-token losses -> this micro-batch's share of the step's loss (see :data:`NORMALIZERS`)."""
         if self.normalizer == "sequence":
             lengths = mask.sum(-1).clamp(min=1)
@@ -146,12 +146,12 @@ class PolicyLoss:
             return losses.sum() / max(1, total_sequences * self.max_tokens)
         return losses.sum() / max(1, total_tokens)
 
-    def per_token(self, ratio: "torch.Tensor", adv: "torch.Tensor",
-                  logprobs: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    def per_token(self, ratio: torch.Tensor, adv: torch.Tensor,
+                  logprobs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token loss (to be minimised) and a 0/1 tensor of clipped tokens."""
         raise NotImplementedError
 
-    def clipped_surrogate(self, ratio: "torch.Tensor", adv: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    def clipped_surrogate(self, ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """PPO's ``-min(r * A, clip(r, 1 - eps_low, 1 + eps_high) * A)`` and where the clipped side won."""
         import torch
 

@@ -27,8 +27,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError
+from evalkit.envs.base import Environment
 from rl_backend.config import EnvConfig
 
 
@@ -72,7 +72,9 @@ class TrainEnv:
         if self.infinite and index >= len(self.rows):
             self.rows = self.env.get_dataset(max(index + 1, 2 * len(self.rows), 16))
             if index >= len(self.rows):
-                raise UserError(f"v1 taskset '{self.spec.id}' says it is infinite but ended after {len(self.rows)} tasks")
+                raise UserError(
+                    f"v1 taskset '{self.spec.id}' says it is infinite but ended after {len(self.rows)} tasks"
+                )
         return self.rows[index]
 
 
@@ -104,7 +106,9 @@ class EnvMixture:
         self.seed = seed
         self.weights = _normalized(ratios) if ratios is not None and len(members) > 1 else None
         self._orders = [None if m.infinite else DataOrder(len(m.rows), seed + 7_919 * k) for k, m in enumerate(members)]
-        self._pool = DataOrder(sum(len(m.rows) for m in members), seed) if self.weights is None and not infinite else None
+        self._pool = (
+            DataOrder(sum(len(m.rows) for m in members), seed) if self.weights is None and not infinite else None
+        )
         self._slots: list[tuple[int, int]] = []
         self._credit = [0.0] * len(members)
         self._counts = [0] * len(members)

@@ -42,7 +42,8 @@ def resolve_backend(config: RLConfig) -> str:
         if not cuda or not has_vllm:
             raise ConfigError(
                 "inference.backend = 'vllm' needs a CUDA GPU and vllm (`pip install 'primekit[gpu]'`), or a vLLM from "
-                "another environment (inference.vllm_command / inference.base_url); use backend = 'torch' on this machine"
+                "another environment (inference.vllm_command / inference.base_url); "
+                "use backend = 'torch' on this machine"
             )
         return _checked_vllm(config, cuda)
     if want == "auto" and cuda and has_vllm and config.trainer.lora is not None:
@@ -77,7 +78,9 @@ def trainer_device(config: RLConfig) -> str:
     gpus = config.trainer.gpus
     if not torch.cuda.is_available():
         if gpus:
-            raise ConfigError(f"trainer.gpus = {gpus} but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU")
+            raise ConfigError(
+                f"trainer.gpus = {gpus} but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
+            )
         return "cpu"
     if not gpus:
         return "cuda"
@@ -94,7 +97,9 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
     ckpts = f"every {config.ckpt.interval} steps + final" if config.ckpt.interval else "final only"
     per_env = " per environment" if len(config.env) > 1 else ""
     where = f"of {', '.join(e.label for e in config.eval.env)}" if config.eval.env else f"held-out examples{per_env}"
-    evals = f"every {config.eval.interval} steps on {config.eval.num_examples} {where}" if config.eval.interval else "off"
+    evals = (
+        f"every {config.eval.interval} steps on {config.eval.num_examples} {where}" if config.eval.interval else "off"
+    )
     if config.eval.at_start:
         evals += ", and of the starting model"
     return [
@@ -103,7 +108,8 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         *algo_lines(config),
         *_env_lines(config),
         f"steps        {config.max_steps} x {config.batch_size} rollouts "
-        f"({config.examples_per_step} examples x {config.rollouts_per_example}), max_tokens {config.sampling.max_tokens}",
+        f"({config.examples_per_step} examples x {config.rollouts_per_example}), "
+        f"max_tokens {config.sampling.max_tokens}",
         f"rollouts     {_inference_text(config, backend)}, {_async_text(config.trainer.async_level)}",
         f"sampling     {_sampling_text(config)}",
         f"trainer      {_trainer_text(config)}",
@@ -111,7 +117,11 @@ def plan_lines(config: RLConfig, run_dir: Path, backend: str) -> list[str]:
         *_loss_lines(config),
         baseline_line(config),
         f"checkpoints  {ckpts}, keep last {config.ckpt.keep_last or 'all'}; eval {evals}",
-        *([f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"] if config.env_file else []),
+        *(
+            [f"secrets      {', '.join(config.env_file)} (loaded for the run; never written anywhere)"]
+            if config.env_file
+            else []
+        ),
         *(f"note         {line}" for line in config.notes),
     ]
 
@@ -158,7 +168,11 @@ def _loss_lines(config: RLConfig) -> list[str]:
     if loss.type != "mask" or trainer.num_iterations > 1 or loss.entropy_coef:
         rule = LOSSES[loss.type]
         low, high = clip_range(loss.type, loss.clip_eps, loss.clip_eps_high)
-        clip = "" if loss.type == "mask" else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        clip = (
+            ""
+            if loss.type == "mask"
+            else (f"weight cap {1 + high:g}, " if loss.type == "cispo" else f"clip [{1 - low:g}, {1 + high:g}], ")
+        )
         if loss.type == "dppo":
             clip = (f"probability trust region -{loss.dppo_mask_low:g}/+{loss.dppo_mask_high:g}, "
                     f"adv_tau {loss.adv_tau:g}, kl_tau {loss.kl_tau:g}, ")
@@ -195,7 +209,9 @@ def _sampling_text(config: RLConfig) -> str:
     """The rollout request's settings, and how multi-turn rollouts become samples."""
     args = config.sampling.request_args()
     shown = ", ".join(f"{key} {json.dumps(value)}" for key, value in args.items() if key != "max_tokens")
-    return f"{shown}; multi-turn: {config.trajectory_strategy}" + (" (retokenize at template breaks)" if config.retokenize else "")
+    return f"{shown}; multi-turn: {config.trajectory_strategy}" + (
+        " (retokenize at template breaks)" if config.retokenize else ""
+    )
 
 
 def _optimizer_text(config: RLConfig) -> str:
@@ -222,7 +238,8 @@ def _env_lines(config: RLConfig) -> list[str]:
 
 
 def _inference_text(config: RLConfig, backend: str) -> str:
-    """Where rollouts come from: the in-process engine, a vLLM server started here (how, on which GPUs), or one already running."""
+    """Where rollouts come from: the in-process engine, a vLLM server started here (how, on which GPUs), or one
+    already running."""
     inference = config.inference
     if backend != "vllm":
         return "backend 'torch' (in-process engine on the trainer's device)"

@@ -1,7 +1,7 @@
 """The trainable policy: the model (LoRA via peft by default), its optimizer and one training step.
 
-``train_step`` does ``trainer.num_iterations`` optimizer steps per RL step (one by default): micro-batches of samples are laid out
-as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
+``train_step`` does ``trainer.num_iterations`` optimizer steps per RL step (one by default): micro-batches of samples
+are laid out as ``[left-padded prompt | right-padded completion]`` so that the completion logits are the last
 ``C + 1`` positions (``logits_to_keep``) and the full-vocabulary logits of prompts are never
 materialised. Logits are divided by the sampling temperature before the log-softmax, so the
 trainer's log-probabilities are of the same distribution the sampler drew from.
@@ -56,7 +56,8 @@ def lr_at(trainer: Any, step: int, max_steps: int) -> float:
 
 
 def build_trainable(model: str, trainer: Any, seed: int, device: str) -> tuple[Any, Any]:
-    """(the model to train, LoRA-wrapped when ``trainer.lora`` is set; its tokenizer), from RL's or SFT's ``[trainer]``."""
+    """(the model to train, LoRA-wrapped when ``trainer.lora`` is set; its tokenizer), from RL's or SFT's
+    ``[trainer]``."""
     import torch
 
     dtype = "bfloat16" if trainer.bf16 else "float32"
@@ -97,7 +98,7 @@ class Layout:
     comp_width: int
 
 
-def layout(batch: list["Sample"], pad: int, device: str) -> Layout:
+def layout(batch: list[Sample], pad: int, device: str) -> Layout:
     import torch
 
     prompt_width = max(len(s.prompt_ids) for s in batch)
@@ -153,7 +154,6 @@ class Policy:
     def __init__(self, config: RLConfig, device: str = "cpu"):
         import warnings
 
-        import torch
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -277,7 +277,9 @@ class Policy:
         inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
         old = torch.zeros((len(batch), comp_width), dtype=torch.float32)
         for r, s in enumerate(batch):
-            old[r, : len(s.completion_ids)] = torch.tensor(s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32)
+            old[r, : len(s.completion_ids)] = torch.tensor(
+                s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32
+            )
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         dev = self.device
         logp_all = self._log_softmax(self.model, inputs, comp_width)

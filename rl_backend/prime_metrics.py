@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from evalkit.report.rl_names import AGENT, OLD_NAMES
 from evalkit.core.types import RolloutState
+from evalkit.report.rl_names import AGENT, OLD_NAMES
 
 SAMPLES_PER_STEP = 8
 """Rollouts per step in the W&B ``samples`` table (the first of each kept group, then others)."""
@@ -87,7 +87,9 @@ def eval_metrics(env: str, states: Sequence[RolloutState], k: int) -> dict[str, 
     """``eval/<env>/{all,effective}/...`` with ``avg@k`` (mean scored reward) and, when every reward is 0 or 1,
     prime-rl's unbiased ``pass@k`` / ``pass^k`` for k = 1, 2, 4, ... up to the group size."""
     clean = [s for s in states if not s.error]
-    out = subset_metrics(f"eval/{env}/all", states, errors=True) | subset_metrics(f"eval/{env}/effective", clean, errors=False)
+    out = subset_metrics(f"eval/{env}/all", states, errors=True) | subset_metrics(
+        f"eval/{env}/effective", clean, errors=False
+    )
     for subset, chosen in (("all", states), ("effective", clean)):
         rewards = [s.reward for s in chosen if s.scored]
         if rewards:
@@ -121,7 +123,8 @@ SAMPLE_COLUMNS = ["step", "env", "example_id", "rollout_idx", "prompt", "complet
 
 def sample_rows(step: int, groups: Iterable[list[RolloutState]], env_of: dict[int, str], default_env: str,
                 advantages: dict[tuple[int, int], float], limit: int = SAMPLES_PER_STEP) -> list[list[Any]]:
-    """Up to ``limit`` rollouts of the step as rows of :data:`SAMPLE_COLUMNS` (texts capped, secrets already redacted)."""
+    """Up to ``limit`` rollouts of the step as rows of :data:`SAMPLE_COLUMNS` (texts capped, secrets already
+    redacted)."""
     from evalkit.core.untrusted import cap_text
 
     rows = []

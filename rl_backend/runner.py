@@ -20,14 +20,15 @@ from typing import Any
 from rich.console import Console
 
 from evalkit.core import runs
-from evalkit.core.stats import mean as mean_of, pstdev
 from evalkit.core.aio import LoopThread
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.core.fileio import remove_inside, write_bytes_atomic, write_text_atomic
-from evalkit.core.readback import read_jsonl, RL_METRICS_ROW
+from evalkit.core.readback import RL_METRICS_ROW, read_jsonl
+from evalkit.core.redact import redact
+from evalkit.core.stats import mean as mean_of
+from evalkit.core.stats import pstdev
 from evalkit.core.types import SamplingArgs
 from evalkit.core.untrusted import json_bytes, row_line
-from evalkit.core.redact import redact
 from rl_backend.config import RLConfig, to_toml
 from rl_backend.cpu_share import CpuShare
 from rl_backend.plan import plan_lines, resolve_backend, trainer_device
@@ -62,10 +63,15 @@ def run_dirs(config: RLConfig, output_dir: Path) -> runs.RunDirs:
         pattern=f"{slug}-*",
         holds_run=runs.is_rl_run,
         check=check,
-        taken=lambda run_dir: (f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir"
-                               if (run_dir / runs.METRICS).exists() or (run_dir / runs.CHECKPOINTS_DIR).exists() else None),
-        none_found=lambda where: f"--resume found no earlier run of '{slug}' in {where}; pass --resume RUN_DIR, "
-                                 "or drop --resume to start a new run",
+        taken=lambda run_dir: (
+            f"run dir {run_dir} already holds a training run; use --resume, or another run_name / --output-dir"
+            if (run_dir / runs.METRICS).exists() or (run_dir / runs.CHECKPOINTS_DIR).exists()
+            else None
+        ),
+        none_found=lambda where: (
+            f"--resume found no earlier run of '{slug}' in {where}; pass --resume RUN_DIR, "
+            "or drop --resume to start a new run"
+        ),
     )
 
 
@@ -79,9 +85,14 @@ def _check_same_run(run_dir: Path, config: RLConfig) -> None:
 
     saved_file = run_dir / runs.RESOLVED_CONFIG
     if saved_file.is_file():
-        runs.require_same(run_dir, load_toml(saved_file), config.model_dump(mode="json", exclude_none=True), RESUME_FIXED,
-                          defaults={"buffer": {}},
-                          hint="resume with the same model, [[env]] tables and [buffer], or start a new run (another run_name)")
+        runs.require_same(
+            run_dir,
+            load_toml(saved_file),
+            config.model_dump(mode="json", exclude_none=True),
+            RESUME_FIXED,
+            defaults={"buffer": {}},
+            hint="resume with the same model, [[env]] tables and [buffer], or start a new run (another run_name)",
+        )
 
 
 def resume_step(resolved: runs.ResolvedRun, config: RLConfig, notes: list[str] | None = None) -> int | None:
@@ -125,7 +136,11 @@ def final_work_left(run_dir: Path, config: RLConfig) -> bool:
 
 def recorded_evals(path: Path) -> dict[int, float]:
     """``step -> eval_reward`` from metrics.jsonl (a cut last line is ignored, a damaged one skipped with a warning)."""
-    return {row["step"]: row["eval_reward"] for row in read_jsonl(path, RL_METRICS_ROW) if row.get("eval_reward") is not None}
+    return {
+        row["step"]: row["eval_reward"]
+        for row in read_jsonl(path, RL_METRICS_ROW)
+        if row.get("eval_reward") is not None
+    }
 
 
 def _rows_jsonl(groups: list[list[Any]], batch: Any) -> bytes:
@@ -168,18 +183,18 @@ class Trainer:
         signal handlers, which only the main thread may), then the policy, the source and the collector."""
         import torch
 
+        from evalkit.eval.vf_fields import env_tool_defs
         from rl_backend.collect import BatchCollector
         from rl_backend.mixture import EnvMixture, load_train_env
         from rl_backend.policy import Policy
         from rl_backend.sources import make_source
 
-        from evalkit.eval.vf_fields import env_tool_defs
-
         members = [load_train_env(spec) for spec in self.config.env]
         for member in members:
             if backend == "vllm" and env_tool_defs(member.env) and not self.config.inference.tool_call_parser:
                 raise ConfigError(
-                    f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls only with a parser; "
+                    f"environment '{member.spec.id}' offers tools, and a vLLM server returns tool calls "
+                    "only with a parser; "
                     "set inference.tool_call_parser (e.g. 'hermes') to the one that fits the model"
                 )
         self.mixture = EnvMixture(members, self.config.buffer.env_ratios, self.config.seed)
@@ -243,9 +258,17 @@ class Trainer:
         eval_dir = self.run_dir / name
         remove_inside(eval_dir, self.run_dir)
         config = EvalConfig(
-            env_id=spec.id, env_args=spec.args, model=self.config.model,
-            **shared_fields(self.config, RolloutBounds, ConcurrencyFields), system_prompt=self.config.system_prompt, sampling=sampling.to_dict(), shuffle=True,
-            output_dir=str(self.run_dir), run_dir=str(eval_dir), preflight=False, **settings,
+            env_id=spec.id,
+            env_args=spec.args,
+            model=self.config.model,
+            **shared_fields(self.config, RolloutBounds, ConcurrencyFields),
+            system_prompt=self.config.system_prompt,
+            sampling=sampling.to_dict(),
+            shuffle=True,
+            output_dir=str(self.run_dir),
+            run_dir=str(eval_dir),
+            preflight=False,
+            **settings,
         )
         return self.loop.run(arun_eval(config, client=self.source.client, env=member.env))
 
@@ -263,8 +286,15 @@ class Trainer:
                            self.console)
 
         def evaluate(member: Any) -> Any:
-            result = self.run_eval(self.eval_dir(runs.BASELINE_DIR, member), self.collector.sampling, member, split="train",
-                                   num_examples=cfg.num_examples, rollouts_per_example=rpe, seed=self.config.seed + 1)
+            result = self.run_eval(
+                self.eval_dir(runs.BASELINE_DIR, member),
+                self.collector.sampling,
+                member,
+                split="train",
+                num_examples=cfg.num_examples,
+                rollouts_per_example=rpe,
+                seed=self.config.seed + 1,
+            )
             self.check_template(result.states)  # real multi-turn rollouts, before any training step
             return result
 
@@ -298,7 +328,11 @@ class Trainer:
             named |= eval_metrics(member.name, result.states, cfg.rollouts_per_example)
         mean = mean_of(means.values())
         self.eval_rewards[step] = mean
-        return {"eval_reward": mean, **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {}), **named}
+        return {
+            "eval_reward": mean,
+            **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {}),
+            **named,
+        }
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
         """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due.
@@ -312,16 +346,24 @@ class Trainer:
         periodic = bool(cfg.eval.interval) and (step > start_step or final) and (step % cfg.eval.interval == 0 or final)
         if (periodic or (step == 0 and cfg.eval.at_start)) and step not in self.eval_rewards:
             line = self.evaluate(step)
-            per_env = "".join(f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if k.startswith("eval_reward/"))
+            per_env = "".join(
+                f", {k.split('/', 1)[1]} {v:.3f}" for k, v in line.items() if k.startswith("eval_reward/")
+            )
             self.console.print(
-                f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} on {self.eval_examples} held-out examples"
+                f"eval step {step}: mean reward {line['eval_reward']:.3f}{per_env} "
+                f"on {self.eval_examples} held-out examples"
             )
             self._append_metrics({"step": step, **line})
             if self._wandb is not None:
                 self._wandb.log(line, step=step)
         due = cfg.ckpt.interval and step % cfg.ckpt.interval == 0
         exported = runs.step_dir(self.run_dir / runs.WEIGHTS_DIR, step).is_dir()
-        if (step > start_step or not exported) and cfg.ckpt.save_weights and (due or final) and step not in self._exported:
+        if (
+            (step > start_step or not exported)
+            and cfg.ckpt.save_weights
+            and (due or final)
+            and step not in self._exported
+        ):
             model = getattr(self.source, "export_model", None)
             if model is not None:
                 export_weights(self.run_dir, step, model(), self.policy.tokenizer)
@@ -350,8 +392,13 @@ class Trainer:
         self.at_sync_point(step, start_step, final=False)
         self.cpu_share = CpuShare(getattr(self.source, "engine", None), overlap=level > 0, drain=pipeline.drain)
         pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
-        columns = (TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
+        columns = (
+            TextColumn("[bold]step {task.completed}/{task.total}"),
+            BarColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         try:
             with Progress(*columns, console=self.console, transient=False) as progress:
                 task = progress.add_task("", total=cfg.max_steps, completed=step)
@@ -374,9 +421,12 @@ class Trainer:
                         self.source.sync(self.policy, step)
                         self.at_sync_point(step, start_step, final=False)
                     self.maybe_checkpoint(step, batch.cursor_after)
-                    progress.update(task, completed=step, description=f"reward {last['reward_mean']:.3f} loss {last['loss']:+.4f}")
+                    progress.update(
+                        task, completed=step, description=f"reward {last['reward_mean']:.3f} loss {last['loss']:+.4f}"
+                    )
                     progress.console.print(
-                        f"step {step:>4}  reward {last['reward_mean']:.3f}  kept {last['groups_kept']}/{last['groups_generated']}  "
+                        f"step {step:>4}  reward {last['reward_mean']:.3f}  "
+                        f"kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
                         + (f"ref_kl {last['ref_kl']:+.4f}  " if "ref_kl" in last else "")
                         + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
@@ -426,12 +476,17 @@ class Trainer:
         self._template_checked = True
         cfg, tokenizer = self.config, self.policy.tokenizer
         if found is None:
-            self.console.print(f"chat template: {checked} multi-turn rollouts checked, each turn's prompt extends the last")
+            self.console.print(
+                f"chat template: {checked} multi-turn rollouts checked, each turn's prompt extends the last"
+            )
             return
         if cfg.trajectory_strategy == "interleaved" and not cfg.retokenize:
             raise refusal(found, tokenizer, cfg.model)
-        how = ("branching trains each turn after the prompt it saw, so training stays exact" if cfg.trajectory_strategy == "branching"
-               else "retokenize: a rollout's sample restarts at each re-rendered turn")
+        how = (
+            "branching trains each turn after the prompt it saw, so training stays exact"
+            if cfg.trajectory_strategy == "branching"
+            else "retokenize: a rollout's sample restarts at each re-rendered turn"
+        )
         self.console.print(f"note: {describe_break(found, tokenizer, cfg.model)}; {how}", markup=False, highlight=False)
 
     def train_one(self, batch: Any, step: int, wait_s: float, step_started: float) -> dict[str, Any]:
@@ -471,19 +526,27 @@ class Trainer:
         }
         metrics |= self.prime_rl_names(batch, metrics)
         if not math.isfinite(metrics["loss"]):
-            raise UserError(f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false")
+            raise UserError(
+                f"step {step}: the loss is not finite ({metrics['loss']}); lower trainer.lr or use trainer.bf16 = false"
+            )
         self._append_metrics(metrics)
         (self.run_dir / runs.ROLLOUTS_DIR).mkdir(exist_ok=True)
-        write_bytes_atomic(self.run_dir / runs.ROLLOUTS_DIR / f"{runs.step_name(step)}.jsonl", _rows_jsonl(batch.generated, batch))
+        write_bytes_atomic(
+            self.run_dir / runs.ROLLOUTS_DIR / f"{runs.step_name(step)}.jsonl", _rows_jsonl(batch.generated, batch)
+        )
         if self._wandb is not None:
-            self._wandb.log({**metrics, "samples": _samples_table(step, batch, self.mixture.members[0].name)}, step=step)
+            self._wandb.log(
+                {**metrics, "samples": _samples_table(step, batch, self.mixture.members[0].name)}, step=step
+            )
         return metrics
 
     def prime_rl_names(self, batch: Any, metrics: dict[str, Any]) -> dict[str, float]:
         """The step's metrics under prime-rl's names (:mod:`rl_backend.prime_metrics`), beside the old ones."""
         from rl_backend.prime_metrics import rollout_metrics, trainer_metrics
 
-        return rollout_metrics(batch.generated, batch.kept, batch.env_of, self.mixture.members[0].name) | trainer_metrics(metrics)
+        return rollout_metrics(
+            batch.generated, batch.kept, batch.env_of, self.mixture.members[0].name
+        ) | trainer_metrics(metrics)
 
     def _checkpoint_state(self, cursor: int) -> dict[str, Any]:
         """What ``state.json`` keeps beside the weights: the data cursor, the evals so far, the algorithms' state."""
@@ -535,7 +598,8 @@ class Pipeline:
         self.pending: deque[Future] = deque()
 
     def submit(self, first_step: int, weights_step: int, count: int, cursor: int) -> None:
-        """Queue batches for steps ``first_step .. first_step + count - 1``, sampled with the weights of ``weights_step``."""
+        """Queue batches for steps ``first_step .. first_step + count - 1``, sampled with the weights of
+        ``weights_step``."""
         for step in range(first_step, first_step + count):
             previous = self.pending[-1] if self.pending else None
 
@@ -608,17 +672,27 @@ def _start_wandb(config: RLConfig, run_dir: Path) -> Any:
     try:
         import wandb  # type: ignore[import-not-found]
     except ImportError:
-        raise ConfigError("[wandb] is set but wandb is not installed; `pip install wandb` or remove the [wandb] table") from None
+        raise ConfigError(
+            "[wandb] is set but wandb is not installed; `pip install wandb` or remove the [wandb] table"
+        ) from None
     cfg = config.wandb
     assert cfg is not None
-    return wandb.init(project=cfg.project, entity=cfg.entity, name=cfg.name or run_dir.name, config=config.model_dump(mode="json"), dir=str(run_dir))
+    return wandb.init(
+        project=cfg.project,
+        entity=cfg.entity,
+        name=cfg.name or run_dir.name,
+        config=config.model_dump(mode="json"),
+        dir=str(run_dir),
+    )
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
     """On resume, forget metric lines of steps after the checkpoint (they will be redone)."""
     if not path.is_file():
         return
-    kept = [row for row in read_jsonl(path, RL_METRICS_ROW) if row["step"] <= step]  # damaged lines: a warning, then gone
+    kept = [
+        row for row in read_jsonl(path, RL_METRICS_ROW) if row["step"] <= step
+    ]  # damaged lines: a warning, then gone
     write_bytes_atomic(path, b"".join(json_bytes(row) + b"\n" for row in kept))
 
 
@@ -662,7 +736,9 @@ def run(
             last = _start_and_train(trainer, step, skip_baseline)
         finally:
             trainer.close()
-    return RunSummary(run_dir=run_dir, steps_done=config.max_steps, last_metrics=last, eval_rewards=trainer.eval_rewards)
+    return RunSummary(
+        run_dir=run_dir, steps_done=config.max_steps, last_metrics=last, eval_rewards=trainer.eval_rewards
+    )
 
 
 def _start_and_train(trainer: Trainer, resume_from: int | None, skip_baseline: bool) -> dict[str, Any]:

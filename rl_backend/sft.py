@@ -14,7 +14,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -72,7 +71,9 @@ class SFTPolicy(Policy):
         total = 0.0
         ordered = sorted(batch, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
         for start in range(0, len(ordered), trainer.micro_batch_size):
-            lay = layout(ordered[start : start + trainer.micro_batch_size], self.tokenizer.pad_token_id or 0, self.device)
+            lay = layout(
+                ordered[start : start + trainer.micro_batch_size], self.tokenizer.pad_token_id or 0, self.device
+            )
             logp = self._log_softmax(self.model, lay.inputs, lay.comp_width)
             nll = -logp.gather(-1, lay.targets.unsqueeze(-1)).squeeze(-1)
             loss = (nll * lay.mask).sum() / max(1, tokens)
@@ -130,14 +131,21 @@ def _resume_step(resolved: runs.ResolvedRun, config: SFTConfig, total: int, cons
         return 0
     saved = resolved.run_dir / runs.RESOLVED_CONFIG
     if saved.is_file():
-        runs.require_same(resolved.run_dir, load_toml(saved), config.model_dump(mode="json", exclude_none=True),
-                          RESUME_FIXED, hint="resume with the same model, data, seed and batch_size, or start a new run")
+        runs.require_same(
+            resolved.run_dir,
+            load_toml(saved),
+            config.model_dump(mode="json", exclude_none=True),
+            RESUME_FIXED,
+            hint="resume with the same model, data, seed and batch_size, or start a new run",
+        )
     available = steps_in(resolved.run_dir / runs.CHECKPOINTS_DIR)
     step = resolved.step if resolved.step is not None else (available[-1] if available else 0)
     if step and step not in available:
         raise UserError(f"--resume {step}: no such checkpoint (available: {', '.join(map(str, available)) or 'none'})")
     if step >= total and runs.step_dir(resolved.run_dir / runs.WEIGHTS_DIR, step).is_dir():
-        raise UserError(f"--resume: the run already finished its {total} steps; raise max_steps or epochs to train further")
+        raise UserError(
+            f"--resume: the run already finished its {total} steps; raise max_steps or epochs to train further"
+        )
     return step
 
 
@@ -151,7 +159,9 @@ def _save(run_dir: Path, step: int, policy: SFTPolicy, config: SFTConfig, final:
         prune(run_dir / runs.WEIGHTS_DIR, config.ckpt.keep_last)
 
 
-def _train(policy: SFTPolicy, samples: list[Sample], run_dir: Path, start: int, total: int, console: Console) -> list[float]:
+def _train(
+    policy: SFTPolicy, samples: list[Sample], run_dir: Path, start: int, total: int, console: Console
+) -> list[float]:
     """Steps ``start+1 .. total`` with a progress bar, one metrics line each; returns the losses."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -196,7 +206,9 @@ def run(config: SFTConfig, *, output_dir: Path, resume: runs.ResumeRequest | Non
         all_samples = load_samples(Path(config.data), rows, policy.tokenizer)
         samples = [s for s in all_samples if len(s.prompt_ids) + len(s.completion_ids) <= config.trainer.max_seq_len]
         if not samples:
-            raise UserError(f"every row of {config.data} is longer than trainer.max_seq_len ({config.trainer.max_seq_len})")
+            raise UserError(
+                f"every row of {config.data} is longer than trainer.max_seq_len ({config.trainer.max_seq_len})"
+            )
         total = config.total_steps(len(samples))
         start = _resume_step(resolved, config, total, console)
         write_text_atomic(run_dir / runs.RESOLVED_CONFIG, to_toml(config))

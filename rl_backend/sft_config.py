@@ -13,10 +13,10 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from evalkit.core.defaults import DEFAULT_MODEL
+from evalkit.core.dotted import deep_merge
 from evalkit.core.errors import ConfigError
 from evalkit.core.tomlio import dumps, load_toml, validate
 from evalkit.core.untrusted import name_problem
-from evalkit.core.dotted import deep_merge
 from rl_backend.config import CkptConfig, OptimizerFields, _Strict, parse_overrides, resolve_local_model
 
 
@@ -49,7 +49,9 @@ class SFTConfig(_Strict):
     def _run_name_is_a_name(cls, value: str | None) -> str | None:
         why = name_problem(value) if value is not None else None
         if why:
-            raise ValueError(f"{value!r} is not a folder name ({why}); use a plain name, and -o/--output-dir to choose where runs go")
+            raise ValueError(
+                f"{value!r} is not a folder name ({why}); use a plain name, and -o/--output-dir to choose where runs go"
+            )
         return value
 
     def total_steps(self, rows: int) -> int:

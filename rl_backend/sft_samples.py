@@ -82,7 +82,9 @@ def _check_row(prompt: Any, completion: Any, tools: Any, where: str) -> None:
                 raise UserError(f"{where}: each message of '{part}' must be an object with a string 'role'")
 
 
-def _trained_spans(tokenizer: Any, prompt: list[dict], completion: list[dict], tools: Any, where: str) -> tuple[str, list[tuple[int, int]]]:
+def _trained_spans(
+    tokenizer: Any, prompt: list[dict], completion: list[dict], tools: Any, where: str
+) -> tuple[str, list[tuple[int, int]]]:
     """(the rendered conversation, character spans of the completion's assistant messages)."""
     whole = _render(tokenizer, prompt + completion, tools, False)
     spans = []
@@ -118,5 +120,7 @@ def to_sample(tokenizer: Any, row: dict[str, Any], where: str) -> Sample:
 def load_samples(path: Path, rows: list[dict[str, Any]], tokenizer: Any) -> list[Sample]:
     """``rows`` (read from ``path`` by :func:`read_rows`, before the model loads) as samples."""
     if not getattr(tokenizer, "is_fast", False):
-        raise UserError("SFT needs a fast tokenizer (character offsets mark the assistant's tokens); this model's is slow")
+        raise UserError(
+            "SFT needs a fast tokenizer (character offsets mark the assistant's tokens); this model's is slow"
+        )
     return [to_sample(tokenizer, row, f"{path} row {n}") for n, row in enumerate(rows, 1)]

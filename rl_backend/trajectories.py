@@ -70,7 +70,9 @@ def _diverges_at(prefix: Sequence[int], prompt: Sequence[int]) -> int | None:
     return None
 
 
-def check_prefix_property(states: Iterable[RolloutState], limit: int = CHECKED_ROLLOUTS) -> tuple[int, PrefixBreak | None]:
+def check_prefix_property(
+    states: Iterable[RolloutState], limit: int = CHECKED_ROLLOUTS
+) -> tuple[int, PrefixBreak | None]:
     """How many multi-turn rollouts were checked (at most ``limit``) and the first break among them."""
     checked = 0
     for state in states:
@@ -96,7 +98,8 @@ def describe_break(found: PrefixBreak, tokenizer: Any, model: str) -> str:
 
 def refusal(found: PrefixBreak, tokenizer: Any, model: str) -> UserError:
     return UserError(
-        describe_break(found, tokenizer, model) + ". A template that rewrites earlier turns (e.g. drops their reasoning) "
+        describe_break(found, tokenizer, model)
+        + ". A template that rewrites earlier turns (e.g. drops their reasoning) "
         "cannot be trained with trajectory_strategy = 'interleaved': use 'branching' (each turn trained after the "
         "prompt it saw), set retokenize = true (a new sample starts where the conversation was re-rendered), or use a "
         "chat template that keeps earlier turns as they were sampled"

@@ -6,9 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from support import VERIFIERS_ENVS
-
 from support.fault_server import FaultServer
 from support.solver_server import SolverServer
 

@@ -28,9 +28,13 @@ class GainConfig(vf.TasksetConfig):
 class GainTaskset(vf.Taskset[GainTask, GainConfig]):
     def load(self):
         rows = json.loads((Path(__file__).parent / "tasks.json").read_text())
-        return [GainTask(GainData(idx=i, prompt=row["prompt"], answer=row["answer"], system_prompt=row["system_prompt"]),
-                         self.config.task)
-                for i, row in enumerate(rows)]
+        return [
+            GainTask(
+                GainData(idx=i, prompt=row["prompt"], answer=row["answer"], system_prompt=row["system_prompt"]),
+                self.config.task,
+            )
+            for i, row in enumerate(rows)
+        ]
 
 
 __all__ = ["GainTaskset"]

@@ -44,9 +44,16 @@ def load_environment(num_examples: int = 200, seed: int = 0) -> SingleTurnEnv:
     rows = []
     for _ in range(num_examples):
         word = rng.choice(WORDS)
-        rows.append({"question": f"How many vowels (a, e, i, o, u) are in the word '{word}'?", "answer": str(sum(c in "aeiou" for c in word))})
+        rows.append(
+            {
+                "question": f"How many vowels (a, e, i, o, u) are in the word '{word}'?",
+                "answer": str(sum(c in "aeiou" for c in word)),
+            }
+        )
     dataset = Dataset.from_list(rows)
-    split = dataset.train_test_split(test_size=0.2, seed=seed) if num_examples >= 5 else {"train": dataset, "test": dataset}
+    split = (
+        dataset.train_test_split(test_size=0.2, seed=seed) if num_examples >= 5 else {"train": dataset, "test": dataset}
+    )
     parser = Parser(extract_fn=last_integer)
     return SingleTurnEnv(
         dataset=split["train"],

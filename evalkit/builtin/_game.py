@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.core.types import Message
 from evalkit.envs import MultiTurnEnv
 from evalkit.envs.parsers import last_assistant_text
-from evalkit.core.types import Message
 
 
 class JudgedGameEnv(MultiTurnEnv):

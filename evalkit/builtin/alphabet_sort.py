@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 from evalkit.builtin._util import check_counts, lcs_ratio, split_rng
-from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 from evalkit.core.errors import UserError
+from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 
 SYSTEM_PROMPT = (
     "Sort the given names in alphabetical order. "

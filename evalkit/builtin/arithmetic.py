@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 
 from evalkit.builtin._util import check_counts, split_rng
-from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 from evalkit.core.errors import UserError
+from evalkit.envs import Parser, Rubric, SingleTurnEnv, fast_reward
 
 SYSTEM_PROMPT = "Solve the arithmetic problem. End your reply with the final answer as a single number."
 

@@ -22,8 +22,8 @@ import string
 from typing import Any
 
 from evalkit.builtin._util import check_counts
-from evalkit.envs import Parser, Rubric, ToolEnv
 from evalkit.core.errors import UserError
+from evalkit.envs import Parser, Rubric, ToolEnv
 
 SYSTEM_PROMPT = (
     "Answer the question using the tools. Call search with a few keywords to find documents, then read "

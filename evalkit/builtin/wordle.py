@@ -21,8 +21,8 @@ from typing import Any
 
 from evalkit.builtin._game import JudgedGameEnv
 from evalkit.builtin._util import check_counts, split_rng
-from evalkit.envs import Rubric, XMLParser
 from evalkit.core.errors import UserError
+from evalkit.envs import Rubric, XMLParser
 
 SYSTEM_PROMPT = (
     "You are playing Wordle. Guess the secret five-letter English word. After each guess you get one "

@@ -4,7 +4,8 @@ A client turns a chat (``messages``, ``sampling``, optional OpenAI-format ``tool
 :class:`~evalkit.core.types.Completion`. Implementations: the OpenAI-compatible HTTP client
 (:mod:`evalkit.clients.openai_client`), litellm (:mod:`evalkit.clients.litellm_client`), the
 embedded engine client (:mod:`evalkit.clients.local`); tests add a scripted fake
-(``tests/support/scripted_client.py``) and ``mock/...`` models (:mod:`evalkit.clients.mock`). Callers get one from ``make_client(ClientSpec(...))``
+(``tests/support/scripted_client.py``) and ``mock/...`` models (:mod:`evalkit.clients.mock`). Callers get one
+from ``make_client(ClientSpec(...))``
 (:mod:`evalkit.clients.factory`), never by constructing a backend themselves.
 
 Error policy: ``chat`` either returns a Completion or raises :class:`~evalkit.core.errors.ModelCallError`

@@ -108,7 +108,8 @@ def load_endpoints(path: str | Path) -> dict[str, list[Endpoint]]:
 
 
 def default_endpoints_path() -> Path | None:
-    """``./configs/endpoints.toml`` when it exists (the file `prime lab setup` writes), else ``./configs/endpoints.py``."""
+    """``./configs/endpoints.toml`` when it exists (the file `prime lab setup` writes), else
+    ``./configs/endpoints.py``."""
     for candidate in (DEFAULT_ENDPOINTS_PATH, LEGACY_ENDPOINTS_PATH):
         if candidate.is_file():
             return candidate
@@ -116,7 +117,8 @@ def default_endpoints_path() -> Path | None:
 
 
 def read_python_registry(file: Path) -> dict[str, Any]:
-    """``ENDPOINTS = {...}`` of a Python endpoint registry as ``{"endpoint": [rows]}``, read with ``ast`` (never run)."""
+    """``ENDPOINTS = {...}`` of a Python endpoint registry as ``{"endpoint": [rows]}``, read with ``ast`` (never
+    run)."""
     if not file.is_file():
         raise ConfigError(f"endpoints file not found: {file}")
     try:
@@ -125,14 +127,18 @@ def read_python_registry(file: Path) -> dict[str, Any]:
         raise ConfigError(f"{file} is not valid Python: {exc.msg} (line {exc.lineno})") from exc
     value = None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "ENDPOINTS" for t in targets) and node.value is not None:
             try:
                 value = ast.literal_eval(node.value)
             except ValueError as exc:
                 raise ConfigError(f"{file}: ENDPOINTS must be a literal dict of dicts (it is read, not run)") from exc
     if not isinstance(value, dict):
-        raise ConfigError(f"{file} has no ENDPOINTS = {{...}} dict; write configs/endpoints.toml instead (see `prime lab setup`)")
+        raise ConfigError(
+            f"{file} has no ENDPOINTS = {{...}} dict; write configs/endpoints.toml instead (see `prime lab setup`)"
+        )
     rows = []
     for endpoint_id, entry in value.items():
         for replica in entry if isinstance(entry, list) else [entry]:

@@ -67,12 +67,16 @@ def _explain_uncached_hub_model(model: str) -> None:
         try:
             resolve_model(model)
         except UserError as exc:
-            raise UserError(f"{exc}, or name a server that serves it (-b URL, $OPENAI_BASE_URL or an endpoint id)") from None
+            raise UserError(
+                f"{exc}, or name a server that serves it (-b URL, $OPENAI_BASE_URL or an endpoint id)"
+            ) from None
 
 
 def _endpoints(chosen: Route, spec: ClientSpec) -> ModelClient:
     clients = [
-        _openai_client(row.model, _check_url(row.url), _read_key(row.key, required=row.key is not None, url=row.url), spec)
+        _openai_client(
+            row.model, _check_url(row.url), _read_key(row.key, required=row.key is not None, url=row.url), spec
+        )
         for row in chosen.endpoints
     ]
     return clients[0] if len(clients) == 1 else RoundRobinClient(clients)
@@ -173,7 +177,9 @@ class RoundRobinClient:
         self.base_url: str | None = ",".join(c.base_url or "" for c in clients)
         self._cycle = itertools.cycle(clients)
 
-    async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
         return await next(self._cycle).chat(messages, sampling, tools)
 
     async def preflight(self) -> None:

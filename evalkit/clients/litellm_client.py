@@ -8,7 +8,8 @@ imported only when such a client is built, never at start-up.
 Same contract as the HTTP client: one ``litellm.acompletion`` per attempt with litellm's own retries
 off, so :mod:`evalkit.clients.retry` applies the project's policy (429/408/5xx/timeouts/connection
 errors retried with backoff, other errors at once); each attempt is bounded by ``timeout``; the
-reply is parsed by the wire module's parser (:func:`evalkit.clients.wire.parse_completion`) (text, tool calls, usage, finish reason, logprobs).
+reply is parsed by the wire module's parser (:func:`evalkit.clients.wire.parse_completion`) (text, tool calls,
+usage, finish reason, logprobs).
 Keys: litellm reads the provider's env var (``ANTHROPIC_API_KEY``...) unless ``-k VAR`` names one;
 every credential-like env value is registered with :mod:`evalkit.core.redact`, so a key a
 provider echoes back never reaches an error, a log line or a row.
@@ -23,11 +24,11 @@ from typing import Any
 from evalkit.clients.openai_client import PREFLIGHT_MESSAGES
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
 from evalkit.clients.spec import LITELLM_PREFIX, PREFLIGHT_TIMEOUT_S
+from evalkit.clients.wire import parse_completion, sampling_fields
 from evalkit.core.defaults import DEFAULT_TIMEOUT_S
 from evalkit.core.errors import ModelCallError, UserError
 from evalkit.core.redact import redact, register_env_secrets, register_secret, register_secret_headers
 from evalkit.core.types import Completion, Message, SamplingArgs
-from evalkit.clients.wire import parse_completion, sampling_fields
 
 INSTALL_HINT = "pip install 'primekit[litellm]'"
 
@@ -104,8 +105,10 @@ class LiteLLMClient:
         litellm = self._litellm
         try:
             response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=limit_s)
-        except (asyncio.TimeoutError, litellm.Timeout):
-            raise Retryable(f"request to {self.model} timed out after {limit_s:g} s", status=408, timeout=True) from None
+        except (TimeoutError, litellm.Timeout):
+            raise Retryable(
+                f"request to {self.model} timed out after {limit_s:g} s", status=408, timeout=True
+            ) from None
         except litellm.APIConnectionError as exc:
             raise Retryable(f"{self.model}: connection failed: {_message(exc)}", connect=True) from None
         except Exception as exc:  # litellm maps provider errors to exceptions with a status_code

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.core.errors import ModelCallError, UserError
+from evalkit.core.types import Completion, Message, SamplingArgs, Usage
 from evalkit.model.chat_format import parse_tool_calls
 from evalkit.model.devices import check_device
 from evalkit.model.registry import GgufModel, resolve_model
-from evalkit.core.types import Completion, Message, SamplingArgs, Usage
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine
@@ -37,7 +37,7 @@ class LocalClient:
         dtype: str | None = None,
         max_batch: int | None = None,
         device: str | None = None,
-        engine: "Engine | None" = None,
+        engine: Engine | None = None,
         seed: int | None = None,
     ):
         self.model = model
@@ -54,7 +54,7 @@ class LocalClient:
                 base.require_gguf()  # the pip hint now, not at the first rollout
 
     @property
-    def engine(self) -> "Engine":
+    def engine(self) -> Engine:
         """The shared engine, loaded on first use (the RL trainer takes ``.model``/``.tokenizer`` from it)."""
         if self._engine is None:
             from evalkit.model.shared import get_engine
@@ -73,7 +73,9 @@ class LocalClient:
         if self._engine is None:
             await asyncio.to_thread(lambda: self.engine)
 
-    async def chat(self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: SamplingArgs, tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
         from evalkit.model.engine import EngineError
         from evalkit.model.requests import InvalidRequest
 
@@ -110,7 +112,7 @@ def template_kwargs(sampling: SamplingArgs) -> dict[str, Any]:
     return out
 
 
-def to_completion(result: "GenerationResult", *, tools_given: bool) -> Completion:
+def to_completion(result: GenerationResult, *, tools_given: bool) -> Completion:
     """A client-facing Completion from an engine result (tool-call blocks parsed when tools were offered)."""
     text, calls = parse_tool_calls(result.text) if tools_given else (result.text, [])
     return Completion(

@@ -30,11 +30,11 @@ from yarl import URL
 
 from evalkit.clients.retry import RETRYABLE_STATUS, Retryable, RetryPolicy, parse_retry_after, with_retries
 from evalkit.clients.spec import PREFLIGHT_TIMEOUT_S
+from evalkit.clients.wire import parse_completion, request_body
 from evalkit.core.defaults import DEFAULT_TIMEOUT_S
 from evalkit.core.errors import ModelCallError
 from evalkit.core.redact import redact, register_secret, register_secret_headers
 from evalkit.core.types import Completion, Message, SamplingArgs
-from evalkit.clients.wire import parse_completion, request_body
 
 PREFLIGHT_MESSAGES: list[Message] = [{"role": "user", "content": "Say OK."}]
 """The preflight's one-token request (every remote client sends the same)."""
@@ -144,7 +144,9 @@ class OpenAIClient:
         try:
             data = json.loads(raw)
         except ValueError:
-            raise Retryable(f"malformed JSON reply from {self.base_url}: {_snippet(raw, 120)!r}", status=status) from None
+            raise Retryable(
+                f"malformed JSON reply from {self.base_url}: {_snippet(raw, 120)!r}", status=status
+            ) from None
         if not isinstance(data, dict) or not data.get("choices"):
             raise Retryable(f"reply from {self.base_url} has no choices: {_snippet(str(data), 160)}", status=status)
         try:
@@ -156,11 +158,13 @@ class OpenAIClient:
                     timeout: aiohttp.ClientTimeout | None) -> tuple[bytes, int, float | None]:
         """One POST: the raw body, status and Retry-After; transport failures as :class:`Retryable`."""
         try:
-            async with session.post(self._url, data=json.dumps(body).encode(), timeout=timeout or self._timeout) as response:
+            async with session.post(
+                self._url, data=json.dumps(body).encode(), timeout=timeout or self._timeout
+            ) as response:
                 return await response.read(), response.status, parse_retry_after(response.headers.get("Retry-After"))
         except aiohttp.ConnectionTimeoutError:
             raise Retryable(f"cannot connect to {self.base_url}: connect timed out", connect=True) from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Retryable(f"request to {self.base_url} timed out after {limit_s:g} s", timeout=True) from None
         except aiohttp.ClientConnectorError as exc:
             raise Retryable(f"cannot connect to {self.base_url}: {exc.os_error or exc}", connect=True) from None

@@ -14,8 +14,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from evalkit.core.redact import register_secret_headers
 from evalkit.core.errors import UserError
+from evalkit.core.redact import register_secret_headers
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ CLIENT_TYPES = (
 SUPPORTED_CLIENT_TYPE = "openai_chat_completions"
 
 
-def apply_provider(provider: str | None, base_url: str | None, api_key_var: str | None) -> tuple[str | None, str | None]:
+def apply_provider(
+    provider: str | None, base_url: str | None, api_key_var: str | None
+) -> tuple[str | None, str | None]:
     """``(base_url, api_key_var)`` with the preset filling what ``-b``/``-k`` left unset."""
     if provider is None:
         return base_url, api_key_var
@@ -71,8 +73,10 @@ def check_client_type(client_type: str | None) -> None:
                         "Anthropic Messages API) and drop --api-client-type")
     if client_type not in CLIENT_TYPES:
         raise UserError(f"--api-client-type: unknown type '{client_type}'; choose one of {', '.join(CLIENT_TYPES)}")
-    raise UserError(f"--api-client-type {client_type} is not supported: primekit's HTTP client speaks OpenAI chat "
-                    f"completions only; drop the flag (or pass {SUPPORTED_CLIENT_TYPE}), or use -m litellm/PROVIDER/MODEL")
+    raise UserError(
+        f"--api-client-type {client_type} is not supported: primekit's HTTP client speaks OpenAI chat "
+        f"completions only; drop the flag (or pass {SUPPORTED_CLIENT_TYPE}), or use -m litellm/PROVIDER/MODEL"
+    )
 
 
 def parse_headers(values: list[str] | None) -> dict[str, str]:

@@ -76,7 +76,9 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy,
             give_up = tries >= policy.max_retries or (preflight and (exc.connect or exc.timeout))
             if give_up:
                 plural = "s" if tries else ""
-                raise ModelCallError(f"{exc} (after {tries + 1} attempt{plural})", retryable=True, status=exc.status) from None
+                raise ModelCallError(
+                    f"{exc} (after {tries + 1} attempt{plural})", retryable=True, status=exc.status
+                ) from None
             delay = policy.delay(tries, exc.retry_after)
             logger.debug("retry %d/%d in %.2f s: %s", tries + 1, policy.max_retries, delay, redact(str(exc)))
             await asyncio.sleep(delay)

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from evalkit.clients.endpoints import Endpoint, default_endpoints_path, load_endpoints
 from evalkit.clients.spec import DEFAULT_BASE_URL, LITELLM_PREFIX, MOCK_PREFIX, ClientSpec
 from evalkit.core.defaults import DEFAULT_MODEL
-from evalkit.clients.endpoints import Endpoint, default_endpoints_path, load_endpoints
 from evalkit.core.errors import UserError
 
 Backend = Literal["local", "litellm", "endpoint", "http", "mock"]

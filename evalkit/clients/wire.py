@@ -17,8 +17,8 @@ Conventions kept on both sides, as OpenAI and vLLM have them:
 * vLLM's extensions ride along when known: ``prompt_token_ids`` (top level; on a stream's first chunk)
   and each choice's ``token_ids`` (on a stream, each chunk's own tokens).
 * A stream is ``data: {json}\\n\\n`` events ending with ``data: [DONE]``; per choice a role delta (with
-  ``content: ""``), then content deltas, then tool-call deltas (header with index, id and name; then the arguments), then a
-  delta with ``finish_reason``; with ``stream_options.include_usage`` one more chunk with empty
+  ``content: ""``), then content deltas, then tool-call deltas (header with index, id and name; then the arguments),
+  then a delta with ``finish_reason``; with ``stream_options.include_usage`` one more chunk with empty
   ``choices`` and the usage. An error after the stream began is an ``{"error": ...}`` event.
 
 Error policy: :func:`parse_request` raises :class:`WireError` (with the offending field) for a request
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.core.errors import ConfigError
-from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
 from evalkit.core.sampling_rules import sampling_problems
+from evalkit.core.types import Completion, Message, SamplingArgs, ToolCall, Usage
 
 CHAT_COMPLETION = "chat.completion"
 CHAT_COMPLETION_CHUNK = "chat.completion.chunk"
@@ -197,7 +197,9 @@ def _choices(n: Any, max_choices: int) -> int:
     if n is None:
         return 1
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_choices:
-        raise WireError("n must be 1 here" if max_choices == 1 else f"n must be an integer from 1 to {max_choices}", "n")
+        raise WireError(
+            "n must be 1 here" if max_choices == 1 else f"n must be an integer from 1 to {max_choices}", "n"
+        )
     return n
 
 
@@ -323,7 +325,8 @@ def parse_completion(data: dict[str, Any]) -> Completion:
     finish = choice.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
     usage_data = data.get("usage") or {}
     usage = Usage(
-        input_tokens=int(usage_data.get("prompt_tokens") or 0), output_tokens=int(usage_data.get("completion_tokens") or 0)
+        input_tokens=int(usage_data.get("prompt_tokens") or 0),
+        output_tokens=int(usage_data.get("completion_tokens") or 0),
     )
     logprobs = None
     content = (choice.get("logprobs") or {}).get("content")

@@ -81,7 +81,7 @@ class LoopThread:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def __enter__(self) -> "LoopThread":
+    def __enter__(self) -> LoopThread:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -34,7 +34,8 @@ DEFAULT_ROLLOUT_TIMEOUT_S = 3600.0
 """Seconds, wall clock, the conversation of one rollout (model calls, ``env_response``, tools) may take."""
 
 DEFAULT_MAX_MESSAGE_CHARS = 100_000
-"""Characters kept of one message an environment adds (a tool result, an ``env_response``), and of each stored message."""
+"""Characters kept of one message an environment adds (a tool result, an ``env_response``), and of each stored
+message."""
 
 
 @dataclass(frozen=True)

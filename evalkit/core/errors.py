@@ -1,4 +1,5 @@
-"""The error classes that cross primekit's boundaries (user input, config, model call), and the kinds of a failed rollout.
+"""The error classes that cross primekit's boundaries (user input, config, model call), and the kinds of a failed
+rollout.
 
 The CLI catches :class:`UserError` once at the top and prints ``error: <message>`` with exit code 2.
 Everything else that goes wrong *inside a rollout* (model call, environment code, reward function)

@@ -77,7 +77,9 @@ def _or_none(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 def _finite(value: Any) -> bool:
     """:func:`evalkit.core.untrusted.is_finite_number`, inlined for the types JSON gives (read per row)."""
     kind = type(value)
-    return kind is int or (kind is float and math.isfinite(value)) or (kind not in (bool, str) and is_finite_number(value))
+    return (
+        kind is int or (kind is float and math.isfinite(value)) or (kind not in (bool, str) and is_finite_number(value))
+    )
 
 
 def _numbers(value: Any) -> bool:
@@ -147,25 +149,48 @@ EVAL_METADATA: Schema = {
 }
 
 GEPA_ROW: Schema = {
-    "example_id": WHOLE, "idx": WHOLE, "reward": NUMBER_OR_NULL, "score": NUMBER_OR_NULL, "val_score": NUMBER_OR_NULL,
-    "val_subscores": Field(_numbers_or_none, "an object of finite numbers"), "parents": Field(_wholes, "a list of whole numbers"),
-    "system_prompt": TEXT, "discovered_at_calls": WHOLE_OR_NULL, "info": OBJECT,
-    "info.candidate_idx": WHOLE, "info.is_best": FLAG, "info.system_prompt": TEXT,
+    "example_id": WHOLE,
+    "idx": WHOLE,
+    "reward": NUMBER_OR_NULL,
+    "score": NUMBER_OR_NULL,
+    "val_score": NUMBER_OR_NULL,
+    "val_subscores": Field(_numbers_or_none, "an object of finite numbers"),
+    "parents": Field(_wholes, "a list of whole numbers"),
+    "system_prompt": TEXT,
+    "discovered_at_calls": WHOLE_OR_NULL,
+    "info": OBJECT,
+    "info.candidate_idx": WHOLE,
+    "info.is_best": FLAG,
+    "info.system_prompt": TEXT,
     "info.val_subscores": Field(_numbers_or_none, "an object of finite numbers"),
     "info.parent_candidate_idxs": Field(_wholes, "a list of whole numbers"),
-    "info.discovered_at_calls": WHOLE_OR_NULL, "info.discovery_metric_calls": WHOLE_OR_NULL,
+    "info.discovered_at_calls": WHOLE_OR_NULL,
+    "info.discovery_metric_calls": WHOLE_OR_NULL,
 }
 """A candidate row of a GEPA ``results.jsonl``, in either layout (see :mod:`evalkit.report.gepa_data`)."""
 GEPA_FRONTIER_ROW: Schema = {
-    "best_score": NUMBER_OR_NULL, "valset_row": WHOLE, "example_id": WHOLE,
-    "candidate_idxs": Field(_wholes, "a list of whole numbers"), "best_candidates": Field(_objects, "a list of objects"),
+    "best_score": NUMBER_OR_NULL,
+    "valset_row": WHOLE,
+    "example_id": WHOLE,
+    "candidate_idxs": Field(_wholes, "a list of whole numbers"),
+    "best_candidates": Field(_objects, "a list of objects"),
 }
 GEPA_METADATA: Schema = {
-    "best_idx": WHOLE_OR_NULL, "budget": WHOLE_OR_NULL, "total_metric_calls": WHOLE_OR_NULL, "duration_s": NUMBER_OR_NULL,
-    "best_score": NUMBER_OR_NULL, "best_val_score": NUMBER_OR_NULL, "seed_val_score": NUMBER_OR_NULL,
-    "num_candidates": WHOLE_OR_NULL, "num_reflection_calls": WHOLE_OR_NULL, "status": TEXT_OR_NULL,
-    "num_rollout_errors": WHOLE_OR_NULL, "rollout_errors_by_kind": Field(_wholes_object, "an object of whole numbers"),
-    "started_at": TEXT_OR_NULL, "reflection_cost_usd": NUMBER_OR_NULL, "stopped_by": TEXT_OR_NULL,
+    "best_idx": WHOLE_OR_NULL,
+    "budget": WHOLE_OR_NULL,
+    "total_metric_calls": WHOLE_OR_NULL,
+    "duration_s": NUMBER_OR_NULL,
+    "best_score": NUMBER_OR_NULL,
+    "best_val_score": NUMBER_OR_NULL,
+    "seed_val_score": NUMBER_OR_NULL,
+    "num_candidates": WHOLE_OR_NULL,
+    "num_reflection_calls": WHOLE_OR_NULL,
+    "status": TEXT_OR_NULL,
+    "num_rollout_errors": WHOLE_OR_NULL,
+    "rollout_errors_by_kind": Field(_wholes_object, "an object of whole numbers"),
+    "started_at": TEXT_OR_NULL,
+    "reflection_cost_usd": NUMBER_OR_NULL,
+    "stopped_by": TEXT_OR_NULL,
 }
 BUDGET: Schema = {"max_calls": WHOLE_OR_NULL, "used": WHOLE, "reserved": WHOLE, "reflection_calls": WHOLE}
 """GEPA's ``budget.json``: the rollouts a run has spent and reserved (what ``--resume`` must not lose)."""

@@ -118,8 +118,11 @@ DEFAULT_OUTPUT_ROOT = "outputs"
 DEFAULT_ENV_DIR = "environments"
 
 
-def outputs_root(env_id: str | None, env_dir_path: str | Path | None = None, output_dir: str | Path | None = None) -> Path:
-    """Where a job's run dirs go: ``output_dir`` when given, else the local environment's ``outputs/``, else ``./outputs``.
+def outputs_root(
+    env_id: str | None, env_dir_path: str | Path | None = None, output_dir: str | Path | None = None
+) -> Path:
+    """Where a job's run dirs go: ``output_dir`` when given, else the local environment's ``outputs/``, else
+    ``./outputs``.
 
     An environment is local when ``env_id`` is a path to a folder (``./environments/my_env``) or
     ``<env_dir_path>/<module>/`` exists (``my-env`` -> ``environments/my_env/``), as verifiers decides.
@@ -139,7 +142,8 @@ def outputs_root(env_id: str | None, env_dir_path: str | Path | None = None, out
 
 
 def default_output_roots(env_dir_path: str | Path | None = None) -> list[Path]:
-    """Every root :func:`outputs_root` may pick without ``-o``: ``./outputs`` and each local environment's ``outputs/``."""
+    """Every root :func:`outputs_root` may pick without ``-o``: ``./outputs`` and each local environment's
+    ``outputs/``."""
     env_dir = Path(env_dir_path or DEFAULT_ENV_DIR)
     local = sorted(env_dir.glob("*/outputs")) if env_dir.is_dir() else []
     return [Path(DEFAULT_OUTPUT_ROOT), *[p for p in local if p.is_dir()]]
@@ -224,7 +228,9 @@ def mismatches(
     were written compares equal to its default).
     """
     defaults = defaults or {}
-    return [key for key in keys if _normal(saved.get(key, defaults.get(key))) != _normal(wanted.get(key, defaults.get(key)))]
+    return [
+        key for key in keys if _normal(saved.get(key, defaults.get(key))) != _normal(wanted.get(key, defaults.get(key)))
+    ]
 
 
 def require_same(
@@ -363,7 +369,7 @@ class ResumeRequest:
     step: int | None = None
 
     @classmethod
-    def parse(cls, value: "ResumeRequest | str | Path | bool | int | None", *, steps: bool = False) -> "ResumeRequest":
+    def parse(cls, value: ResumeRequest | str | Path | bool | int | None, *, steps: bool = False) -> ResumeRequest:
         """``None``/``False``: a new run; ``True``/``"latest"``: the newest run; an int (or, with
         ``steps``, a string of digits): that step of the newest run; anything else: a run dir."""
         if isinstance(value, ResumeRequest):
@@ -499,7 +505,7 @@ class RunLock:
         self._fd: int | None = None
         self._created: list[Path] = []
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         self._created = [p for p in (self.run_dir, *self.run_dir.parents) if not p.exists()]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if fcntl is None:  # pragma: no cover - Windows: no lock
@@ -539,7 +545,7 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire() if self._fd is None else self
 
     def __exit__(self, *exc: object) -> None:

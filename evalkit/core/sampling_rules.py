@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-
 MAX_TOP_K = 1 << 20
 """1,048,576: more than any vocabulary served; a larger ``top_k`` would overflow the engine's int64 rows."""
 MAX_MAX_TOKENS = 1 << 24
@@ -55,10 +54,16 @@ RULES: dict[str, Rule] = {
     "max_completion_tokens": (_tokens, f"a whole number of at least 1 (at most {MAX_MAX_TOKENS})"),
     "temperature": (lambda v: _is_number(v) and v >= 0, "a number of at least 0"),
     "top_p": (lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]"),
-    "top_k": (lambda v: _is_int(v) and -1 <= v <= MAX_TOP_K, f"a whole number from -1 to {MAX_TOP_K} (-1 or 0 for no limit)"),
+    "top_k": (
+        lambda v: _is_int(v) and -1 <= v <= MAX_TOP_K,
+        f"a whole number from -1 to {MAX_TOP_K} (-1 or 0 for no limit)",
+    ),
     "min_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "seed": (_is_int, "a whole number (any size: the engine folds it into 64 bits)"),
-    "stop": (_stop, f"a string or a list of strings, at most {MAX_STOP_STRINGS} of them, each at most {MAX_STOP_CHARS} characters"),
+    "stop": (
+        _stop,
+        f"a string or a list of strings, at most {MAX_STOP_STRINGS} of them, each at most {MAX_STOP_CHARS} characters",
+    ),
     "logprobs": (lambda v: isinstance(v, bool), "true or false"),
     "top_logprobs": (lambda v: _is_int(v) and 0 <= v <= 20, "a whole number from 0 to 20"),
     "presence_penalty": (lambda v: _is_number(v) and -2 <= v <= 2, "a number in [-2, 2]"),

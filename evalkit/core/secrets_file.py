@@ -22,8 +22,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from evalkit.core.redact import register_secret
 from evalkit.core.errors import UserError
+from evalkit.core.redact import register_secret
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXPORT = re.compile(r"export\s+")

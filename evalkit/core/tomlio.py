@@ -9,7 +9,7 @@ overflow the stack of every reader after this one): each is one ``ConfigError`` 
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,11 +17,6 @@ from pydantic import BaseModel, ValidationError
 
 from evalkit.core.errors import ConfigError
 from evalkit.core.fileio import MAX_RUN_OBJECT_BYTES, MAX_USER_FILE_BYTES, FileRefused, read_regular
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 M = TypeVar("M", bound=BaseModel)
 MAX_DEPTH = 64

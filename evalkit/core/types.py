@@ -50,7 +50,7 @@ class SamplingArgs:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "SamplingArgs":
+    def from_dict(cls, data: dict[str, Any] | None) -> SamplingArgs:
         """Build from a user dict (``-S`` JSON, a TOML ``[sampling]`` table); unknown keys go to ``extra``.
 
         Known keys of the wrong type or range are a :class:`ConfigError` (:mod:`evalkit.core.sampling_rules`).
@@ -66,7 +66,7 @@ class SamplingArgs:
             known["stop"] = [known["stop"]]
         return cls(**known, extra=data)
 
-    def merged(self, other: "SamplingArgs | dict[str, Any] | None") -> "SamplingArgs":
+    def merged(self, other: SamplingArgs | dict[str, Any] | None) -> SamplingArgs:
         """A copy where every value set in ``other`` overrides this one's."""
         if other is None:
             return SamplingArgs(**self._fields())
@@ -108,7 +108,7 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
 
@@ -186,8 +186,9 @@ class RolloutState:
     timing: dict[str, float] = field(default_factory=lambda: {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, Any] = field(default_factory=dict)
-    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``, ``trainable``)."""
-    seats: list["RolloutState"] = field(default_factory=list)
+    """Row columns the environment adds beside the standard ones (a seat row's ``episode_id``, ``agent``,
+    ``trainable``)."""
+    seats: list[RolloutState] = field(default_factory=list)
     """A multi-seat episode's rows, one state per seat's trace with its own reward (as verifiers writes them);
     empty: this state is the row. RL reads this state (the episode), never the seats."""
     max_message_chars: int | None = None
@@ -214,7 +215,7 @@ class RolloutState:
         """Whether ``reward`` is a score: no error, or only reward-function errors."""
         return self.kind_of_error not in UNSCORED_KINDS
 
-    def row_states(self) -> list["RolloutState"]:
+    def row_states(self) -> list[RolloutState]:
         """The states whose rows this rollout writes: its seats (given the episode's timing, and its error when
         it failed in a way no seat recorded), else itself."""
         if not self.seats:

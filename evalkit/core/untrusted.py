@@ -175,7 +175,9 @@ def cap_message(message: Any, limit: int | None) -> Any:
     if isinstance(content, str) and len(content) > limit:
         return {**message, "content": cap_text(content, limit)}
     if isinstance(content, list) and any(_long_part(part, limit) for part in content):
-        parts = [{**part, "text": cap_text(part["text"], limit)} if _long_part(part, limit) else part for part in content]
+        parts = [
+            {**part, "text": cap_text(part["text"], limit)} if _long_part(part, limit) else part for part in content
+        ]
         return {**message, "content": parts}
     return message
 

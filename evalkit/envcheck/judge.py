@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.envcheck.probe import Outcome
 from evalkit.core.errors import MODEL, REWARD
+from evalkit.envcheck.probe import Outcome
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 TOLERANCE = 1e-6
@@ -100,8 +100,12 @@ def deterministic_check(first: Sequence[Outcome], second: Sequence[Outcome]) -> 
 def finite_check(outcomes: Sequence[Outcome]) -> Check:
     broken = [o for o in outcomes if o.error_kind == REWARD]
     if broken:
-        return _about("finite", FAIL, f"{len(broken)} scorings with a reward-function error: {clip(broken[0].error or '', 200)}",
-                      broken[0])
+        return _about(
+            "finite",
+            FAIL,
+            f"{len(broken)} scorings with a reward-function error: {clip(broken[0].error or '', 200)}",
+            broken[0],
+        )
     # kind "model": the library refused the scripted reply itself (verifiers: an empty one); no reward ran
     other = [o for o in outcomes if o.error and o.error_kind != MODEL]
     if other:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalkit.core.baseline_rules import MAX_REWARD, MIN_DIVERSE_GROUPS, MIN_REWARD
-from evalkit.envcheck.judge import PASS, TOLERANCE, WARN, Check
 from evalkit.core.types import RolloutState
+from evalkit.envcheck.judge import PASS, TOLERANCE, WARN, Check
 
 
 def model_checks(groups: Sequence[list[RolloutState]], pass_threshold: float, model: str) -> list[Check]:

@@ -15,9 +15,9 @@ from typing import Any
 
 from evalkit.clients.scripted import ReplyFn, ScriptedPolicyClient, message_text
 from evalkit.core.defaults import RolloutLimits
+from evalkit.core.types import Message, RolloutState
 from evalkit.envs.base import Environment
 from evalkit.eval.rollouts import run_groups
-from evalkit.core.types import Message, RolloutState
 
 
 @dataclass

@@ -32,4 +32,6 @@ def print_report(report: EnvCheckReport, console: Console, as_json: bool = False
     console.print(report_table(report))
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in _STYLE}
     verdict = "[bold red]FAILED[/bold red]" if report.failed else "[green]passed[/green]"
-    console.print(f"{verdict}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped")
+    console.print(
+        f"{verdict}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped"
+    )

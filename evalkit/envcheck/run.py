@@ -14,12 +14,12 @@ from typing import Any
 
 from evalkit.clients.scripted import ReplyFn
 from evalkit.core.defaults import RolloutLimits
+from evalkit.core.errors import UserError
+from evalkit.core.types import SamplingArgs
 from evalkit.envcheck import judge
 from evalkit.envcheck.policies import answer_of, floor_policies, gold_renderings, shotgun
 from evalkit.envcheck.probe import Outcome, play
 from evalkit.envs.base import Environment
-from evalkit.core.errors import UserError
-from evalkit.core.types import SamplingArgs
 
 
 @dataclass
@@ -82,8 +82,9 @@ async def _check(env: Environment, options: EnvCheckOptions) -> EnvCheckReport:
     return EnvCheckReport(options.env_id, options.reward_range, checks + model)
 
 
-async def _scripted(env: Environment, rows: list[tuple[int, dict[str, Any]]],
-                    options: EnvCheckOptions) -> tuple[list[Outcome], list[Outcome], dict[int, Outcome], dict[str, str]]:
+async def _scripted(
+    env: Environment, rows: list[tuple[int, dict[str, Any]]], options: EnvCheckOptions
+) -> tuple[list[Outcome], list[Outcome], dict[int, Outcome], dict[str, str]]:
     """Each policy played twice (the second pass for determinism); the best gold rendering per example;
     what each floor policy sends, in words."""
     first: list[Outcome] = []
@@ -106,7 +107,12 @@ async def _scripted(env: Environment, rows: list[tuple[int, dict[str, Any]]],
     for policy in policies:
         await twice(policy.name, {eid: fn for eid, row in rows if (fn := policy.reply_for(row)) is not None})
     await twice(ALL_ANSWERS, _all_answers(rows, best, parser))
-    return first, second, best, {**{p.name: p.describe for p in policies}, ALL_ANSWERS: "every plausible answer in one reply"}
+    return (
+        first,
+        second,
+        best,
+        {**{p.name: p.describe for p in policies}, ALL_ANSWERS: "every plausible answer in one reply"},
+    )
 
 
 ALL_ANSWERS = "all-answers"

@@ -54,15 +54,15 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalkit.core.aio import USER_EXITS, ExitRequested
 from evalkit.clients.base import ModelClient
-from evalkit.envs.parsers import Parser
+from evalkit.core.aio import USER_EXITS, ExitRequested
 from evalkit.core.defaults import RolloutLimits
-from evalkit.envs.rows import column_names, plain_rows, selection_order, take_rows
-from evalkit.envs.rubric import Rubric
 from evalkit.core.errors import ENVIRONMENT, MODEL, TIMEOUT, ModelCallError, UserError
 from evalkit.core.types import ExampleId, Message, RolloutState, SamplingArgs
 from evalkit.core.untrusted import cap_message
+from evalkit.envs.parsers import Parser
+from evalkit.envs.rows import column_names, plain_rows, selection_order, take_rows
+from evalkit.envs.rubric import Rubric
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -190,7 +190,9 @@ class Environment:
             try:
                 data = source() if callable(source) else source
             except Exception as exc:  # user code, run late: still one clear line, not a traceback
-                raise UserError(f"the {split} builder of environment '{self.env_id}' raised {type(exc).__name__}: {exc}") from exc
+                raise UserError(
+                    f"the {split} builder of environment '{self.env_id}' raised {type(exc).__name__}: {exc}"
+                ) from exc
             self._built[split] = _to_split(data, split)
         return self._built[split]
 
@@ -299,7 +301,9 @@ class Environment:
         state = self.new_state(row, example_id, rollout_idx, system_prompt)
         state.max_message_chars = limits.max_message_chars
         started = time.perf_counter()
-        await _recorded(_within(limits.rollout_timeout, self.generate(client, state, self.sampling_for(sampling)), state), state)
+        await _recorded(
+            _within(limits.rollout_timeout, self.generate(client, state, self.sampling_for(sampling)), state), state
+        )
         state.completion = [cap_message(message, limits.max_message_chars) for message in state.completion]
         generated = time.perf_counter()
         for response in state.responses:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from evalkit.core.aio import DaemonThreadPool, call_user_code
 from evalkit.clients.base import ModelClient
-from evalkit.envs.base import Environment
+from evalkit.core.aio import DaemonThreadPool, call_user_code
 from evalkit.core.types import Message, RolloutState, SamplingArgs
 from evalkit.core.untrusted import cap_message
+from evalkit.envs.base import Environment
 
 ENV_THREADS = 64
 """Worker threads for sync environment code (``env_response``, ``setup_state``, tools), shared by the process."""
@@ -70,7 +70,9 @@ class MultiTurnEnv(Environment):
                 state.stop_condition = "max_turns"
                 return
             new = await call_user_code(ENV_POOL, self.env_response, messages, game)
-            new_messages = [cap_message(m, state.max_message_chars) for m in ([new] if isinstance(new, dict) else list(new))]
+            new_messages = [
+                cap_message(m, state.max_message_chars) for m in ([new] if isinstance(new, dict) else list(new))
+            ]
             messages.extend(new_messages)
             state.completion.extend(new_messages)
             done = await _maybe_await(self.is_completed(messages, game))

@@ -34,9 +34,9 @@ from typing import Any
 
 from evalkit.core.aio import USER_EXITS, DaemonThreadPool, ExitRequested, call_user_code, is_async_callable
 from evalkit.core.defaults import DEFAULT_SCORE_TIMEOUT_S
-from evalkit.envs.parsers import Parser
 from evalkit.core.errors import REWARD, TIMEOUT
 from evalkit.core.types import RolloutState
+from evalkit.envs.parsers import Parser
 
 SCORING_THREADS = 64
 """Worker threads for sync reward functions, shared by every rubric of the process."""

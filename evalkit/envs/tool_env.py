@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from evalkit.core.aio import call_user_code
+from evalkit.core.types import Message
 from evalkit.envs.multiturn import ENV_POOL, MultiTurnEnv
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe
 from evalkit.envs.tools import tool_schema
-from evalkit.core.types import Message
 
 
 class ToolEnv(MultiTurnEnv):

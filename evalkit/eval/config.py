@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.errors import ConfigError, UserError
-from evalkit.core.sampling_rules import check_sampling
 from evalkit.core.redact import register_named_secrets
+from evalkit.core.sampling_rules import check_sampling
 from evalkit.core.tomlio import load_toml, validate
 from evalkit.core.untrusted import utf8
 from evalkit.vocabulary import ConcurrencyFields, EnvFields, ModelFields, RolloutBounds, SecretsFields, all_optional
@@ -176,7 +176,8 @@ V1_PARTS = ("taskset", "harness", "runtime")
 def anchor_env_keys(data: Any) -> Any:
     """Accept verifiers' ``env_id``/``env_args`` for an environment table's ``id``/``args``, and the v1
     sub-tables ``taskset``/``harness``/``runtime`` (``[env.taskset] split = "train"``, ``[env.harness] max_turns
-    = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what ``-a '{"taskset": {...}}'`` gives; see
+    = 8``), which become ``args["taskset"]``/``args["harness"]``/``args["runtime"]`` (what
+    ``-a '{"taskset": {...}}'`` gives; see
     :mod:`evalkit.verifiers_compat.v1.config`)."""
     if not isinstance(data, dict):
         return data
@@ -270,8 +271,9 @@ class _EvalFileBase(BaseModel):
     """Secrets file(s), ``KEY=VALUE`` lines, relative to this file (hosted training's ``env_file``)."""
 
 
-EvalFile = all_optional("EvalFile", EvalConfig, exclude=frozenset({"env_id", "resume", "run_dir", "split", "preflight"}),
-                        base=_EvalFileBase)
+EvalFile = all_optional(
+    "EvalFile", EvalConfig, exclude=frozenset({"env_id", "resume", "run_dir", "split", "preflight"}), base=_EvalFileBase
+)
 """A whole eval TOML: every :class:`EvalConfig` key as a default at the top level, entries in ``[[eval]]``."""
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core import runs
-from evalkit.envs.base import Environment
 from evalkit.core.errors import UserError, is_scored
-from evalkit.eval.config import EvalConfig
-from evalkit.eval.results import read_rows
 from evalkit.core.fileio import check_output_dir
 from evalkit.core.types import ExampleId, SamplingArgs
+from evalkit.envs.base import Environment
+from evalkit.eval.config import EvalConfig
+from evalkit.eval.results import read_rows
 
 MATCH_KEYS = ("env_id", "env_args", "model", "num_examples_requested", "rollouts_per_example", "sampling_args",
               "system_prompt_sha256", "seed", "shuffle", "split")
@@ -193,7 +193,9 @@ def run_dirs(config: EvalConfig, ident: dict[str, Any]) -> runs.RunDirs:
         fixed=Path(config.run_dir) if config.run_dir is not None else None,
         holds_run=lambda run_dir: meta(run_dir) is not None,
         check=check,
-        fits=lambda run_dir: bool(meta(run_dir)) and not runs.mismatches(meta(run_dir), ident, MATCH_KEYS, MATCH_DEFAULTS),
+        fits=lambda run_dir: (
+            bool(meta(run_dir)) and not runs.mismatches(meta(run_dir), ident, MATCH_KEYS, MATCH_DEFAULTS)
+        ),
         done=lambda run_dir: (meta(run_dir) or {}).get("status") == "complete",
         flag="-R",
     )

@@ -13,8 +13,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evalkit.core.types import RolloutState
 from evalkit.core.stats import number
+from evalkit.core.types import RolloutState
 
 
 class EvalProgress:
@@ -41,7 +41,7 @@ class EvalProgress:
         )
         self._task = self._progress.add_task(description, total=total, completed=done, reward="-", rate="-", errors=0)
 
-    def __enter__(self) -> "EvalProgress":
+    def __enter__(self) -> EvalProgress:
         self._progress.start()
         return self
 

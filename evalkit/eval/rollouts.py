@@ -21,15 +21,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from evalkit.core.aio import Slots
 from evalkit.clients.base import ModelClient
-from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT
-from evalkit.envs.base import Environment
+from evalkit.core.aio import Slots
+from evalkit.core.defaults import DEFAULT_MAX_CONCURRENT, RolloutLimits
 from evalkit.core.errors import REWARD
 from evalkit.core.gctune import relaxed_gc
-from evalkit.core.defaults import RolloutLimits
 from evalkit.core.types import ExampleId, RolloutState, SamplingArgs
 from evalkit.core.untrusted import non_finite_scores
+from evalkit.envs.base import Environment
+
 
 def require_finite_scores(state: RolloutState) -> None:
     """A reward or metric that is NaN or infinite (from any rubric: native, verifiers', group-scored) is
@@ -73,7 +73,9 @@ async def run_groups(
     groups = []
     for row, example_id in zip(rows, ids):
         indices = rollout_indices.get(example_id) if rollout_indices is not None else None
-        groups.append(_Group(row, example_id, list(indices) if indices is not None else list(range(rollouts_per_example))))
+        groups.append(
+            _Group(row, example_id, list(indices) if indices is not None else list(range(rollouts_per_example)))
+        )
 
     async def finish(group: _Group) -> None:
         """A group's tail, once all its rollouts are done: group scoring, the finite-score rule, ``on_group``."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -39,17 +39,17 @@ from typing import Any
 from rich.console import Console
 
 from evalkit.clients.base import ModelClient
+from evalkit.core.fileio import write_json_atomic, writing_to
+from evalkit.core.runs import METADATA, RunLock
+from evalkit.core.types import RolloutState, id_order, row_order
 from evalkit.envs.base import Environment
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.plan import EvalPlan, plan_eval
-from evalkit.eval.vf_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
 from evalkit.eval.progress import EvalProgress
 from evalkit.eval.results import ResultsWriter, drop_rows
-from evalkit.eval.summary import first_error, run_status, summarize
-from evalkit.core.fileio import write_json_atomic, writing_to
 from evalkit.eval.rollouts import run_groups
-from evalkit.core.runs import METADATA, RunLock
-from evalkit.core.types import RolloutState, id_order, row_order
+from evalkit.eval.summary import first_error, run_status, summarize
+from evalkit.eval.vf_fields import anchor_run_fields, anchor_summary_fields, env_tool_defs, with_anchor_fields
 
 SUMMARY_KEYS = ("avg_reward", "std_reward", "avg_metrics", "pass_at_k", "pass_threshold", "num_scored", "num_errors",
                 "avg_error", "errors_by_kind", "usage", "reward_diversity")
@@ -209,7 +209,7 @@ class MetadataWriter:
             "state_columns": plan.config.state_columns,
             "version": _version(),
             # a resumed run keeps the date it started
-            "date": plan.previous.get("date") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "date": plan.previous.get("date") or datetime.now(UTC).isoformat(timespec="seconds"),
             **anchor_run_fields(plan),
         }
 
@@ -252,7 +252,9 @@ def build_client(config: EvalConfig) -> ModelClient:
 
 
 def env_label(config: EvalConfig) -> str:
-    return f"{Path(config.env_id).name if config.env_id.startswith(('.', '/')) else config.env_id} · {config.model_label}"
+    return (
+        f"{Path(config.env_id).name if config.env_id.startswith(('.', '/')) else config.env_id} · {config.model_label}"
+    )
 
 
 def _version() -> str:

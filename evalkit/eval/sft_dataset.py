@@ -8,7 +8,8 @@ trainer reads ``prompt``/``completion``/``tools`` as they are; the split keeps t
 Kept: rollouts scored without an error (an errored rollout is no example of good behaviour), not cut off
 at the token limit (``is_truncated``: a completion that stops mid-answer teaches the model to stop
 mid-answer, however it scored; ``keep_truncated`` keeps them) and whose reward is at least ``min_reward``;
-with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read through the validated read-back (a damaged line is skipped with a
+with ``best_of_group`` only the best of each example's rollouts (ties: the lowest rollout index). Rows are read
+through the validated read-back (a damaged line is skipped with a
 warning) and written through the same UTF-8 and number checks as every primekit output.
 
 Refused before anything is read: a ``min_reward`` that is not a finite number (NaN compares false with every
@@ -30,8 +31,8 @@ from evalkit.core.fileio import refuse_existing, writable_target, write_bytes_at
 from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS
 from evalkit.core.types import ExampleId, row_order
-from evalkit.eval.results import read_rows
 from evalkit.core.untrusted import row_line
+from evalkit.eval.results import read_rows
 
 
 @dataclass
@@ -132,8 +133,10 @@ def write_sft_dataset(run_dirs: Sequence[Path], output: Path, min_reward: float 
     counts.written = len(lines)
     if not lines:
         cut = f", {counts.truncated} truncated (--keep-truncated keeps them)" if counts.truncated else ""
-        raise UserError(f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
-                        f"({counts.rollouts} rollouts, {counts.errored} errored{cut}, {counts.below} below); lower --min-reward")
+        raise UserError(
+            f"no rollout of {len(run_dirs)} run(s) scored at least {min_reward:g} without an error "
+            f"({counts.rollouts} rollouts, {counts.errored} errored{cut}, {counts.below} below); lower --min-reward"
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output, b"".join(lines))
     return counts

@@ -31,7 +31,8 @@ from typing import Any
 from rich.table import Table
 
 from evalkit.core.errors import ERROR_KINDS, UNKNOWN, error_kind
-from evalkit.core.stats import mean as mean_of, number, pstdev
+from evalkit.core.stats import mean as mean_of
+from evalkit.core.stats import number, pstdev
 from evalkit.core.types import id_order, row_order
 
 

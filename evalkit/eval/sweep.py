@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.core import runs
 from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_json_atomic
 from evalkit.core.readback import read_object
-from evalkit.core import runs
-from evalkit.core.tomlio import read_run_toml
 from evalkit.core.runs import RESOLVED_CONFIG, SWEEP_FILE, SWEEPS_DIR, WEIGHTS_DIR, env_slug, step_numbers
-
+from evalkit.core.tomlio import read_run_toml
 
 
 @dataclass
@@ -62,7 +61,9 @@ def plan_sweep(model: str | None, steps: str, env_id: str, output_dir: str | Non
     rl_run = weights.parent if (weights.parent / RESOLVED_CONFIG).is_file() else None
     base = _base_model(rl_run) if rl_run is not None else None
     if base is None and 0 in wanted and 0 not in available:
-        raise UserError(f"--steps 0 is the run's starting model, but {weights.parent} has no config.resolved.toml naming it")
+        raise UserError(
+            f"--steps 0 is the run's starting model, but {weights.parent} has no config.resolved.toml naming it"
+        )
     steps_all = sorted(set(wanted) | ({0} if base is not None or 0 in available else set()))
     if output_dir is not None:
         folder = Path(output_dir) / SWEEPS_DIR / weights.resolve().parent.name / env_slug(env_id)

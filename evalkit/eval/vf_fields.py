@@ -63,7 +63,9 @@ def env_tool_defs(env: Any) -> list[dict[str, Any]] | None:
         return None
 
 
-def with_anchor_fields(row: dict[str, Any], state: RolloutState, tool_defs: list[dict[str, Any]] | None) -> dict[str, Any]:
+def with_anchor_fields(
+    row: dict[str, Any], state: RolloutState, tool_defs: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """``row`` plus vf-eval's row fields (see the module docstring)."""
     row["is_completed"] = state.stop_condition is not None
     row["tool_defs"] = tool_defs

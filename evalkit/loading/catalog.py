@@ -59,7 +59,9 @@ def installed_envs() -> list[EnvInfo]:
         requires = dist.requires or []
         if not name or name.lower() in ("primekit", "verifiers"):
             continue
-        if not any(re.match(r"(primekit|verifiers)\b", req.strip().lower()) and "extra ==" not in req for req in requires):
+        if not any(
+            re.match(r"(primekit|verifiers)\b", req.strip().lower()) and "extra ==" not in req for req in requires
+        ):
             continue
         module = module_name_for(name.lower())
         try:

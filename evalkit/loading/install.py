@@ -36,7 +36,9 @@ class InstallPlan:
     source: str
 
 
-def plan_install(target: str, environments_dir: Path | str = "environments", *, no_build_isolation: bool = False) -> InstallPlan:
+def plan_install(
+    target: str, environments_dir: Path | str = "environments", *, no_build_isolation: bool = False
+) -> InstallPlan:
     """Decide how to install ``target`` (see the module docstring) without running pip."""
     target = target.strip()
     if not target:
@@ -88,5 +90,7 @@ def install_environment(target: Path | str, *, no_build_isolation: bool = False,
     if result.returncode != 0:
         hint = ("offline? try --no-build-isolation" if plan.pip_args[0] == "-e"
                 else "is the name right, and is its index reachable? (pip reads PIP_INDEX_URL / PIP_FIND_LINKS)")
-        raise UserError(f"pip install {' '.join(plan.pip_args)} failed (exit {result.returncode}); see pip's output above ({hint})")
+        raise UserError(
+            f"pip install {' '.join(plan.pip_args)} failed (exit {result.returncode}); see pip's output above ({hint})"
+        )
     return plan.module

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -27,8 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from evalkit.core.json_args import parse_json_object
 from evalkit.core.errors import UserError
+from evalkit.core.json_args import parse_json_object
 
 BUILTIN_PACKAGE = "evalkit.builtin"
 BUILTIN_IDS = ("reverse-text", "alphabet-sort", "arithmetic", "wordle", "fact-search")
@@ -112,7 +111,8 @@ def resolve(env_id: str, environments_dir: Path | str = "environments") -> EnvSo
 
 
 def _is_installed_module(module: str) -> bool:
-    """An importable, non-stdlib module of that name (a real module: a bare folder, i.e. a namespace package, is not)."""
+    """An importable, non-stdlib module of that name (a real module: a bare folder, i.e. a namespace package, is
+    not)."""
     if not module.isidentifier() or module in sys.stdlib_module_names:
         return False
     try:
@@ -241,7 +241,9 @@ def parse_env_args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return parse_json_object(raw, "env args")
 
 
-def load_environment(env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"):
+def load_environment(
+    env_id: str, env_args: dict[str, Any] | None = None, environments_dir: Path | str = "environments"
+):
     """Resolve, import and load the environment (see the module docstring); user mistakes become UserError."""
     env_args = dict(env_args or {})
     source = resolve(env_id, environments_dir)

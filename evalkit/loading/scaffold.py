@@ -19,7 +19,11 @@ from evalkit.core.errors import UserError
 from evalkit.loading.resolve import BUILTIN_IDS, module_name_for
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
-TEMPLATE_FILES = {"module.py.tmpl": "{module}.py", "pyproject.toml.tmpl": "pyproject.toml", "README.md.tmpl": "README.md"}
+TEMPLATE_FILES = {
+    "module.py.tmpl": "{module}.py",
+    "pyproject.toml.tmpl": "pyproject.toml",
+    "README.md.tmpl": "README.md",
+}
 
 
 def validate_name(name: str) -> str:

@@ -74,7 +74,9 @@ def _role(message: Message) -> str:
 def _content(message: Message) -> str:
     content = message.get("content")
     if isinstance(content, list):  # OpenAI content parts: keep the text ones
-        text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+        text = "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type", "text") == "text"
+        )
     else:
         text = "" if content is None else str(content)
     if message.get("role") == "tool":

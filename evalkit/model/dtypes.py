@@ -95,7 +95,9 @@ def cpu_info() -> CpuInfo:
                 flags.add(flag)
         except (AttributeError, RuntimeError):
             pass
-    return CpuInfo(torch.backends.cpu.get_cpu_capability(), frozenset(flags), os.environ.get("ONEDNN_MAX_CPU_ISA") or None)
+    return CpuInfo(
+        torch.backends.cpu.get_cpu_capability(), frozenset(flags), os.environ.get("ONEDNN_MAX_CPU_ISA") or None
+    )
 
 
 def _proc_flags(path: Path = Path("/proc/cpuinfo")) -> list[str]:

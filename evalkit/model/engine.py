@@ -27,17 +27,17 @@ from typing import Any
 import torch
 
 from evalkit.core.errors import UserError
-from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener, fail
-from evalkit.model.scheduler import Sequence as ScheduledSequence
+from evalkit.core.types import Message, SamplingArgs
 from evalkit.model.chat_format import render_messages
 from evalkit.model.devices import resolve_device
 from evalkit.model.dtypes import AUTO, choose_dtype
 from evalkit.model.loading import log, open_model
 from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
+from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener, fail
+from evalkit.model.scheduler import Sequence as ScheduledSequence
 from evalkit.model.tensors import StoredModel, model_config
 from evalkit.model.threads import ThreadTuner
-from evalkit.core.types import Message, SamplingArgs
 
 BACKENDS = ("auto", "fused", "hf")
 CUDA_WINDOW = 16
@@ -60,7 +60,9 @@ class _WeightUpdate:
     error: BaseException | None = None
 
 
-def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend: str = "auto", batch_hint: int = 32) -> Any:
+def build_forward(
+    model: Any, dtype: torch.dtype, device: torch.device, backend: str = "auto", batch_hint: int = 32
+) -> Any:
     """The forward the engine runs ``model`` (a module or a :class:`StoredModel`) with: fused when
     the architecture allows (``auto``) or when asked (``fused``, a UserError if it cannot), else
     the Hugging Face fallback (which runs the module, so a stored model builds it)."""
@@ -78,7 +80,10 @@ def build_forward(model: Any, dtype: torch.dtype, device: torch.device, backend:
     from evalkit.model.hf_forward import HFForward
 
     if backend == "auto":
-        log(f"note: running {getattr(model_config(model), 'model_type', 'this model')} through the Hugging Face forward (fused path: {reason})")
+        log(
+            f"note: running {getattr(model_config(model), 'model_type', 'this model')} through the Hugging Face "
+            f"forward (fused path: {reason})"
+        )
     return HFForward(model.module() if isinstance(model, StoredModel) else model, dtype, device)
 
 
@@ -202,7 +207,7 @@ class Engine:
     @classmethod
     def from_name(
         cls, name: str | ModelSource | None = None, *, dtype: str = AUTO, max_batch: int = 32, **options: Any
-    ) -> "Engine":
+    ) -> Engine:
         """Load ``name`` (see :mod:`evalkit.model.registry`), converting the GGUF on first use;
         ``options`` are the constructor's (``device``, ``backend``, ``threads``, ``kv_cache_gb``, ...)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
@@ -210,7 +215,9 @@ class Engine:
         choice = choose_dtype(dtype, device)
         log(f"loading {source.name} on {device}, {choice.line()}...")
         model, tokenizer = open_model(source, choice.name)  # a serving engine's master needs no float32
-        engine = cls(model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options)
+        engine = cls(
+            model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options
+        )
         engine.dtype_choice = choice  # keep the reason (auto's), not "asked for"
         return engine
 
@@ -223,14 +230,19 @@ class Engine:
     # -- requests -------------------------------------------------------------------------------
 
     def encode_chat(
-        self, messages: list[Message], tools: list[dict[str, Any]] | None = None, template_kwargs: Mapping[str, Any] | None = None
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """Prompt token ids of a chat (the model's chat template, generation prompt appended).
 
         ``template_kwargs`` reach the template as variables (``enable_thinking``, ``reasoning_effort``);
         a template that does not read one ignores it."""
         rendered = render_messages(messages, tools)
-        ids = self.tokenizer.apply_chat_template(rendered, tokenize=True, add_generation_prompt=True, **dict(template_kwargs or {}))
+        ids = self.tokenizer.apply_chat_template(
+            rendered, tokenize=True, add_generation_prompt=True, **dict(template_kwargs or {})
+        )
         if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         return [int(i) for i in ids]
@@ -261,7 +273,9 @@ class Engine:
             raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
         seed = params.seed if params.seed is not None else secrets.randbits(63)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        return ScheduledSequence(prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(), on_tokens=on_tokens)
+        return ScheduledSequence(
+            prompt, params, future, seed=_int64(seed), submitted=time.perf_counter(), on_tokens=on_tokens
+        )
 
     def _enqueue(self, sequences: list[ScheduledSequence]) -> None:
         """Queue ``sequences`` in one step, so the worker admits them into the same round."""
@@ -271,7 +285,9 @@ class Engine:
             self._pending.extend(sequences)
             self._cond.notify_all()
 
-    async def generate(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None = None) -> GenerationResult:
+    async def generate(
+        self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None = None
+    ) -> GenerationResult:
         """Async :meth:`submit`; cancelling the awaiting task drops the request from the batch."""
         return await asyncio.wrap_future(self.submit(prompt_ids, sampling))
 
@@ -402,14 +418,22 @@ class Engine:
             torch.cuda.set_device(self.device)
             # the engine's own stream, so generation can overlap a trainer's kernels on the same GPU
             torch.cuda.set_stream(torch.cuda.Stream(self.device))
-            torch.cuda.current_stream(self.device).wait_stream(torch.cuda.default_stream(self.device))  # the snapshot copies
+            torch.cuda.current_stream(self.device).wait_stream(
+                torch.cuda.default_stream(self.device)
+            )  # the snapshot copies
         else:
             if self._threads:
                 torch.set_num_threads(self._threads)
             self._tuner = ThreadTuner(self._threads, adaptive=self._threads is None)
         finisher = Finisher(self.tokenizer, self.stop_token_ids, lambda: self.weights_version)
         scheduler = Scheduler(
-            self._forward, self.dtype, self._limits, finisher, graphs=self._graphs, bucketed=self._bucketed, tuner=self._tuner
+            self._forward,
+            self.dtype,
+            self._limits,
+            finisher,
+            graphs=self._graphs,
+            bucketed=self._bucketed,
+            tuner=self._tuner,
         )
         self._scheduler = scheduler
         while True:

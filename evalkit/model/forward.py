@@ -18,10 +18,10 @@ CUDA it can be captured in a graph (:attr:`LlamaForward.graph_safe`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
-
-from typing import Any
 
 from evalkit.model.kvcache import KVCache, extension, right_padded
 from evalkit.model.tensors import model_config
@@ -96,7 +96,9 @@ class LlamaForward:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None) -> torch.Tensor:
+    def prefill(
+        self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None
+    ) -> torch.Tensor:
         """Run whole prompts (right-padded into one batch), fill their slots' cache, and return the
         float32 logits at each prompt's last position, ``[len(prompts), vocab]``.
 

@@ -73,7 +73,9 @@ class HFForward:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def prefill(self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None) -> torch.Tensor:
+    def prefill(
+        self, cache: KVCache, slots: list[int], prompts: list[list[int]], starts: list[int] | None = None
+    ) -> torch.Tensor:
         """Whole prompts, right-padded into one batch: fill their slots, return float32 logits at
         each prompt's last position ``[len(prompts), vocab]``. With ``starts`` (reused prefixes
         already in the slots), only each prompt's tokens from ``starts[i]`` on are computed."""
@@ -176,7 +178,9 @@ class _SlotCache:
         self.length = length
         self.rows = None if decode_positions is None else torch.arange(decode_positions.shape[0], device=cache.device)
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         k_cache, v_cache = self.cache.k[layer_idx], self.cache.v[layer_idx]
         if self.extend is not None:  # new tokens after reused prefixes: store them, attend to the slot rows
             batch = self.extend

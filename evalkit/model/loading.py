@@ -56,7 +56,7 @@ def dtype_name(dtype: str | None) -> str:
     return DTYPES[key]
 
 
-def torch_dtype(dtype: str | None) -> "torch.dtype":
+def torch_dtype(dtype: str | None) -> torch.dtype:
     import torch
 
     return getattr(torch, dtype_name(dtype))

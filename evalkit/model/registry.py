@@ -116,7 +116,9 @@ def looks_like_path(name: str) -> bool:
     """A name that can only mean a folder: it starts with ``.``/``/``/``~`` or has more than one ``/``."""
     if name.startswith((".", "/", "~")):
         return True
-    return (os.sep in name or "/" in name) and not name.startswith(("local/", HUB_PREFIX)) and hub_model_id(name) is None
+    return (
+        (os.sep in name or "/" in name) and not name.startswith(("local/", HUB_PREFIX)) and hub_model_id(name) is None
+    )
 
 
 def hub_model_id(name: str) -> str | None:

@@ -122,7 +122,9 @@ def penalize(logits: torch.Tensor, penalty: torch.Tensor, seen: torch.Tensor | N
     return torch.where(seen[: logits.shape[0]], penalized, logits)
 
 
-def _draw(logits: torch.Tensor, rows: RowSettings, u: torch.Tensor, filtered: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _draw(
+    logits: torch.Tensor, rows: RowSettings, u: torch.Tensor, filtered: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     temperature = rows.temperature
     scale = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
     logprobs = torch.log_softmax(logits / scale[:, None], dim=-1)

@@ -52,7 +52,7 @@ class Sequence:
     """The prefix cache's weights version when this sequence was prefilled: its K/V are that version's
     (or, after an update without draining, partly older), and are saved only under that version."""
     started: float = 0.0
-    on_tokens: "TokenListener | None" = None
+    on_tokens: TokenListener | None = None
     """Told each increment of sampled tokens (see :meth:`evalkit.model.engine.Engine.submit`)."""
     reused: int = 0
     """Prompt positions whose K/V came from the prefix cache instead of being prefilled."""
@@ -81,7 +81,15 @@ class Scheduler:
     """The batch: admit, prefill, decode a window, retire. See the module docstring."""
 
     def __init__(
-        self, forward: Any, dtype: torch.dtype, limits: Limits, finisher: "Finisher", *, graphs: bool, bucketed: bool, tuner: ThreadTuner | None
+        self,
+        forward: Any,
+        dtype: torch.dtype,
+        limits: Limits,
+        finisher: Finisher,
+        *,
+        graphs: bool,
+        bucketed: bool,
+        tuner: ThreadTuner | None,
     ):
         self.forward = forward
         self.limits = limits
@@ -89,7 +97,9 @@ class Scheduler:
         self.tuner = tuner
         self.cache = KVCache(forward.cache_shape, limits.max_batch, dtype, forward.device)
         self.state = SlotState(limits.max_batch, limits.window, forward.device)
-        self.stepper = DecodeStepper(forward, self.cache, self.state, graphs=graphs, max_rows=limits.max_batch, bucketed=bucketed)
+        self.stepper = DecodeStepper(
+            forward, self.cache, self.state, graphs=graphs, max_rows=limits.max_batch, bucketed=bucketed
+        )
         self.active: list[Sequence] = []
         self._kv_bytes = KVCache.bytes_per_position(forward.cache_shape, dtype)
         self.prefixes = PrefixCache(forward.cache_shape, dtype, forward.device, limits.prefix_bytes)
@@ -107,7 +117,9 @@ class Scheduler:
             count = len(self.active) + len(admitted) + 1
             longest = max(need, candidate.worst_length)
             slots = max(self.cache.slots, 1 << (count - 1).bit_length())
-            planned = min(slots, max(self.cache.max_slots, count)) * self.cache.planned_capacity(longest) * self._kv_bytes
+            planned = (
+                min(slots, max(self.cache.max_slots, count)) * self.cache.planned_capacity(longest) * self._kv_bytes
+            )
             if planned > self.limits.kv_budget_bytes and count > 1:
                 break
             admitted.append(pending.popleft())
@@ -231,7 +243,9 @@ class Scheduler:
         sampled token but the last (never fed back, so its K/V were not computed)."""
         if self.prefixes.enabled:
             cached = min(sequence.length, len(sequence.prompt_ids) + len(sequence.token_ids) - 1)
-            self.prefixes.save(self.cache, slot, (sequence.prompt_ids + sequence.token_ids)[:cached], sequence.kv_version)
+            self.prefixes.save(
+                self.cache, slot, (sequence.prompt_ids + sequence.token_ids)[:cached], sequence.kv_version
+            )
 
     def _compact(self, done: list[int]) -> None:
         moves = compaction_moves(len(self.active), done)
@@ -315,7 +329,10 @@ class Finisher:
             token_ids=list(ids),
             logprobs=list(sequence.logprobs),
             weights_version=self.weights_version(),
-            timing={"queue_ms": (sequence.started - sequence.submitted) * 1000, "total_ms": (now - sequence.submitted) * 1000},
+            timing={
+                "queue_ms": (sequence.started - sequence.submitted) * 1000,
+                "total_ms": (now - sequence.submitted) * 1000,
+            },
             cached_tokens=sequence.reused,
         )
         _set(sequence.future, result)

@@ -28,13 +28,13 @@ def default_max_batch(device: str) -> int:
     """Most sequences an engine decodes together when nobody said: 32 on CPU, 256 on a GPU."""
     return DEFAULT_MAX_BATCH_CUDA if device.startswith("cuda") else DEFAULT_MAX_BATCH
 
-_engines: dict[tuple[str, str, str], "Engine"] = {}
+_engines: dict[tuple[str, str, str], Engine] = {}
 _lock = threading.Lock()
 
 
 def get_engine(
     model: str | None = None, *, dtype: str | None = None, max_batch: int | None = None, device: str | None = None
-) -> "Engine":
+) -> Engine:
     """The process-wide engine for ``model`` in ``dtype`` (default ``auto``: see
     :mod:`evalkit.model.dtypes`) on ``device`` (default
     ``auto``: CUDA when there is a GPU), loading it on first use.
@@ -50,7 +50,9 @@ def get_engine(
         if engine is None or engine.closed:
             from evalkit.model.engine import Engine
 
-            engine = Engine.from_name(source, dtype=dtype or DEFAULT_DTYPE, max_batch=max_batch or default_max_batch(key[2]), device=key[2])
+            engine = Engine.from_name(
+                source, dtype=dtype or DEFAULT_DTYPE, max_batch=max_batch or default_max_batch(key[2]), device=key[2]
+            )
             _engines[key] = engine
         return engine
 

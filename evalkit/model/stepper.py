@@ -79,14 +79,20 @@ class SlotState:
     def tensors(self) -> list[torch.Tensor]:
         seen = [self.seen] if self.seen is not None else []
         return [self.tokens, self.positions, self.seeds, self.counters, self.top_k, self.temperature,
-                self.top_p, self.min_p, self.penalty, *seen, self.out_tokens, self.out_logprobs, self.column]  # fmt: skip
+                self.top_p, self.min_p, self.penalty, *seen, self.out_tokens, self.out_logprobs,
+                self.column]  # fmt: skip
 
     def settings(self, rows: slice) -> RowSettings:
-        return RowSettings(self.temperature[rows], self.top_k[rows], self.top_p[rows], self.min_p[rows], self.penalty[rows],
-                           self.seen[rows] if self.seen is not None else None)  # fmt: skip
+        return RowSettings(self.temperature[rows], self.top_k[rows], self.top_p[rows], self.min_p[rows],
+                           self.penalty[rows], self.seen[rows] if self.seen is not None else None)  # fmt: skip
 
     def configure(
-        self, first: int, params: Sequence[SamplingParams], seeds: Sequence[int], prompts: Sequence[Sequence[int]], vocab: int
+        self,
+        first: int,
+        params: Sequence[SamplingParams],
+        seeds: Sequence[int],
+        prompts: Sequence[Sequence[int]],
+        vocab: int,
     ) -> None:
         """Sampling settings, seeds and (with a repetition penalty) the prompt tokens seen, of new
         sequences in slots ``first, first + 1, ...``."""
@@ -149,7 +155,9 @@ class DecodeStepper:
     ``bucketed`` (implied by ``graphs``) runs steps in the graphs' fixed row and length buckets;
     on CPU it exists so tests can run the graph path's layout without capturing."""
 
-    def __init__(self, forward: Any, cache: KVCache, state: SlotState, *, graphs: bool, max_rows: int, bucketed: bool = False):
+    def __init__(
+        self, forward: Any, cache: KVCache, state: SlotState, *, graphs: bool, max_rows: int, bucketed: bool = False
+    ):
         self.forward = forward
         self.cache = cache
         self.state = state

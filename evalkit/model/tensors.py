@@ -52,7 +52,15 @@ def layer_prefixes(config: Any) -> list[str]:
     return [f"model.layers.{i}" for i in range(config.num_hidden_layers)]
 
 
-LAYER_LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+LAYER_LINEARS = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
 LAYER_NORMS = ("input_layernorm", "post_attention_layernorm")
 
 
@@ -73,7 +81,9 @@ class ModuleTensors:
     def rope(self) -> tuple[torch.Tensor, float]:
         """The module's own rotary inverse frequencies and attention scaling."""
         rotary = self.hf.model.rotary_emb
-        return rotary.inv_freq.detach().to(device="cpu", dtype=torch.float32), float(getattr(rotary, "attention_scaling", 1.0))
+        return rotary.inv_freq.detach().to(device="cpu", dtype=torch.float32), float(
+            getattr(rotary, "attention_scaling", 1.0)
+        )
 
     def layout_unsupported(self) -> str | None:
         """What in the module's layout the fused forward cannot compute (``None``: nothing)."""

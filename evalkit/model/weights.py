@@ -65,7 +65,7 @@ class DecoderShape:
     max_positions: int
 
     @classmethod
-    def from_config(cls, config: Any) -> "DecoderShape":
+    def from_config(cls, config: Any) -> DecoderShape:
         heads = config.num_attention_heads
         return cls(
             vocab_size=config.vocab_size,
@@ -84,13 +84,17 @@ class DecoderShape:
         return CacheShape(self.num_layers, self.num_kv_heads, self.head_dim, self.max_positions)
 
 
-def rope_tables(model: Any, positions: int, dtype: torch.dtype, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    model: Any, positions: int, dtype: torch.dtype, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin) ``[positions, head_dim / 2]`` from the model's rotary inverse frequencies and
     attention scaling (a module's own rotary embedding, or a stored model's config: every static
     RoPE variant transformers knows); computed in float32 and cast, as transformers does."""
     inv_freq, scaling = tensor_source(model).rope()
     angles = torch.arange(positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
-    return (angles.cos() * scaling).to(device=device, dtype=dtype), (angles.sin() * scaling).to(device=device, dtype=dtype)
+    return (angles.cos() * scaling).to(device=device, dtype=dtype), (angles.sin() * scaling).to(
+        device=device, dtype=dtype
+    )
 
 
 class Linear:
@@ -103,7 +107,9 @@ class Linear:
     ``owned=False``: ``weight`` belongs to someone else (the master module); packing copies it, and
     an unpacked Linear keeps a clone, so the snapshot never aliases the master."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, batch_hint: int = 32, owned: bool = True):
+    def __init__(
+        self, weight: torch.Tensor, bias: torch.Tensor | None = None, batch_hint: int = 32, owned: bool = True
+    ):
         self.out_features = weight.shape[0]
         self.bias = bias
         self.packed = _pack(weight, batch_hint) if packing_pays(weight.dtype, weight.device) else None
@@ -173,7 +179,11 @@ class LayerWeights:
     down: Linear
 
     def tensors(self) -> list[torch.Tensor | None]:
-        return [self.attn_norm, self.mlp_norm, *(t for lin in (self.qkv, self.o, self.gate_up, self.down) for t in lin.tensors())]
+        return [
+            self.attn_norm,
+            self.mlp_norm,
+            *(t for lin in (self.qkv, self.o, self.gate_up, self.down) for t in lin.tensors()),
+        ]
 
 
 @dataclass
@@ -190,7 +200,7 @@ class DecoderWeights:
         layers = [t for layer in self.layers for t in layer.tensors()]
         return [self.embed, self.final_norm, *layers, *self.lm_head.tensors()]
 
-    def copy_(self, other: "DecoderWeights") -> bool:
+    def copy_(self, other: DecoderWeights) -> bool:
         """Overwrite this snapshot's tensors with ``other``'s; False (nothing written) when either
         holds packed tensors or their layouts differ (a tied output projection included)."""
         if any(lin.packed is not None for lin in self._linears() + other._linears()):
@@ -209,10 +219,15 @@ class DecoderWeights:
         return True
 
     def _linears(self) -> list[Linear]:
-        return [self.lm_head, *(lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down))]
+        return [
+            self.lm_head,
+            *(lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)),
+        ]
 
     @classmethod
-    def build(cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu") -> "DecoderWeights":
+    def build(
+        cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu"
+    ) -> DecoderWeights:
         """Snapshot ``model`` (a Llama-family ``*ForCausalLM``, possibly peft-wrapped, or a
         :class:`~evalkit.model.tensors.StoredModel`) in ``dtype`` on ``device``; ``batch_hint`` is
         the batch size CPU packed layouts are tuned for. Every tensor is copied: the snapshot never

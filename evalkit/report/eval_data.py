@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.eval.results import read_rows
-from evalkit.core.runs import METADATA
 from evalkit.core.errors import error_kind, is_scored
 from evalkit.core.readback import EVAL_METADATA, read_object
+from evalkit.core.runs import METADATA
 from evalkit.core.types import ExampleId, id_order, row_order
+from evalkit.eval.results import read_rows
 from evalkit.eval.summary import summarize
 
 
@@ -200,7 +200,11 @@ def text_of(content: Any) -> str:
 def _compact(value: Any) -> str:
     if not value:
         return ""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str) if isinstance(value, (dict, list)) else str(value)
+    return (
+        json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        if isinstance(value, (dict, list))
+        else str(value)
+    )
 
 
 def _float(value: Any) -> float | None:

@@ -14,10 +14,10 @@ from rich.panel import Panel
 from rich.text import Text
 
 from evalkit.core.errors import UserError, error_kind, is_scored
-from evalkit.eval.results import read_rows
 from evalkit.core.readback import EVAL_METADATA, read_object
 from evalkit.core.runs import METADATA, RESULTS, newest_eval_run
 from evalkit.core.stats import number
+from evalkit.eval.results import read_rows
 from evalkit.eval.summary import diversity_line, error_lines, summarize, summary_table
 
 MAX_CHARS = 600

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.core.readback import BUDGET as BUDGET_SCHEMA, GEPA_FRONTIER_ROW, GEPA_METADATA, GEPA_ROW, read_jsonl, read_object
+from evalkit.core.readback import BUDGET as BUDGET_SCHEMA
+from evalkit.core.readback import GEPA_FRONTIER_ROW, GEPA_METADATA, GEPA_ROW, read_jsonl, read_object
 from evalkit.core.runs import BUDGET, METADATA, PARETO_FRONTIER, RESULTS
 
 
@@ -153,7 +154,9 @@ def _candidate(row: dict[str, Any], position: int) -> Candidate:
         prompt=str(_first(row.get("system_prompt"), info.get("system_prompt"), "")),
         score=None if score is None else float(score),
         subscores={str(k): float(v) for k, v in subscores.items() if v is not None},
-        parents=[int(p) for p in (_first(row.get("parents"), info.get("parent_candidate_idxs")) or []) if p is not None],
+        parents=[
+            int(p) for p in (_first(row.get("parents"), info.get("parent_candidate_idxs")) or []) if p is not None
+        ],
         discovered_at_calls=None if calls is None else int(calls),
         is_best=bool(info.get("is_best")),
     )

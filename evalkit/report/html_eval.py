@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.core.stats import number
 from evalkit.core.errors import is_scored
+from evalkit.core.stats import number
 from evalkit.core.types import id_order
-from evalkit.report.paired_view import paired_context
 from evalkit.report import plots
 from evalkit.report.eval_data import EvalRun, error_groups, examples, header, stop_conditions
+from evalkit.report.paired_view import paired_context
 from evalkit.report.payload import RolloutPayload
 
 
@@ -35,10 +35,18 @@ def eval_context(runs: list[EvalRun]) -> dict[str, Any]:
         "paired": paired_context(runs) if len(runs) > 1 else [],
         "plots": _plots(runs, example_rows),
         "examples": example_rows,
-        "errors": [{"run": run.label, "run_index": i, **vars(group)} for i, run in enumerate(runs) for group in error_groups(run.rows)],
+        "errors": [
+            {"run": run.label, "run_index": i, **vars(group)}
+            for i, run in enumerate(runs)
+            for group in error_groups(run.rows)
+        ],
         "stops": _stop_rows(runs),
-        "notes": [f"these runs are on different environments ({', '.join(sorted(envs))}): the same example id names different examples"]
-        if len(envs) > 1 else [],
+        "notes": [
+            f"these runs are on different environments ({', '.join(sorted(envs))}): "
+            "the same example id names different examples"
+        ]
+        if len(envs) > 1
+        else [],
         "payload": payload.to_json(),
         "clipped": payload.clipped,
         "num_rollouts": len(payload.rows),
@@ -72,13 +80,26 @@ def _summary_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
     add("reward (avg ± std)", [_pm(s.get("avg_reward"), s.get("std_reward")) for s in summaries])
     ks = sorted({int(k) for s in summaries for k in s["pass_at_k"]})
     for k in ks:
-        add(f"pass@{k}", [_num(s["pass_at_k"].get(str(k))) for s in summaries], f"reward ≥ {summaries[0]['pass_threshold']:g}")
+        add(
+            f"pass@{k}",
+            [_num(s["pass_at_k"].get(str(k))) for s in summaries],
+            f"reward ≥ {summaries[0]['pass_threshold']:g}",
+        )
     metrics = list(dict.fromkeys(name for s in summaries for name in s["avg_metrics"]))
     for name in metrics:
         add(f"metric: {name}", [_num(s["avg_metrics"].get(name)) for s in summaries], "mean")
-    add("errors", [f"{s['num_errors']} ({s['num_errors'] / s['num_rollouts']:.1%})" if s["num_rollouts"] else "0" for s in summaries])
-    add("reward diversity", [f"{s['reward_diversity']:.0%}" if s.get("reward_diversity") is not None else "n/a" for s in summaries],
-        "groups whose rollouts differ in reward")
+    add(
+        "errors",
+        [
+            f"{s['num_errors']} ({s['num_errors'] / s['num_rollouts']:.1%})" if s["num_rollouts"] else "0"
+            for s in summaries
+        ],
+    )
+    add(
+        "reward diversity",
+        [f"{s['reward_diversity']:.0%}" if s.get("reward_diversity") is not None else "n/a" for s in summaries],
+        "groups whose rollouts differ in reward",
+    )
     add("tokens (in / out)", [f"{s['usage']['input_tokens']:,} / {s['usage']['output_tokens']:,}" for s in summaries])
     return rows
 
@@ -107,13 +128,21 @@ def _example_rows(runs: list[EvalRun]) -> list[dict[str, Any]]:
 def _plots(runs: list[EvalRun], example_rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     labels = [run.label for run in runs]
     charts = []
-    rewards = [[float(row.get("reward") or 0.0) for row in run.rows if is_scored(row)] for run in runs]  # errors are not scores
+    rewards = [
+        [float(row.get("reward") or 0.0) for row in run.rows if is_scored(row)] for run in runs
+    ]  # errors are not scores
     if any(rewards):
         charts.append({"title": "Reward distribution", "svg": plots.histogram(rewards, labels, "reward")})
-    pass_series = [(run.label, [int(k) for k in run.summary["pass_at_k"]], list(run.summary["pass_at_k"].values())) for run in runs]
+    pass_series = [
+        (run.label, [int(k) for k in run.summary["pass_at_k"]], list(run.summary["pass_at_k"].values())) for run in runs
+    ]
     if any(xs for _, xs, _ in pass_series):
-        charts.append({"title": f"pass@k (reward ≥ {runs[0].summary['pass_threshold']:g})",
-                       "svg": plots.lines(pass_series, "k (rollouts per example)", "pass@k", integer_x=True, unit_y=True)})
+        charts.append(
+            {
+                "title": f"pass@k (reward ≥ {runs[0].summary['pass_threshold']:g})",
+                "svg": plots.lines(pass_series, "k (rollouts per example)", "pass@k", integer_x=True, unit_y=True),
+            }
+        )
     metrics = list(dict.fromkeys(name for run in runs for name in run.summary["avg_metrics"]))
     if metrics:
         values = [[run.summary["avg_metrics"].get(name) for name in metrics] for run in runs]

@@ -15,7 +15,8 @@ def gepa_context(runs: list[GepaRun]) -> dict[str, Any]:
     env = first.meta.get("env") or first.meta.get("env_id") or first.path.parent.name
     return {
         "kind": "gepa",
-        "title": f"GEPA · {env}" + (f" · {len(runs)} runs" if len(runs) > 1 else f" · {first.meta.get('model') or '?'}"),
+        "title": f"GEPA · {env}"
+        + (f" · {len(runs)} runs" if len(runs) > 1 else f" · {first.meta.get('model') or '?'}"),
         "runs": [{"label": run.label, "color": plots.color(i)} for i, run in enumerate(runs)],
         "gepa_runs": [_run_context(run) for run in runs],
         "plots": _overview_plots(runs),
@@ -74,7 +75,12 @@ def _heatmap(run: GepaRun) -> str | None:
         return None
     matrix = [[c.subscores.get(col) for col in columns] for c in run.candidates]
     best_at = {row.example_id: set(row.candidate_idxs) for row in run.frontier}
-    outlined = {(r, j) for r, c in enumerate(run.candidates) for j, col in enumerate(columns) if c.idx in best_at.get(col, set())}
+    outlined = {
+        (r, j)
+        for r, c in enumerate(run.candidates)
+        for j, col in enumerate(columns)
+        if c.idx in best_at.get(col, set())
+    }
     return plots.heatmap(matrix, [f"#{c.idx}" for c in run.candidates], columns,
                          "validation example", "candidate", outlined)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.report.paired_view import contexts, rl_comparisons
 from evalkit.report import plots
+from evalkit.report.paired_view import contexts, rl_comparisons
 from evalkit.report.payload import RolloutPayload
 from evalkit.report.rl_data import RLRun, header, read_rollouts, spread
 from evalkit.report.rl_health import diagnose
@@ -18,10 +18,22 @@ from evalkit.report.rl_names import TRAIN
 
 MAX_ROLLOUT_STEPS = 8
 STEP_COLUMNS = [
-    ("reward_mean", "reward", 4), ("reward_std", "± std", 3), ("groups_kept", "kept", 0), ("groups_generated", "groups", 0),
-    ("loss", "loss", 5), ("entropy", "entropy", 3), ("mismatch_kl", "KL", 6), ("grad_norm", "grad norm", 4),
-    ("errors", "errors", 0), (f"{TRAIN}/is_truncated/mean", "truncated", 2), ("train/agg/all/num_turns/mean", "turns", 1),
-    ("train/agg/all/num_output_tokens/mean", "tokens", 0), ("gen_s", "gen s", 2), ("train_s", "train s", 2), ("wait_s", "wait s", 2), ("step_s", "step s", 2),
+    ("reward_mean", "reward", 4),
+    ("reward_std", "± std", 3),
+    ("groups_kept", "kept", 0),
+    ("groups_generated", "groups", 0),
+    ("loss", "loss", 5),
+    ("entropy", "entropy", 3),
+    ("mismatch_kl", "KL", 6),
+    ("grad_norm", "grad norm", 4),
+    ("errors", "errors", 0),
+    (f"{TRAIN}/is_truncated/mean", "truncated", 2),
+    ("train/agg/all/num_turns/mean", "turns", 1),
+    ("train/agg/all/num_output_tokens/mean", "tokens", 0),
+    ("gen_s", "gen s", 2),
+    ("train_s", "train s", 2),
+    ("wait_s", "wait s", 2),
+    ("step_s", "step s", 2),
 ]
 
 
@@ -88,14 +100,32 @@ def _plain(value: Any) -> str:
 
 def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
     charts = [{"title": "Reward by step (training batch ± std; ◆ held-out eval)", "svg": _reward_plot(runs)}]
-    for key, title, log in (("loss", "Loss", False), ("entropy", "Entropy", False), ("mismatch_kl", "KL (trainer vs sampler)", True)):
-        series = [(run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m]) for run in runs]
+    for key, title, log in (
+        ("loss", "Loss", False),
+        ("entropy", "Entropy", False),
+        ("mismatch_kl", "KL (trainer vs sampler)", True),
+    ):
+        series = [
+            (run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m])
+            for run in runs
+        ]
         if any(xs for _, xs, _ in series):
             charts.append({"title": title, "svg": plots.lines(series, "step", key, integer_x=True, log_y=log)})
-    kept = [(f"{run.label} kept", [m["step"] for m in run.steps], [m.get("groups_kept", 0) for m in run.steps]) for run in runs]
-    made = [(f"{run.label} generated", [m["step"] for m in run.steps], [m.get("groups_generated", 0) for m in run.steps]) for run in runs]
+    kept = [
+        (f"{run.label} kept", [m["step"] for m in run.steps], [m.get("groups_kept", 0) for m in run.steps])
+        for run in runs
+    ]
+    made = [
+        (f"{run.label} generated", [m["step"] for m in run.steps], [m.get("groups_generated", 0) for m in run.steps])
+        for run in runs
+    ]
     if any(xs for _, xs, _ in kept):
-        charts.append({"title": "Groups kept (reward varied) vs generated", "svg": plots.lines(kept + made, "step", "groups", integer_x=True, counts=True)})
+        charts.append(
+            {
+                "title": "Groups kept (reward varied) vs generated",
+                "svg": plots.lines(kept + made, "step", "groups", integer_x=True, counts=True),
+            }
+        )
     for run in runs:
         timed = [m for m in run.steps if "step_s" in m]
         if timed:
@@ -104,9 +134,18 @@ def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
                 "waiting for rollouts": [m.get("wait_s", 0.0) for m in timed],
                 "other": [max(0.0, m["step_s"] - m.get("train_s", 0.0) - m.get("wait_s", 0.0)) for m in timed],
             }
-            charts.append({"title": f"Step time split · {run.label} (line: generation time, overlapped when off-policy)",
-                           "svg": plots.stacked_bars([m["step"] for m in timed], parts, "step", "seconds",
-                                                     overlay=("generation", [m.get("gen_s", 0.0) for m in timed]))})
+            charts.append(
+                {
+                    "title": f"Step time split · {run.label} (line: generation time, overlapped when off-policy)",
+                    "svg": plots.stacked_bars(
+                        [m["step"] for m in timed],
+                        parts,
+                        "step",
+                        "seconds",
+                        overlay=("generation", [m.get("gen_s", 0.0) for m in timed]),
+                    ),
+                }
+            )
     return charts
 
 
@@ -119,6 +158,9 @@ def _reward_plot(runs: list[RLRun]) -> str:
         series.append((f"{run.label} train", [m["step"] for m in steps], [m["reward_mean"] for m in steps]))
         bands.append([m.get("reward_std", 0.0) for m in steps])
     evals = [(f"{run.label} eval", [p.step for p in run.evals], [p.reward for p in run.evals]) for run in runs]
-    baselines = [(f"{run.label} baseline", [0], [float(run.baseline["mean_reward"])]) for run in runs
-                 if isinstance(run.baseline.get("mean_reward"), (int, float)) and math.isfinite(run.baseline["mean_reward"])]
+    baselines = [
+        (f"{run.label} baseline", [0], [float(run.baseline["mean_reward"])])
+        for run in runs
+        if isinstance(run.baseline.get("mean_reward"), (int, float)) and math.isfinite(run.baseline["mean_reward"])
+    ]
     return plots.reward_curves(series, bands, evals, baselines)

@@ -15,7 +15,9 @@ def sweep_context(runs: list[SweepRun]) -> dict[str, Any]:
         "kind": "sweep",
         "title": f"Checkpoint sweep · {len(runs)} sweeps" if len(runs) > 1 else f"Checkpoint sweep · {first.label}",
         "runs": [{"label": run.label, "color": plots.color(i)} for i, run in enumerate(runs)],
-        "sweeps": [{"label": run.label, "header": header(run), "points": [_row(p, run) for p in run.points]} for run in runs],
+        "sweeps": [
+            {"label": run.label, "header": header(run), "points": [_row(p, run) for p in run.points]} for run in runs
+        ],
         "paired": [entry for run in runs for entry in contexts(sweep_comparisons(run))],
         "plots": [{"title": "Reward by checkpoint step (dashed: the starting model, step 0)", "svg": _plot(runs)}],
     }

@@ -178,8 +178,11 @@ def compare(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], 
     common = sorted(set(a) & set(b), key=id_order)
     differ = [eid for eid in common if a[eid].question != b[eid].question]
     if differ:
-        return Paired(False, f"example {differ[0]} asks a different question in each run ({len(differ)} of "
-                             f"{len(common)} shared ids differ): these runs are unpaired, not compared example by example")
+        return Paired(
+            False,
+            f"example {differ[0]} asks a different question in each run ({len(differ)} of "
+            f"{len(common)} shared ids differ): these runs are unpaired, not compared example by example",
+        )
     unscored_a = sum(1 for eid in common if not a[eid].rewards)
     unscored_b = sum(1 for eid in common if not b[eid].rewards)
     common = [eid for eid in common if a[eid].rewards and b[eid].rewards]

@@ -78,9 +78,9 @@ class _Side:
     """A run as :func:`comparisons` reads it, loaded from an eval run dir (a sweep's ``step_N/``)."""
 
     def __init__(self, label: str, run_dir: Any):
-        from evalkit.eval.results import read_rows
         from evalkit.core.readback import EVAL_METADATA, read_object
         from evalkit.core.runs import METADATA
+        from evalkit.eval.results import read_rows
 
         self.label, self.rows, self.meta = label, read_rows(run_dir), read_object(run_dir / METADATA, EVAL_METADATA)
 
@@ -105,7 +105,12 @@ def print_sweep_paired(sweep: Any, console: Any) -> None:
 def contexts(found: list[tuple[str, str, Paired]]) -> list[dict[str, Any]]:
     out = []
     for label_a, label_b, result in found:
-        entry: dict[str, Any] = {"a": label_a, "b": label_b, "summary": summary_line(result, "A", "B"), **result.to_dict()}
+        entry: dict[str, Any] = {
+            "a": label_a,
+            "b": label_b,
+            "summary": summary_line(result, "A", "B"),
+            **result.to_dict(),
+        }
         entry["flips"] = [{**vars(f), "question": " ".join(f.question.split())[:300]} for f in result.flips]
         out.append(entry)
     return out

@@ -71,7 +71,10 @@ class RolloutPayload:
         for message in messages or []:
             if not isinstance(message, dict):
                 continue
-            item: dict[str, Any] = {"role": str(message.get("role") or "?"), "text": self._clip(text_of(message.get("content")))}
+            item: dict[str, Any] = {
+                "role": str(message.get("role") or "?"),
+                "text": self._clip(text_of(message.get("content"))),
+            }
             calls = [_tool_call(call) for call in message.get("tool_calls") or []]
             if calls:
                 item["calls"] = calls

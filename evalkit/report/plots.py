@@ -123,7 +123,9 @@ def lines(series: Sequence[Series], xlabel: str, ylabel: str, *, markers: bool =
 
 
 @_drawn
-def grouped_bars(categories: Sequence[str], values: Sequence[Sequence[float | None]], labels: Sequence[str], ylabel: str) -> str:
+def grouped_bars(
+    categories: Sequence[str], values: Sequence[Sequence[float | None]], labels: Sequence[str], ylabel: str
+) -> str:
     """Horizontal bars: one group per category, one bar per run (``None`` = the run lacks it)."""
     height = max(2.2, 0.5 + 0.28 * len(categories) * max(1, len(labels)))
     fig, ax = _figure(height=min(height, 9.0))
@@ -268,7 +270,9 @@ def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], eva
 
 
 @_drawn
-def sweep_curve(series: Sequence[Series], bands: Sequence[Sequence[float]], baselines: Sequence[tuple[str, float] | None]) -> str:
+def sweep_curve(
+    series: Sequence[Series], bands: Sequence[Sequence[float]], baselines: Sequence[tuple[str, float] | None]
+) -> str:
     """Held-out reward per checkpoint step (± std shaded) and each run's baseline as a dashed line, with its
     value at step 0 marked, so every checkpoint reads against the model it started from."""
     fig, ax = _figure(height=3.4)

@@ -16,10 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.report.eval_data import EvalRun, load_eval_run
-from evalkit.core.tomlio import read_run_toml
 from evalkit.core.readback import RL_METRICS_ROW, RL_ROLLOUT_ROW, read_jsonl, read_object
-from evalkit.core.runs import BASELINE, BASELINE_DIR, EVALS_DIR, METRICS, RESOLVED_CONFIG, RESULTS, ROLLOUTS_DIR, STEP_GLOB
+from evalkit.core.runs import (
+    BASELINE,
+    BASELINE_DIR,
+    EVALS_DIR,
+    METRICS,
+    RESOLVED_CONFIG,
+    RESULTS,
+    ROLLOUTS_DIR,
+    STEP_GLOB,
+)
+from evalkit.core.tomlio import read_run_toml
+from evalkit.report.eval_data import EvalRun, load_eval_run
 from evalkit.report.rl_names import with_old_names
 
 _STEP = re.compile(r"^step_(\d+)(?:\.jsonl)?$")
@@ -67,7 +76,9 @@ def load_rl_run(path: Path, label: str | None = None) -> RLRun:
     eval_runs = _eval_dirs(path)
     for step, run in eval_runs.items():
         if run.summary.get("avg_reward") is not None:
-            evals_by_step[step] = EvalPoint(step, float(run.summary["avg_reward"]), run.summary["pass_at_k"].get("1"), run.path)
+            evals_by_step[step] = EvalPoint(
+                step, float(run.summary["avg_reward"]), run.summary["pass_at_k"].get("1"), run.path
+            )
     baseline_dir = path / BASELINE_DIR
     baseline_run = load_eval_run(baseline_dir, "baseline") if (baseline_dir / RESULTS).is_file() else None
     return RLRun(
@@ -87,7 +98,9 @@ def header(run: RLRun) -> list[tuple[str, str]]:
     """Run facts from the resolved config, as (name, value) pairs."""
     cfg = run.config
     envs = cfg.get("env") or []
-    env = ", ".join(f"{e.get('id')}{' ' + json.dumps(e['args']) if e.get('args') else ''}" for e in envs if isinstance(e, dict))
+    env = ", ".join(
+        f"{e.get('id')}{' ' + json.dumps(e['args']) if e.get('args') else ''}" for e in envs if isinstance(e, dict)
+    )
     trainer = cfg.get("trainer") or {}
     lora = trainer.get("lora")
     mode = f"LoRA r={lora.get('rank')} alpha={lora.get('alpha')}" if isinstance(lora, dict) else "full fine-tuning"
@@ -98,7 +111,12 @@ def header(run: RLRun) -> list[tuple[str, str]]:
         ("model", str(cfg.get("model") or "?")),
         ("training", f"{mode}, lr {trainer.get('lr')}" + (f", loss '{loss}'" if loss else "") if trainer else ""),
         ("steps", f"{done} of {cfg.get('max_steps', '?')} done" if cfg or run.steps else ""),
-        ("batch", f"{cfg.get('batch_size')} rollouts ({cfg.get('rollouts_per_example')} per example)" if cfg.get("batch_size") else ""),
+        (
+            "batch",
+            f"{cfg.get('batch_size')} rollouts ({cfg.get('rollouts_per_example')} per example)"
+            if cfg.get("batch_size")
+            else "",
+        ),
         ("sampling", json.dumps(cfg.get("sampling"), sort_keys=True) if cfg.get("sampling") else ""),
         ("run dir", str(run.path)),
     ]

@@ -59,7 +59,10 @@ class RewardSpread(Check):
     def look(self, rows: Rows) -> str | None:
         spreads = _series(rows, "reward_std")
         if len(spreads) >= WINDOW and all(s <= self.EPS for s in spreads[-WINDOW:]):
-            return f"reward spread ~0 for {WINDOW} steps (reward std {spreads[-1]:.2g}, mean {_series(rows, 'reward_mean')[-1]:.3f})"
+            return (
+                f"reward spread ~0 for {WINDOW} steps (reward std {spreads[-1]:.2g}, "
+                f"mean {_series(rows, 'reward_mean')[-1]:.3f})"
+            )
         return None
 
 

@@ -6,7 +6,8 @@ metrics ``{scope}/{subset}/[<agent>/]<metric>/<stat>``: ``scope`` is ``train/agg
 ``train/<env>`` (``eval/<env>`` for evals), ``subset`` ``all`` (every rollout) or ``effective`` (kept for
 training and clean), ``<agent>`` the trace's agent (``agent`` for single-agent environments, as all of
 primekit's are), ``<stat>`` one of ``mean, max, min, p10, p90``. Its trainer writes ``loss/mean``,
-``entropy/all/mean`` (and ``entropy/<env>/mean``), ``mismatch_kl/all/mean``, ``optim/grad_norm``, ``optim/lr`` and ``time/*``.
+``entropy/all/mean`` (and ``entropy/<env>/mean``), ``mismatch_kl/all/mean``, ``optim/grad_norm``, ``optim/lr`` and
+``time/*``.
 
 :func:`with_old_names` fills the old names from the new ones, so the report, the TUI and ``prime eval
 view`` read a run written with either (or both).

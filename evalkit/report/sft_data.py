@@ -25,7 +25,9 @@ def header(run: RLRun) -> list[tuple[str, str]]:
     lora = trainer.get("lora")
     mode = f"LoRA r={lora.get('rank')} alpha={lora.get('alpha')}" if isinstance(lora, dict) else "full fine-tuning"
     last = run.steps[-1] if run.steps else {}
-    planned = f"{cfg.get('epochs', '?')} epoch(s)" + (f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else "")
+    planned = f"{cfg.get('epochs', '?')} epoch(s)" + (
+        f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else ""
+    )
     weights = step_numbers(run.path / WEIGHTS_DIR)
     pairs = [
         ("data", str(cfg.get("data") or "?")),
@@ -50,9 +52,15 @@ def sft_context(runs: list[RLRun]) -> dict[str, Any]:
     from evalkit.report import plots
 
     charts = []
-    for key, title, log in (("loss", "Loss (assistant tokens)", False), ("grad_norm", "Gradient norm (before clipping)", True),
-                            ("lr", "Learning rate", False)):
-        series = [(run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m]) for run in runs]
+    for key, title, log in (
+        ("loss", "Loss (assistant tokens)", False),
+        ("grad_norm", "Gradient norm (before clipping)", True),
+        ("lr", "Learning rate", False),
+    ):
+        series = [
+            (run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m])
+            for run in runs
+        ]
         if any(xs for _, xs, _ in series):
             charts.append({"title": title, "svg": plots.lines(series, "step", key, integer_x=True, log_y=log)})
     return {

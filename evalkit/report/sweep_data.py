@@ -60,10 +60,15 @@ def _point(path: Path, step: int) -> SweepPoint:
     meta = read_object(run_dir / METADATA, EVAL_METADATA)
     pass_at_k = meta.get("pass_at_k") if isinstance(meta.get("pass_at_k"), dict) else {}
     return SweepPoint(
-        step=step, model=str(meta.get("model") or ""), reward=_number(meta.get("avg_reward")), std=_number(meta.get("std_reward")),
-        pass_at_1=_number(pass_at_k.get("1")), rollouts=int(meta.get("num_rollouts") or 0) if isinstance(meta.get("num_rollouts"), int) else 0,
+        step=step,
+        model=str(meta.get("model") or ""),
+        reward=_number(meta.get("avg_reward")),
+        std=_number(meta.get("std_reward")),
+        pass_at_1=_number(pass_at_k.get("1")),
+        rollouts=int(meta.get("num_rollouts") or 0) if isinstance(meta.get("num_rollouts"), int) else 0,
         errors=int(meta.get("num_errors") or 0) if isinstance(meta.get("num_errors"), int) else 0,
-        status=str(meta.get("status") or "not run"), run_dir=run_dir,
+        status=str(meta.get("status") or "not run"),
+        run_dir=run_dir,
     )
 
 

@@ -11,11 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.core.stats import number
-from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired, rl_comparisons
 from evalkit.report.eval_data import EvalRun
 from evalkit.report.gepa_data import GepaRun
 from evalkit.report.gepa_data import header as gepa_header
 from evalkit.report.lineage import tree_lines
+from evalkit.report.paired_view import gepa_comparisons, paired_renderable, print_sweep_paired, rl_comparisons
 from evalkit.report.rl_data import RLRun
 from evalkit.report.rl_data import header as rl_header
 from evalkit.report.sweep_data import SweepRun
@@ -43,8 +43,13 @@ def render_gepa(run: GepaRun, console: Console) -> None:
     for c in run.candidates:
         first = (c.prompt.strip().splitlines() or [""])[0]
         first = first[:60] + ("…" if len(first) > 60 else "")
-        table.add_row(f"{c.idx}{' ★' if c.is_best else ''}", "n/a" if c.score is None else f"{c.score:.3f}",
-                      "" if c.discovered_at_calls is None else str(c.discovered_at_calls), ", ".join(map(str, c.parents)), first)
+        table.add_row(
+            f"{c.idx}{' ★' if c.is_best else ''}",
+            "n/a" if c.score is None else f"{c.score:.3f}",
+            "" if c.discovered_at_calls is None else str(c.discovered_at_calls),
+            ", ".join(map(str, c.parents)),
+            first,
+        )
     console.print(table)
     console.print(Text("Lineage", style="bold"))
     for line in tree_lines(run):
@@ -56,7 +61,13 @@ def render_gepa(run: GepaRun, console: Console) -> None:
     if not diff:
         console.print("best prompt = seed prompt" if run.best_idx == 0 else "best prompt: same text as the seed")
     for line in diff:
-        style = "green" if line.startswith("+") and not line.startswith("+++") else "red" if line.startswith("-") and not line.startswith("---") else "dim"
+        style = (
+            "green"
+            if line.startswith("+") and not line.startswith("+++")
+            else "red"
+            if line.startswith("-") and not line.startswith("---")
+            else "dim"
+        )
         console.print(Text(line, style=style))
     for found in gepa_comparisons(run):
         console.print(paired_renderable(*found))
@@ -73,7 +84,9 @@ def render_rl(run: RLRun, console: Console) -> None:
                       f"{baseline.get('attempts', '?')} rollouts, {baseline.get('diverse_groups', '?')}/"
                       f"{baseline.get('num_examples', '?')} groups with varied rewards")
     evals = {point.step: point.reward for point in run.evals}
-    table = Table(title=f"Steps (last {MAX_STEPS_SHOWN})" if len(run.steps) > MAX_STEPS_SHOWN else "Steps", title_justify="left")
+    table = Table(
+        title=f"Steps (last {MAX_STEPS_SHOWN})" if len(run.steps) > MAX_STEPS_SHOWN else "Steps", title_justify="left"
+    )
     columns = [("step", "step", 0), ("reward", "reward_mean", 3), ("kept", "groups_kept", 0), ("loss", "loss", 5),
                ("entropy", "entropy", 3), ("KL", "mismatch_kl", 6), ("step s", "step_s", 1)]
     for title, _, _ in columns:
@@ -109,7 +122,9 @@ def render_sft(run: RLRun, console: Console) -> None:
     from evalkit.report.sft_data import STEP_COLUMNS, header, step_rows
 
     console.print(_pairs_table(f"SFT · {run.label}", header(run)))
-    table = Table(title=f"Steps (last {MAX_STEPS_SHOWN})" if len(run.steps) > MAX_STEPS_SHOWN else "Steps", title_justify="left")
+    table = Table(
+        title=f"Steps (last {MAX_STEPS_SHOWN})" if len(run.steps) > MAX_STEPS_SHOWN else "Steps", title_justify="left"
+    )
     for title in ("step", *(title for _, title, _ in STEP_COLUMNS)):
         table.add_column(title, justify="right")
     for row in step_rows(run)[-MAX_STEPS_SHOWN:]:
@@ -127,7 +142,15 @@ def render_sweep(run: SweepRun, console: Console) -> None:
         table.add_column(title, justify="right")
     for p in run.points:
         delta = p.reward - base.reward if p.step and p.reward is not None and base is not None else None
-        table.add_row(str(p.step), _fmt(p.reward, 4), _fmt(p.std, 3), _fmt(delta, 4), _fmt(p.pass_at_1, 3), str(p.errors), p.status)
+        table.add_row(
+            str(p.step),
+            _fmt(p.reward, 4),
+            _fmt(p.std, 3),
+            _fmt(delta, 4),
+            _fmt(p.pass_at_1, 3),
+            str(p.errors),
+            p.status,
+        )
     console.print(table)
     print_sweep_paired(run, console)
     console.print(f"sweep dir: {run.path}", soft_wrap=True)

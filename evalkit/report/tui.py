@@ -30,11 +30,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from evalkit.core import readback
+from evalkit.core.runs import BASELINE_DIR, EVALS_DIR, METADATA, METRICS, RunRef, find_runs
 from evalkit.report.eval_data import error_kind_and_message, load_eval_run, text_of
 from evalkit.report.gepa_data import load_gepa_run
-from evalkit.core.runs import RunRef, find_runs
 from evalkit.report.rl_data import load_rl_run, read_rollouts
-from evalkit.core.runs import BASELINE_DIR, EVALS_DIR, METADATA, METRICS
 
 MAX_RL_ROWS = 20_000
 Row = dict[str, Any]
@@ -55,7 +54,14 @@ def parse_reward_filter(text: str) -> Callable[[Row], bool]:
     if not match:
         raise ValueError(f"not a reward filter: {text!r} (try >=0.5, <1, 0.2..0.8, =0 or err)")
     op, value = match.group(1), float(match.group(2))
-    tests = {">=": value.__le__, "<=": value.__ge__, ">": value.__lt__, "<": value.__gt__, "=": value.__eq__, "==": value.__eq__}
+    tests = {
+        ">=": value.__le__,
+        "<=": value.__ge__,
+        ">": value.__lt__,
+        "<": value.__gt__,
+        "=": value.__eq__,
+        "==": value.__eq__,
+    }
     test = tests[op]
     return lambda row: test(_reward(row))
 
@@ -74,8 +80,12 @@ def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
     meta = read_object(ref.path / METADATA, GEPA_METADATA if ref.kind == "gepa" else EVAL_METADATA)
     if ref.kind == "gepa":
         score = meta.get("best_val_score", meta.get("best_score"))
-        return (str(meta.get("env") or meta.get("env_id") or ref.path.parent.name), f"{meta.get('num_candidates', '?')} candidates",
-                "" if score is None else f"best {float(score):.3f}", str(meta.get("status") or ""))
+        return (
+            str(meta.get("env") or meta.get("env_id") or ref.path.parent.name),
+            f"{meta.get('num_candidates', '?')} candidates",
+            "" if score is None else f"best {float(score):.3f}",
+            str(meta.get("status") or ""),
+        )
     if ref.kind == "rl":
         run = load_rl_run(ref.path)
         last = run.steps[-1] if run.steps else {}
@@ -84,10 +94,19 @@ def run_summary(ref: RunRef) -> tuple[str, str, str, str]:
     if ref.kind == "sft":  # no rewards: the last step's loss stands in the reward column
         run = load_rl_run(ref.path)
         last = run.steps[-1] if run.steps else {}
-        return ("sft: " + ref.path.name, f"{len(run.steps)} steps", f"loss {last['loss']:.3f}" if "loss" in last else "", "")
+        return (
+            "sft: " + ref.path.name,
+            f"{len(run.steps)} steps",
+            f"loss {last['loss']:.3f}" if "loss" in last else "",
+            "",
+        )
     avg = meta.get("avg_reward")
-    return (_eval_what(ref.path), f"{meta.get('num_rollouts', '?')} rollouts", "" if avg is None else f"{float(avg):.3f}",
-            str(meta.get("status") or ("incomplete" if not meta else "")))
+    return (
+        _eval_what(ref.path),
+        f"{meta.get('num_rollouts', '?')} rollouts",
+        "" if avg is None else f"{float(avg):.3f}",
+        str(meta.get("status") or ("incomplete" if not meta else "")),
+    )
 
 
 def _eval_what(path: Path) -> str:
@@ -101,7 +120,11 @@ def _eval_what(path: Path) -> str:
 
 class RunListScreen(Screen):
     # priority: the table's own enter binding is hidden from the footer; this one shows what enter does
-    BINDINGS = [Binding("enter", "open", "open run", priority=True), Binding("r", "reload", "reload"), Binding("q", "app.quit", "quit")]
+    BINDINGS = [
+        Binding("enter", "open", "open run", priority=True),
+        Binding("r", "reload", "reload"),
+        Binding("q", "app.quit", "quit"),
+    ]
 
     def __init__(self, output_dir: Path):
         super().__init__()
@@ -125,7 +148,9 @@ class RunListScreen(Screen):
         for i, ref in enumerate(self.runs):
             what, size, reward, status = run_summary(ref)
             table.add_row(ref.kind, ref.path.name, what, size, reward, status, key=str(i))
-        self.sub_title = f"{len(self.runs)} runs under {self.output_dir}" if self.runs else f"no runs under {self.output_dir}"
+        self.sub_title = (
+            f"{len(self.runs)} runs under {self.output_dir}" if self.runs else f"no runs under {self.output_dir}"
+        )
         table.focus()
 
     def action_open(self) -> None:
@@ -138,8 +163,13 @@ class RunListScreen(Screen):
 
 
 class RunScreen(Screen):
-    BINDINGS = [Binding("enter", "open", "open rollout", priority=True), Binding("f", "filter", "filter by reward"), Binding("s", "sort", "sort by reward"),
-                Binding("escape", "back", "back"), Binding("q", "app.quit", "quit")]
+    BINDINGS = [
+        Binding("enter", "open", "open rollout", priority=True),
+        Binding("f", "filter", "filter by reward"),
+        Binding("s", "sort", "sort by reward"),
+        Binding("escape", "back", "back"),
+        Binding("q", "app.quit", "quit"),
+    ]
 
     def __init__(self, ref: RunRef):
         super().__init__()
@@ -151,7 +181,9 @@ class RunScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="reward filter: >=0.5, <1, 0.2..0.8, =0, err (enter applies, empty clears)", id="filter")
+        yield Input(
+            placeholder="reward filter: >=0.5, <1, 0.2..0.8, =0, err (enter applies, empty clears)", id="filter"
+        )
         yield DataTable(id="rows", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -164,8 +196,19 @@ class RunScreen(Screen):
     def _load(self) -> list[Row]:
         if self.ref.kind == "gepa":
             run = load_gepa_run(self.ref.path)
-            return [{"kind": "candidate", "idx": c.idx, "reward": c.score, "prompt_text": c.prompt, "parents": c.parents,
-                     "calls": c.discovered_at_calls, "is_best": c.is_best, "subscores": c.subscores} for c in run.candidates]
+            return [
+                {
+                    "kind": "candidate",
+                    "idx": c.idx,
+                    "reward": c.score,
+                    "prompt_text": c.prompt,
+                    "parents": c.parents,
+                    "calls": c.discovered_at_calls,
+                    "is_best": c.is_best,
+                    "subscores": c.subscores,
+                }
+                for c in run.candidates
+            ]
         if self.ref.kind == "sft":  # an SFT run has steps, not rollouts: one row per step
             return [{"kind": "step", **metrics} for metrics in load_rl_run(self.ref.path).steps]
         if self.ref.kind == "rl":
@@ -190,21 +233,41 @@ class RunScreen(Screen):
             table.add_columns("candidate", "val score", "found at call", "parents", "prompt")
             for i, row in enumerate(shown):
                 first = (row["prompt_text"].strip().splitlines() or [""])[0][:80]
-                table.add_row(f"{row['idx']}{' ★' if row['is_best'] else ''}", _fmt(row["reward"]), str(row["calls"] or ""),
-                              ", ".join(map(str, row["parents"])), first, key=str(i))
+                table.add_row(
+                    f"{row['idx']}{' ★' if row['is_best'] else ''}",
+                    _fmt(row["reward"]),
+                    str(row["calls"] or ""),
+                    ", ".join(map(str, row["parents"])),
+                    first,
+                    key=str(i),
+                )
         elif self.ref.kind == "sft":
             from evalkit.report.sft_data import STEP_COLUMNS
 
             table.add_columns("step", *(title for _, title, _ in STEP_COLUMNS))
             for i, row in enumerate(shown):
-                table.add_row(str(row.get("step")), *(_fmt(row.get(key), digits) for key, _, digits in STEP_COLUMNS), key=str(i))
+                table.add_row(
+                    str(row.get("step")), *(_fmt(row.get(key), digits) for key, _, digits in STEP_COLUMNS), key=str(i)
+                )
         else:
-            columns = (["step"] if self.ref.kind == "rl" else []) + ["example", "rollout", "reward", "stop", "error", "completion"]
+            columns = (["step"] if self.ref.kind == "rl" else []) + [
+                "example",
+                "rollout",
+                "reward",
+                "stop",
+                "error",
+                "completion",
+            ]
             table.add_columns(*columns)
             for i, row in enumerate(shown):
                 cells = ([str(row.get("step"))] if self.ref.kind == "rl" else []) + [
-                    str(row.get("example_id")), str(row.get("rollout_idx")), _fmt(row.get("reward")), str(row.get("stop_condition") or ""),
-                    error_kind_and_message(row)[0] if row.get("error") else "", _preview(row)]
+                    str(row.get("example_id")),
+                    str(row.get("rollout_idx")),
+                    _fmt(row.get("reward")),
+                    str(row.get("stop_condition") or ""),
+                    error_kind_and_message(row)[0] if row.get("error") else "",
+                    _preview(row),
+                ]
                 table.add_row(*cells, key=str(i))
         order = {0: "", 1: " · sorted by reward ↓", 2: " · sorted by reward ↑"}[self.sort_state]
         self.sub_title = f"{len(shown)} of {len(self.rows)} shown{order}"
@@ -251,8 +314,12 @@ class RunScreen(Screen):
 
 
 class RolloutScreen(Screen):
-    BINDINGS = [Binding("n", "move(1)", "next"), Binding("p", "move(-1)", "previous"), Binding("escape", "back", "back"),
-                Binding("q", "app.quit", "quit")]
+    BINDINGS = [
+        Binding("n", "move(1)", "next"),
+        Binding("p", "move(-1)", "previous"),
+        Binding("escape", "back", "back"),
+        Binding("q", "app.quit", "quit"),
+    ]
 
     def __init__(self, rows: list[Row], index: int, kind: str):
         super().__init__()
@@ -269,7 +336,9 @@ class RolloutScreen(Screen):
 
     def show(self) -> None:
         row = self.rows[self.index]
-        self.query_one("#rollout-body", Static).update(candidate_view(row) if self.kind == "gepa" else rollout_view(row))
+        self.query_one("#rollout-body", Static).update(
+            candidate_view(row) if self.kind == "gepa" else rollout_view(row)
+        )
         self.title = f"{'candidate' if self.kind == 'gepa' else 'rollout'} {self.index + 1} of {len(self.rows)}"
         self.query_one(VerticalScroll).scroll_home(animate=False)
 
@@ -291,11 +360,16 @@ def rollout_view(row: Row) -> RenderableType:
     if "step" in row:
         head = Text(f"step {row['step']} · ", style="bold") + head
     parts: list[RenderableType] = [head]
-    metrics = ", ".join(f"{k} {float(v):.3f}" for k, v in (row.get("metrics") or {}).items() if isinstance(v, (int, float)))
+    metrics = ", ".join(
+        f"{k} {float(v):.3f}" for k, v in (row.get("metrics") or {}).items() if isinstance(v, (int, float))
+    )
     parts.append(Text(f"reward {_fmt(row.get('reward'))}" + (f"   ({metrics})" if metrics else ""), style="bold green"))
-    extra = [f"stop {row['stop_condition']}" if row.get("stop_condition") else "", "truncated" if row.get("is_truncated") else "",
-             f"advantage {row['advantage']:.3f}" if isinstance(row.get("advantage"), (int, float)) else "",
-             ("kept" if row["kept"] else "filtered out") if "kept" in row else ""]
+    extra = [
+        f"stop {row['stop_condition']}" if row.get("stop_condition") else "",
+        "truncated" if row.get("is_truncated") else "",
+        f"advantage {row['advantage']:.3f}" if isinstance(row.get("advantage"), (int, float)) else "",
+        ("kept" if row["kept"] else "filtered out") if "kept" in row else "",
+    ]
     if any(extra):
         parts.append(Text(" · ".join(e for e in extra if e), style="dim"))
     if row.get("error"):
@@ -313,7 +387,10 @@ def rollout_view(row: Row) -> RenderableType:
 def candidate_view(row: Row) -> RenderableType:
     parts: list[RenderableType] = [
         Text(f"candidate {row['idx']}{' (best)' if row['is_best'] else ''}", style="bold"),
-        Text(f"validation score {_fmt(row['reward'])} · found at call {row['calls']} · parents {row['parents']}", style="bold green"),
+        Text(
+            f"validation score {_fmt(row['reward'])} · found at call {row['calls']} · parents {row['parents']}",
+            style="bold green",
+        ),
         Text("per validation example: " + ", ".join(f"{k}: {v:.2f}" for k, v in row["subscores"].items()), style="dim"),
         Text("\n── system prompt ──", style="bold cyan"),
         Text(row["prompt_text"]),
@@ -331,7 +408,9 @@ def _message_lines(message: Any) -> list[RenderableType]:
     lines: list[RenderableType] = [line]
     for call in message.get("tool_calls") or []:
         function = call.get("function", call) if isinstance(call, dict) else {}
-        lines.append(Text(f"  ↳ tool call {function.get('name', '?')}({function.get('arguments', '')})", style="yellow"))
+        lines.append(
+            Text(f"  ↳ tool call {function.get('name', '?')}({function.get('arguments', '')})", style="yellow")
+        )
     return lines
 
 

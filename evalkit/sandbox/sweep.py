@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from evalkit.core.pid_folders import alive, remove_orphans
+
 FOLDER = "rollouts"
 _lock = threading.Lock()
 _swept: set[Path] = set()
@@ -47,19 +49,10 @@ def private_folder() -> str:
 def sweep(home: Path, allowed_root: str) -> list[str]:
     """Remove the recorded rollout folders of processes that are gone, and their private folders; the folders
     removed."""
-    removed: list[str] = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{PRIVATE_PREFIX}*-*"):
-        pid = folder.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
-        try:
-            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _alive(int(pid)):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(str(folder))
+    removed = remove_orphans(PRIVATE_PREFIX)
     root = os.path.realpath(allowed_root)
     for pid_folder in (home / FOLDER).glob("*"):
-        if not pid_folder.name.isdigit() or _alive(int(pid_folder.name)):
+        if not pid_folder.name.isdigit() or alive(int(pid_folder.name)):
             continue
         for entry in pid_folder.iterdir():
             try:
@@ -71,16 +64,6 @@ def sweep(home: Path, allowed_root: str) -> list[str]:
                 removed.append(target)
         shutil.rmtree(pid_folder, ignore_errors=True)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def record_rollout(workdir: Any) -> None:

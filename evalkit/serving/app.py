@@ -43,14 +43,24 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from evalkit.clients.wire import (
+    SSE_MEDIA_TYPE,
+    ChatRequest,
+    CompletionRequest,
+    WireError,
+    assistant_message,
+    error_body,
+    parse_completions_request,
+    parse_request,
+    prompt_logprobs_body,
+    response_body,
+    usage_body,
+)
+from evalkit.core.types import SamplingArgs, Usage
 from evalkit.model.chat_format import parse_tool_calls
 from evalkit.model.registry import ALIASES
-from evalkit.serving.stream import EngineStream, token_logprobs, until_disconnected
-from evalkit.core.types import SamplingArgs, Usage
-from evalkit.clients.wire import (SSE_MEDIA_TYPE, ChatRequest, CompletionRequest, WireError, assistant_message,
-                                  error_body, parse_completions_request, parse_request, prompt_logprobs_body,
-                                  response_body, usage_body)
 from evalkit.serving.request_body import check_text, parse_body
+from evalkit.serving.stream import EngineStream, token_logprobs, until_disconnected
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine
@@ -80,7 +90,7 @@ class TooLarge(Exception):
     """Answered as HTTP 413 ``invalid_request_error``."""
 
 
-def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str | None = None) -> FastAPI:
+def build_app(engine: Engine, model_name: str | None = None, *, api_key: str | None = None) -> FastAPI:
     """A FastAPI app serving ``engine`` under ``model_name`` (default: the engine's name); with
     ``api_key``, every endpoint but ``/health`` checks ``Authorization: Bearer <api_key>``."""
     served = model_name or engine.name
@@ -96,7 +106,13 @@ def build_app(engine: "Engine", model_name: str | None = None, *, api_key: str |
 
     @app.get("/v1/models", dependencies=authorized)
     async def models() -> dict[str, Any]:
-        card = {"id": served, "object": "model", "created": started, "owned_by": "primekit", "max_model_len": engine.context_length}
+        card = {
+            "id": served,
+            "object": "model",
+            "created": started,
+            "owned_by": "primekit",
+            "max_model_len": engine.context_length,
+        }
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/chat/completions", dependencies=authorized)
@@ -221,7 +237,8 @@ def _bearer_check(api_key: str) -> Any:
 
 
 def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
-    """The request, parsed and checked: its shape (:func:`evalkit.clients.wire.parse_request`) and the model it names."""
+    """The request, parsed and checked: its shape (:func:`evalkit.clients.wire.parse_request`) and the model it
+    names."""
     try:
         parsed = parse_body(body)
         check_text(parsed)
@@ -235,7 +252,7 @@ def _chat_request(body: bytes, served: str, accepted: set[str]) -> ChatRequest:
     return chat
 
 
-def _prepare(body: bytes, engine: "Engine", served: str, accepted: set[str]) -> tuple[ChatRequest, list[int]]:
+def _prepare(body: bytes, engine: Engine, served: str, accepted: set[str]) -> tuple[ChatRequest, list[int]]:
     """The checked request and its prompt token ids (run on a worker thread: a huge prompt takes seconds)."""
     chat = _chat_request(body, served, accepted)
     try:
@@ -244,8 +261,8 @@ def _prepare(body: bytes, engine: "Engine", served: str, accepted: set[str]) -> 
         raise BadRequest(f"cannot render these messages: {type(exc).__name__}: {exc}", "messages") from None
 
 
-def _submit(engine: "Engine", chat: ChatRequest, prompt_ids: list[int],
-            listener: Callable[[int], "TokenListener"] | None = None) -> list[concurrent.futures.Future]:
+def _submit(engine: Engine, chat: ChatRequest, prompt_ids: list[int],
+            listener: Callable[[int], TokenListener] | None = None) -> list[concurrent.futures.Future]:
     """Queue the chat's ``n`` generations (``listener(i)`` hears choice ``i``'s tokens)."""
     from evalkit.model.engine import EngineError
     from evalkit.model.requests import InvalidRequest
@@ -264,7 +281,9 @@ def _submit(engine: "Engine", chat: ChatRequest, prompt_ids: list[int],
     return futures
 
 
-async def _until_done_or_gone(request: Request, futures: list[concurrent.futures.Future]) -> list["GenerationResult"] | None:
+async def _until_done_or_gone(
+    request: Request, futures: list[concurrent.futures.Future]
+) -> list[GenerationResult] | None:
     """The results, or ``None`` (every future cancelled) if the client disconnects first."""
     done = asyncio.ensure_future(asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
     gone = asyncio.ensure_future(until_disconnected(request))
@@ -281,13 +300,13 @@ async def _until_done_or_gone(request: Request, futures: list[concurrent.futures
     return done.result()
 
 
-def _retrieved(future: "asyncio.Future[Any]") -> None:
+def _retrieved(future: asyncio.Future[Any]) -> None:
     """Mark ``future``'s outcome as seen, so asyncio does not log "exception was never retrieved"."""
     if not future.cancelled():
         future.exception()
 
 
-def serve_forever(app: FastAPI, engine: "Engine", host: str, port: int) -> None:
+def serve_forever(app: FastAPI, engine: Engine, host: str, port: int) -> None:
     """Run ``app`` until SIGINT/SIGTERM. The first signal closes ``engine`` at once (its requests
     fail, so their connections end) and uvicorn's graceful shutdown then takes a moment, not the
     length of the longest generation."""
@@ -343,12 +362,14 @@ def _nth_seed(sampling: SamplingArgs, index: int) -> SamplingArgs:
     return sampling.merged(SamplingArgs(seed=sampling.seed + index))
 
 
-def _response(engine: "Engine", model: str, chat: ChatRequest, prompt_ids: list[int],
-              results: list["GenerationResult"]) -> dict[str, Any]:
+def _response(engine: Engine, model: str, chat: ChatRequest, prompt_ids: list[int],
+              results: list[GenerationResult]) -> dict[str, Any]:
     choices = []
     for index, result in enumerate(results):
         text, calls = parse_tool_calls(result.text) if chat.tools else (result.text, [])
-        logprobs = token_logprobs(engine.tokenizer, result.token_ids, result.logprobs) if chat.sampling.logprobs else None
+        logprobs = (
+            token_logprobs(engine.tokenizer, result.token_ids, result.logprobs) if chat.sampling.logprobs else None
+        )
         choices.append({
             "index": index,
             "message": assistant_message(text, calls),

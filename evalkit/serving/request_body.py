@@ -39,8 +39,11 @@ def check_text(value: Any) -> None:
         if isinstance(node, str):
             if _has_surrogate(node):
                 where = path.lstrip(".") or "the body"
-                raise WireError(f"{where} holds a lone UTF-16 surrogate, which is not valid Unicode text; "
-                                "send each surrogate with its pair (or the character itself)", where.split("[")[0].split(".")[0])
+                raise WireError(
+                    f"{where} holds a lone UTF-16 surrogate, which is not valid Unicode text; "
+                    "send each surrogate with its pair (or the character itself)",
+                    where.split("[")[0].split(".")[0],
+                )
         elif isinstance(node, dict):
             for key, item in reversed(list(node.items())):
                 stack.append((f"{path}.{key}", key))

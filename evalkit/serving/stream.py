@@ -22,10 +22,10 @@ import concurrent.futures
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from evalkit.clients.wire import SSE_DONE, ChatRequest, ChunkWriter, error_event, logprob_entry
+from evalkit.core.types import Usage
 from evalkit.model.chat_format import TOOL_CALL_OPEN, parse_tool_calls
 from evalkit.model.detokenize import IncrementalText
-from evalkit.core.types import Usage
-from evalkit.clients.wire import SSE_DONE, ChatRequest, ChunkWriter, error_event, logprob_entry
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -46,7 +46,7 @@ class EngineStream:
     """One streamed answer: build it, pass :meth:`listener` to the submissions, :meth:`begin` with their
     futures, then send :meth:`events` (see the module docstring)."""
 
-    def __init__(self, engine: "Engine", chat: ChatRequest, model: str):
+    def __init__(self, engine: Engine, chat: ChatRequest, model: str):
         self.engine = engine
         self.chat = chat
         self.writer = ChunkWriter(model, include_usage=chat.include_usage)
@@ -62,7 +62,7 @@ class EngineStream:
             for _ in range(chat.n)
         ]
 
-    def listener(self, index: int) -> "TokenListener":
+    def listener(self, index: int) -> TokenListener:
         """The engine-side listener of choice ``index`` (called on the worker thread)."""
         def on_tokens(token_ids: list[int], logprobs: list[float]) -> None:
             self._post((index, token_ids, logprobs))
@@ -81,13 +81,13 @@ class EngineStream:
         except RuntimeError:  # the event loop has ended (the server stopped); nobody is listening
             pass
 
-    async def events(self, request: "Request") -> AsyncIterator[bytes]:
+    async def events(self, request: Request) -> AsyncIterator[bytes]:
         """The SSE events, until ``[DONE]`` or until the client disconnects."""
         watcher = asyncio.ensure_future(self._watch(request))
         try:
             for index in range(self.chat.n):
                 yield self.writer.start(index, self.prompt_ids if index == 0 else None)
-            results: list["GenerationResult"] = []
+            results: list[GenerationResult] = []
             while len(results) < self.chat.n:
                 index, token_ids, payload = await self._queue.get()
                 if index < 0:
@@ -116,18 +116,18 @@ class EngineStream:
         entries = token_logprobs(self.engine.tokenizer, token_ids, logprobs) if self.chat.sampling.logprobs else None
         return self.writer.content(index, self._texts[index].push(token_ids), token_ids=token_ids, logprobs=entries)
 
-    def _ending(self, index: int, result: "GenerationResult") -> list[bytes]:
+    def _ending(self, index: int, result: GenerationResult) -> list[bytes]:
         content, calls = parse_tool_calls(result.text) if self.chat.tools else (result.text, [])
         rest = self._texts[index].finish(content)
         events = [self.writer.content(index, rest)] if rest else []
         return events + self.writer.end(index, calls, "tool_calls" if calls else result.finish_reason)
 
-    async def _watch(self, request: "Request") -> None:
+    async def _watch(self, request: Request) -> None:
         await until_disconnected(request)
         self._queue.put_nowait(_GONE)
 
 
-async def until_disconnected(request: "Request") -> None:
+async def until_disconnected(request: Request) -> None:
     """Returns when the client closes the connection (the body has been read by then)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass

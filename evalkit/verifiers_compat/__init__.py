@@ -94,8 +94,10 @@ def legacy_api_error(env_id: str, exc: BaseException) -> UserError | None:
         if _names_legacy_api(err, module):
             return UserError(
                 f"environment '{env_id}' is written for verifiers' legacy API (`import verifiers as vf`: "
-                f"SingleTurnEnv, ToolEnv, rubrics, ...), which verifiers {version} no longer has ({type(err).__name__}: "
-                f"{err}); run it with verifiers {LEGACY_VERSION} in its own venv: {LEGACY_INSTALL}")
+                f"SingleTurnEnv, ToolEnv, rubrics, ...), which verifiers {version} no longer has "
+                f"({type(err).__name__}: {err}); run it with verifiers {LEGACY_VERSION} in its own venv: "
+                f"{LEGACY_INSTALL}"
+            )
     return None
 
 
@@ -138,6 +140,17 @@ def wrap_legacy(vf_env: Any, env_id: str, env_args: dict[str, Any] | None = None
     return VerifiersEnvironment(vf_env, env_id=env_id, env_args=env_args)
 
 
-__all__ = ["LEGACY_VERSION", "CURRENT_SERIES", "TESTED_VERSIONS", "INSTALL_HINT", "require_verifiers", "installed_version",
-           "is_current_generation", "version_problem", "check_version", "legacy_api_error", "is_verifiers_object",
-           "wrap_legacy"]
+__all__ = [
+    "LEGACY_VERSION",
+    "CURRENT_SERIES",
+    "TESTED_VERSIONS",
+    "INSTALL_HINT",
+    "require_verifiers",
+    "installed_version",
+    "is_current_generation",
+    "version_problem",
+    "check_version",
+    "legacy_api_error",
+    "is_verifiers_object",
+    "wrap_legacy",
+]

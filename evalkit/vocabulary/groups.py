@@ -10,15 +10,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.aio import Slots
+from evalkit.core.defaults import (
+    DEFAULT_MAX_CONCURRENT,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_ROLLOUT_TIMEOUT_S,
+    DEFAULT_SCORE_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    RolloutLimits,
+)
 from evalkit.core.redact import register_secret_headers
-from evalkit.core.defaults import (DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_RETRIES,
-                                   DEFAULT_ROLLOUT_TIMEOUT_S, DEFAULT_SCORE_TIMEOUT_S, DEFAULT_TIMEOUT_S, RolloutLimits)
 
 
 def positive_seconds(cls: type[BaseModel], value: float, info: ValidationInfo) -> float:
     """A duration must be a finite positive number; the message names the field's default."""
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"must be a positive number of seconds (default {cls.model_fields[str(info.field_name)].default:g})")
+        raise ValueError(
+            f"must be a positive number of seconds (default {cls.model_fields[str(info.field_name)].default:g})"
+        )
     return value
 
 

@@ -69,7 +69,11 @@ def init(
 @app.command("install")
 @user_errors
 def install(
-    target: str = typer.Argument(..., help="A folder with a pyproject.toml, a name under ./environments/, a package name, or an Environments Hub id owner/name[@version]."),
+    target: str = typer.Argument(
+        ...,
+        help="A folder with a pyproject.toml, a name under ./environments/, a package name, "
+        "or an Environments Hub id owner/name[@version].",
+    ),
     no_build_isolation: bool = typer.Option(
         False, "--no-build-isolation", help="Build a folder with the installed setuptools (needed offline)."
     ),
@@ -92,7 +96,9 @@ def install(
     from evalkit.loading.install import install_environment
 
     module = install_environment(target, no_build_isolation=no_build_isolation, environments_dir=environments_dir)
-    print(f"installed {target} (module {module}); run it from any folder with `prime eval run {module.replace('_', '-')}`")
+    print(
+        f"installed {target} (module {module}); run it from any folder with `prime eval run {module.replace('_', '-')}`"
+    )
 
 
 @app.command("check")
@@ -101,12 +107,22 @@ def check(
     env_id: str = typer.Argument(..., help="Environment id or path, as `prime eval run` takes it."),
     env_args: str = typer.Option(None, "--env-args", "-a", help="Environment args as JSON."),
     num_examples: int = typer.Option(8, "--num-examples", "-n", min=1, help="Examples the scripted policies play."),
-    reward_range: tuple[float, float] = typer.Option((0.0, 1.0), "--range", help="Declared reward range LOW HIGH: "
-                                                     "the gold answer should reach HIGH, degenerate replies LOW."),
-    model: str = typer.Option(None, "--model", "-m", help="Also measure the RL rules of thumb on this model "
-                              "(local/smollm2-135m is the embedded one; any `prime eval run -m` value)."),
+    reward_range: tuple[float, float] = typer.Option(
+        (0.0, 1.0),
+        "--range",
+        help="Declared reward range LOW HIGH: the gold answer should reach HIGH, degenerate replies LOW.",
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Also measure the RL rules of thumb on this model "
+        "(local/smollm2-135m is the embedded one; any `prime eval run -m` value).",
+    ),
     no_model: bool = typer.Option(False, "--no-model", help="Scripted policies only (no model at all)."),
-    rollouts_per_example: int = typer.Option(4, "--rollouts-per-example", "-r", min=2, help="Model rollouts per example."),
+    rollouts_per_example: int = typer.Option(
+        4, "--rollouts-per-example", "-r", min=2, help="Model rollouts per example."
+    ),
     environments_dir: Path = typer.Option(Path("environments"), "--dir", help="Folder of local environments."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (for CI)."),
 ) -> None:
@@ -129,9 +145,9 @@ def check(
     from rich.console import Console
 
     from evalkit.core.defaults import DEFAULT_MODEL
+    from evalkit.core.errors import UserError
     from evalkit.envcheck.render import print_report
     from evalkit.envcheck.run import EnvCheckOptions, check_environment
-    from evalkit.core.errors import UserError
     from evalkit.loading.resolve import parse_env_args
 
     if model is not None and no_model:

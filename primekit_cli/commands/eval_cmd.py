@@ -9,10 +9,10 @@ import typer
 
 from evalkit.clients.providers import PROVIDER_CHOICES
 from evalkit.eval.config import EvalConfig
-from primekit_cli.argv import EVAL_RUN, EVAL_VIEW, HTML_FLAG, LATEST, argv_command
-from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli import options
+from primekit_cli.argv import EVAL_RUN, EVAL_VIEW, HTML_FLAG, LATEST, argv_command
 from primekit_cli.commands.model_help import MODELS_EPILOG
+from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED, help_section
 from primekit_cli.errors import user_errors
 
 app = typer.Typer(help="Score a model on an environment.", no_args_is_help=True)
@@ -50,10 +50,14 @@ errored the command prints the first error and exits 1. `-R` runs errored rollou
 again (--no-retry-errors keeps them).
 """ + MODELS_EPILOG
 
-ENV_OR_CONFIG_HELP = ("Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
-                      "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5).")
-STEPS_HELP = ("With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
-              "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step.")
+ENV_OR_CONFIG_HELP = (
+    "Environment id (or folder), an eval TOML config ([[eval]] tables), or a verifiers 0.4 run config "
+    "(config.toml or @ config.toml; dotted overrides such as --sampling.temperature 0.5)."
+)
+STEPS_HELP = (
+    "With -m RUN/weights (an RL run's weight exports): evaluate the checkpoints of these steps, 'all' or "
+    "'10,20,...', one run dir per step (resumable); `prime eval view --html` on the sweep plots reward by step."
+)
 RUN_EPILOG += help_section(EVAL_REFUSED, EVAL_NOOPS)
 
 
@@ -95,18 +99,34 @@ EVAL_FLAGS = options.FlagTable(
 def run(
     ctx: typer.Context,
     env_or_config: str = typer.Argument(None, show_default=False, help=ENV_OR_CONFIG_HELP),
-    header: list[str] = typer.Option(None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."),
-    max_tokens: int = typer.Option(None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."),
-    temperature: float = typer.Option(None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."),
+    header: list[str] = typer.Option(
+        None, "--header", help="Extra HTTP header 'Name: Value' on every request; repeatable."
+    ),
+    max_tokens: int = typer.Option(
+        None, "--max-tokens", "-t", help="Max tokens per model reply (-S's max_tokens wins)."
+    ),
+    temperature: float = typer.Option(
+        None, "--temperature", "-T", help="Sampling temperature (-S's temperature wins)."
+    ),
     sampling_args: options.SamplingArgs = None,
     env_args: options.EnvArgs = None,
     extra_env_kwargs: options.ExtraEnvKwargs = None,
-    system_prompt_file: Path = typer.Option(None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."),
-    tools_file: Path = typer.Option(None, "--tools-file", help="Replace the tools' descriptions with a JSON object {name: description} (e.g. a GEPA run's tools.json)."),
-    save_results: bool = typer.Option(False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."),
+    system_prompt_file: Path = typer.Option(
+        None, "--system-prompt-file", help="Read the system prompt from a file (e.g. a GEPA result)."
+    ),
+    tools_file: Path = typer.Option(
+        None,
+        "--tools-file",
+        help="Replace the tools' descriptions with a JSON object {name: description} (e.g. a GEPA run's tools.json).",
+    ),
+    save_results: bool = typer.Option(
+        False, "--save-results", "-s", help="Accepted for vf-eval: results are always saved."
+    ),
     steps: str = typer.Option(None, "--steps", help=STEPS_HELP),
     verbose: options.Verbose = False,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved run(s) as JSON and exit 0; no model is called."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the resolved run(s) as JSON and exit 0; no model is called."
+    ),
     given: dict[str, Any] | None = None,
 ) -> None:
     """Run a model on an environment: rollouts, rewards, a summary, and a run dir with results.jsonl + metadata.json.
@@ -171,22 +191,26 @@ def _run_sweep(configs: list[Any], steps: str, env_or_config: str, resume: str |
     from rich.text import Text
 
     from evalkit.core.errors import UserError
-    from evalkit.eval.sweep import load_problem, plan_sweep, record, step_configs
     from evalkit.core.runs import read_metadata, step_dir
+    from evalkit.eval.sweep import load_problem, plan_sweep, record, step_configs
 
     if env_or_config is None or env_or_config.endswith(".toml") or resume is not None:
         raise UserError("--steps takes an environment id (not a TOML config) and resumes by itself (drop -R)")
     config = configs[0]
     sweep = plan_sweep(config.model, steps, config.env_id, config.output_dir)
     record(sweep, config)
-    console.print(f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True)
+    console.print(
+        f"sweep of {len(sweep.steps)} steps ({', '.join(map(str, sweep.steps))}) into {sweep.folder}", soft_wrap=True
+    )
     failed = []
     for step, step_config in step_configs(config, sweep):
         console.rule(f"step {step}" + (" (starting model)" if step == 0 else ""))
         problem = load_problem(step_config)
         if problem is not None:  # one line, and on to the next step
-            console.print(Text("warning: ", style="yellow") + Text(f"step {step} skipped: its model does not load: {problem}"),
-                          soft_wrap=True)
+            console.print(
+                Text("warning: ", style="yellow") + Text(f"step {step} skipped: its model does not load: {problem}"),
+                soft_wrap=True,
+            )
             continue
         failure = _run_one(step_config, console)
         if failure is not None:
@@ -217,8 +241,8 @@ def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> 
     """One EvalConfig per ``[[eval]]`` of a TOML file, or one for an environment id, or one for a verifiers 0.4 run
     config (``@ file``, dotted flags: :mod:`primekit_cli.dialect.plans`, which also returns its plan); flags win."""
     from evalkit.core.errors import UserError
-    from evalkit.eval.config import EvalConfig, load_eval_file
     from evalkit.core.tomlio import validate
+    from evalkit.eval.config import EvalConfig, load_eval_file
     from primekit_cli import any_env_flags
     from primekit_cli.argv import dialect_args
     from primekit_cli.dialect.args import DialectArgs
@@ -248,7 +272,9 @@ def _json_overrides(sampling_args: str | None, max_tokens: int | None, temperatu
     from evalkit.core.json_args import parse_json_object
     from evalkit.loading.resolve import parse_env_args
 
-    loose = {key: value for key, value in (("max_tokens", max_tokens), ("temperature", temperature)) if value is not None}
+    loose = {
+        key: value for key, value in (("max_tokens", max_tokens), ("temperature", temperature)) if value is not None
+    }
     sampling = {**loose, **parse_json_object(sampling_args, "--sampling-args")}
     found: dict[str, Any] = {"sampling": sampling} if sampling else {}
     if env_args:
@@ -315,8 +341,13 @@ def _run_one(config: Any, console: Any, plan: Any = None) -> str | None:
     with RunLog(plan.notes) if plan is not None else nullcontext() as log:
         result = run_eval(config, console=console)
     if plan is not None:
-        write_layout(result.run_dir, plan, log, f"status: {result.metadata.get('status')}, "
-                                                f"{len(result.rows)} rows, avg reward {result.summary.get('avg_reward')}")
+        write_layout(
+            result.run_dir,
+            plan,
+            log,
+            f"status: {result.metadata.get('status')}, "
+            f"{len(result.rows)} rows, avg reward {result.summary.get('avg_reward')}",
+        )
     title = f"{config.env_id} · {config.model_label}"
     console.print(summary_table(result.summary, duration_s=result.duration_s, title=title))
     console.print(diversity_line(result.summary))
@@ -358,19 +389,34 @@ RUN_DIR/report.html for one run, FIRST_RUN_DIR/compare.html for several, or the 
 @app.command("view", epilog=VIEW_EPILOG, cls=argv_command(EVAL_VIEW))
 @user_errors
 def view(
-    run_dirs: list[str] = typer.Argument(None, metavar="RUN_DIR",
-                                         help="Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). Default: the newest eval run."),
-    output_dir: str = typer.Option(None, "--output-dir", "-o",
-                                   help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]"),
+    run_dirs: list[str] = typer.Argument(
+        None,
+        metavar="RUN_DIR",
+        help=(
+            "Eval, GEPA or RL run dirs or checkpoint sweeps (several of one kind side by side). "
+            "Default: the newest eval run."
+        ),
+    ),
+    output_dir: str = typer.Option(
+        None,
+        "--output-dir",
+        "-o",
+        help="Where to look for the newest run. [default: ./outputs and environments/*/outputs]",
+    ),
     samples: int = typer.Option(3, "--samples", "-s", help="How many sample rollouts to print per eval run."),
-    html: str = typer.Option(None, HTML_FLAG, metavar="[FILE.html]",
-                             help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path."),
+    html: str = typer.Option(
+        None,
+        HTML_FLAG,
+        metavar="[FILE.html]",
+        help="Also write a self-contained HTML report (charts, sortable tables, every rollout) and print its path.",
+    ),
 ) -> None:
-    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html for a web page."""
+    """Report of runs: eval (summary, samples), GEPA (candidates, frontier, prompt diff) or RL (steps, evals); --html
+    for a web page."""
     from rich.console import Console
 
-    from evalkit.report.eval_text import render_report, resolve_run_dir
     from evalkit.core.runs import require_kind, require_one_kind
+    from evalkit.report.eval_text import render_report, resolve_run_dir
 
     console = Console(highlight=False)
     paths = [resolve_run_dir(None, output_dir)] if not run_dirs else [Path(p) for p in run_dirs]
@@ -411,7 +457,6 @@ def _print_text_reports(paths: list[Path], kinds: list[str], console: Any, sampl
             evals.append(path)
     if len(evals) > 1:
         from evalkit.report.eval_data import load_eval_run
-
         from evalkit.report.paired_view import print_paired
 
         loaded = [load_eval_run(path, str(path.name)) for path in evals]
@@ -432,7 +477,9 @@ Example:
 @app.command("tui", epilog=TUI_EPILOG)
 @user_errors
 def tui(
-    output_dir: str = typer.Option("outputs", "--output-dir", "-o", help="Folder whose evals/, gepa/ and rl/ runs are listed."),
+    output_dir: str = typer.Option(
+        "outputs", "--output-dir", "-o", help="Folder whose evals/, gepa/ and rl/ runs are listed."
+    ),
 ) -> None:
     """Browse runs and rollouts in the terminal: list runs, open one, page through rollouts, filter by reward."""
     from evalkit.core.errors import UserError

@@ -16,27 +16,32 @@ import typer
 from evalkit.core import runs
 from evalkit.core.errors import UserError
 from evalkit.core.json_args import parse_json_object
-from evalkit.loading.resolve import parse_env_args
 from evalkit.core.secrets_file import load_env_files
-from primekit_cli.argv import GEPA_RUN, argv_command, dialect_args
-from primekit_cli.compat_flags import GEPA_REFUSED, help_section
-from primekit_cli import options
-from primekit_cli.commands.model_help import MODELS_EPILOG
-from primekit_cli.errors import user_errors
-from primekit_cli.dialect.plans import gepa_fields, plain_file, wants_dialect
+from evalkit.loading.resolve import parse_env_args
 from gepa_cli.config import GepaJobConfig
 from gepa_cli.search_options import SEARCH_RESUME_FIXED, GepaSearchFields
 from gepa_cli.tracking import TrackingShortcuts
+from primekit_cli import options
+from primekit_cli.argv import GEPA_RUN, argv_command, dialect_args
+from primekit_cli.commands.model_help import MODELS_EPILOG
+from primekit_cli.compat_flags import GEPA_REFUSED, help_section
+from primekit_cli.dialect.plans import gepa_fields, plain_file, wants_dialect
+from primekit_cli.errors import user_errors
 
-ENV_OR_CONFIG_HELP = ("Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
-                      "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); left out (or a run directory) with --resume.")
+ENV_OR_CONFIG_HELP = (
+    "Environment id or a GEPA TOML config (configs/gepa/*.toml), or a verifiers 0.4 run config (config.toml "
+    "or @ config.toml; dotted overrides such as --sampling.temperature 0.5); "
+    "left out (or a run directory) with --resume."
+)
 
 app = typer.Typer(help="Optimize an environment's system prompt with GEPA.", no_args_is_help=True)
 
-EXAMPLES = """
+EXAMPLES = (
+    """
 **Examples**
 
-* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely improves a prompt)
+* `prime gepa run arithmetic -B 60 -n 12 -N 8` (embedded model, offline: a smoke test; the 135M teacher rarely """
+    """improves a prompt)
 
 * `prime gepa run arithmetic -B 60 -N 8 --dry-run` (what the budget buys, then stop)
 
@@ -47,16 +52,19 @@ EXAMPLES = """
 * `prime gepa run reverse-text -m Qwen/Qwen3-8B -b http://localhost:8000/v1 -M litellm/anthropic/claude-sonnet-4-5`
   (a teacher from another provider; key in $ANTHROPIC_API_KEY)
 
-* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; `--list-components` shows them)
+* `prime gepa run fact-search --components system_prompt,tools` (the tools' descriptions too; """
+    """`--list-components` shows them)
 
 * `prime gepa run configs/gepa/arithmetic.toml` (everything from a TOML)
 
-* `prime gepa run @ gepa.toml --dry-run` (a verifiers 0.4 `vf-gepa` config: max_total_rollouts, reflection_minibatch_size, ...)
+* `prime gepa run @ gepa.toml --dry-run` (a verifiers 0.4 `vf-gepa` config: max_total_rollouts, """
+    """reflection_minibatch_size, ...)
 
 * `prime gepa run arithmetic --resume` (continue the newest killed run of arithmetic)
 
 * `prime gepa run --resume outputs/gepa/arithmetic--local--smollm2-135m/RUN_ID` (continue that run)
 """
+)
 
 
 BUDGET_HELP = """
@@ -105,10 +113,21 @@ def run(
     sampling_args: options.SamplingArgs = None,
     env_args: options.EnvArgs = None,
     extra_env_kwargs: options.ExtraEnvKwargs = None,
-    list_components: bool = typer.Option(False, "--list-components", help="Print the components the environment offers to --components (with their seed text) and exit."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded."),
+    list_components: bool = typer.Option(
+        False,
+        "--list-components",
+        help="Print the components the environment offers to --components (with their seed text) and exit.",
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the plan (envs, models, splits, budget arithmetic) and exit; no model is loaded.",
+    ),
     resume: str = typer.Option(
-        None, "--resume", metavar="[RUN_DIR]", show_default=False,
+        None,
+        "--resume",
+        metavar="[RUN_DIR]",
+        show_default=False,
         help="Continue a killed run: RUN_DIR, or no value for the newest run of this env+model.",
     ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print the optimizer's log lines too."),
@@ -243,7 +262,9 @@ def _base_fields(env_or_config: str | None, env_args: str | None, extra_env_kwar
                 raise _conflict(flag, env_or_config)
         return fields, env_or_config
     extra = parse_json_object(extra_env_kwargs, "-x/--extra-env-kwargs")
-    return {"envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]}, "command line"
+    return {
+        "envs": [{"id": env_or_config, "args": parse_env_args(env_args), "extra_env_kwargs": extra}]
+    }, "command line"
 
 
 RESUME_FIXED = ("envs", "model", "num_train", "num_val", "minibatch_size", "seed", "sampling", *SEARCH_RESUME_FIXED)
@@ -254,11 +275,14 @@ def _check_resume_unchanged(saved: dict[str, Any], fields: dict[str, Any]) -> No
     from gepa_cli.config import EnvSpec
 
     # environments compare by their full spec (runs saved before a field existed have its default)
-    saved, fields = ({**d, "envs": [EnvSpec(**e).model_dump() for e in d["envs"]]} if "envs" in d else d for d in (saved, fields))
+    saved, fields = (
+        {**d, "envs": [EnvSpec(**e).model_dump() for e in d["envs"]]} if "envs" in d else d for d in (saved, fields)
+    )
     changed = runs.mismatches(saved, fields, [key for key in RESUME_FIXED if key in fields and key in saved])
     if changed:
         raise UserError(
-            f"--resume cannot change {', '.join(changed)} (the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
+            f"--resume cannot change {', '.join(changed)} "
+            f"(the saved run used {', '.join(f'{k}={saved[k]!r}' for k in changed)}); "
             "start a new run instead"
         )
 
@@ -299,7 +323,9 @@ def _print_summary(outcome: Any, config: Any) -> None:
     table.add_column("value", overflow="fold")
     table.add_row("status", outcome.status)
     table.add_row("seed val score", f"{outcome.seed_val_score:.3f}")
-    table.add_row("best score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})")
+    table.add_row(
+        "best score", f"{outcome.best_val_score:.3f} (candidate {outcome.best_idx} of {outcome.num_candidates})"
+    )
     table.add_row("rollouts", f"{outcome.total_metric_calls} / {config.max_calls}")
     table.add_row("reflection calls", str(outcome.num_reflection_calls))
     table.add_row("time", f"{outcome.duration_s:.1f} s")

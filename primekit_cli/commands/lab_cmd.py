@@ -19,7 +19,9 @@ from evalkit.core.errors import UserError
 from evalkit.core.fileio import write_text_atomic
 from primekit_cli.errors import user_errors
 
-app = typer.Typer(help="Set up a working folder with example configs.", no_args_is_help=True, rich_markup_mode="markdown")
+app = typer.Typer(
+    help="Set up a working folder with example configs.", no_args_is_help=True, rich_markup_mode="markdown"
+)
 
 
 PRIME_RL_FOLDER = "prime-rl"
@@ -65,7 +67,14 @@ def write_lab_configs(dest: Path, force: bool = False, prime_rl: bool = False) -
 def setup(
     force: bool = typer.Option(False, "--force", help="Overwrite config files that already exist."),
     directory: Path = typer.Option(Path("configs"), "--dir", help="Where to write the configs."),
-    prime_rl: bool = typer.Option(False, "--prime-rl", help="Also write example prime-rl configs (prime-rl v0.8.1.dev67's shape) to prime-rl/, for training on more GPUs than one with prime-rl itself."),
+    prime_rl: bool = typer.Option(
+        False,
+        "--prime-rl",
+        help=(
+            "Also write example prime-rl configs (prime-rl v0.8.1.dev67's shape) to prime-rl/, "
+            "for training on more GPUs than one with prime-rl itself."
+        ),
+    ),
 ) -> None:
     """Write example configs: endpoints.toml and endpoints.py; eval/, gepa/ and rl/ TOMLs.
 

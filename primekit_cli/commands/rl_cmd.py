@@ -12,8 +12,8 @@ import typer
 from evalkit.core.errors import UserError
 from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
 from primekit_cli import options
-from primekit_cli.errors import user_errors
 from primekit_cli.argv import RL_RUN, argv_command
+from primekit_cli.errors import user_errors
 from rl_backend.config import RLConfig
 
 app = typer.Typer(help="Baseline checks, then RL fine-tuning.", no_args_is_help=True)
@@ -75,24 +75,35 @@ def run(
     config: Path = typer.Argument(..., help="An RL TOML config (see configs/rl/)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and the plan, then exit."),
     resume: str = typer.Option(
-        None, "--resume", metavar="[STEP|RUN_DIR]", show_default=False,
+        None,
+        "--resume",
+        metavar="[STEP|RUN_DIR]",
+        show_default=False,
         help="Continue a run: no value for the newest checkpoint of the config's run, STEP for that checkpoint, "
         "or RUN_DIR (its newest checkpoint).",
     ),
-    skip_baseline: bool = typer.Option(False, "--skip-baseline", help="Train even when the baseline checks would refuse."),
+    skip_baseline: bool = typer.Option(
+        False, "--skip-baseline", help="Train even when the baseline checks would refuse."
+    ),
     output_dir: Path = typer.Option(Path("outputs"), "--output-dir", "-o", help="Where run folders go."),
     backend: str = typer.Option(
-        "primekit", "--backend", metavar="primekit|prime-rl",
+        "primekit",
+        "--backend",
+        metavar="primekit|prime-rl",
         help="Who trains: primekit in this process, or prime-rl (after the baseline checks here). Who samples is "
         "the config's inference.backend.",
     ),
     halt_on: str = typer.Option(
-        None, "--halt-on", metavar="ALARM[,ALARM]",
+        None,
+        "--halt-on",
+        metavar="ALARM[,ALARM]",
         help="Stop the run, checkpoint and metrics saved, on these health alarms: reward_spread, entropy_collapse, "
         "kl_growth, truncation_rising, errors_rising, reward_drop, or all (the config's health.halt_on).",
     ),
     prime_rl_cmd: str = typer.Option(
-        None, "--prime-rl-cmd", metavar="COMMAND",
+        None,
+        "--prime-rl-cmd",
+        metavar="COMMAND",
         help="--backend prime-rl: the command that runs prime-rl's `rl`, e.g. 'uv run --project ~/prime-rl rl' "
         "[default: rl on PATH]",
     ),
@@ -113,8 +124,13 @@ def run(
     if backend == "prime-rl" or prime_rl_cmd is not None:
         _run_prime_rl(cfg, backend, resume, output_dir, prime_rl_cmd, skip_baseline, dry_run)
         return
-    summary = run_rl(cfg, output_dir=output_dir, resume=ResumeRequest.parse(resume, steps=True), skip_baseline=skip_baseline,
-                     dry_run=dry_run)
+    summary = run_rl(
+        cfg,
+        output_dir=output_dir,
+        resume=ResumeRequest.parse(resume, steps=True),
+        skip_baseline=skip_baseline,
+        dry_run=dry_run,
+    )
     if summary is None:
         return
     from rich.console import Console
@@ -159,7 +175,8 @@ EXPORT_VERSIONS = {"prime-rl": "v0.8.1.dev67", "tinker": "v0.5.5", "skyrl": "com
 """The target versions named in --help (kept equal to the export modules' by a test; importing them here would
 slow `prime --help`)."""
 
-EXPORT_HELP = f"""Write the same RL run for another trainer: prime-rl (a config file), Tinker or SkyRL (a command).
+EXPORT_HELP = (
+    f"""Write the same RL run for another trainer: prime-rl (a config file), Tinker or SkyRL (a command).
 
 Examples:
 
@@ -173,13 +190,16 @@ Examples:
 
     prime rl export sft.toml --target prime-rl -o sft.prime-rl.toml     (an SFT config: prime-rl's `uv run sft`)
 
-Targets: prime-rl {EXPORT_VERSIONS["prime-rl"]} (the file `uv run rl @ FILE` reads; validated by loading exported files with
-prime-rl's own config classes, pydantic_config.cli(RLConfig)), tinker-cookbook {EXPORT_VERSIONS["tinker"]} (the verifiers_rl recipe), SkyRL's verifiers integration
+Targets: prime-rl {EXPORT_VERSIONS["prime-rl"]} (the file `uv run rl @ FILE` reads; validated by loading """
+    f"""exported files with
+prime-rl's own config classes, pydantic_config.cli(RLConfig)), tinker-cookbook {EXPORT_VERSIONS["tinker"]} """
+    f"""(the verifiers_rl recipe), SkyRL's verifiers integration
 ({EXPORT_VERSIONS["skyrl"]}). Every value where the target's default differs from what `prime rl run` does is
 written out; what cannot carry (primekit's built-in environments, `local/...` models, knobs the target lacks)
 is refused with one error line naming each; what is not carried at primekit's default is listed on stderr.
 Without -o the file goes to stdout. Dotted overrides work as for `prime rl run` (`--model ORG/NAME`).
 """
+)
 
 
 @app.command(

@@ -15,19 +15,31 @@ from primekit_cli.errors import user_errors
 @user_errors
 def serve(
     model: str = typer.Option(
-        DEFAULT_MODEL, "--model", "-m", help="Embedded model, Hub id (hf/ORG/NAME or ORG/NAME, from the local HF cache) or a model folder."
+        DEFAULT_MODEL,
+        "--model",
+        "-m",
+        help="Embedded model, Hub id (hf/ORG/NAME or ORG/NAME, from the local HF cache) or a model folder.",
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on CUDA and on CPUs with native bf16, else fp32), bf16 or fp32."),
-    max_batch: int | None = typer.Option(None, "--max-batch", help="Most sequences decoded together in one step (default: 32 on CPU, 256 on CUDA)."),
+    dtype: str = typer.Option(
+        "auto", "--dtype", help="auto (bf16 on CUDA and on CPUs with native bf16, else fp32), bf16 or fp32."
+    ),
+    max_batch: int | None = typer.Option(
+        None, "--max-batch", help="Most sequences decoded together in one step (default: 32 on CPU, 256 on CUDA)."
+    ),
     device: str = typer.Option("auto", "--device", help="auto (CUDA when there is a GPU), cpu, cuda or cuda:N."),
     api_key: str | None = typer.Option(
-        None, "--api-key", envvar="PRIME_SERVE_API_KEY", show_envvar=True,
+        None,
+        "--api-key",
+        envvar="PRIME_SERVE_API_KEY",
+        show_envvar=True,
         help="Require 'Authorization: Bearer KEY' on /v1 (use it when binding another address than 127.0.0.1).",
     ),
 ) -> None:
-    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed with `stream: true` or not; `/v1/completions`; vLLM's `prompt_logprobs`, so it can be an opd teacher; `/v1/models`, `/health`).
+    """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed
+    with `stream: true` or not; `/v1/completions`; vLLM's `prompt_logprobs`, so it can be an opd teacher; `/v1/models`,
+    `/health`).
 
     Examples:
 
@@ -63,7 +75,12 @@ def serve(
     engine = get_engine(model, dtype=dtype, max_batch=max_batch, device=device)
     app = build_app(engine, model, api_key=api_key)
     auth = "API key required" if api_key else "no API key"
-    print(f"serving {model} at http://{host}:{port}/v1 ({engine.device}, {engine.dtype_choice.line()}, max batch {engine.max_batch}, {auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(
+        f"serving {model} at http://{host}:{port}/v1 ({engine.device}, {engine.dtype_choice.line()}, "
+        f"max batch {engine.max_batch}, {auth}); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
         print(f"note: {host} is reachable from other machines and no --api-key is set", file=sys.stderr, flush=True)
     serve_forever(app, engine, host, port)

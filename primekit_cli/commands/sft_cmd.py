@@ -1,4 +1,5 @@
-"""`prime sft run`: supervised fine-tuning on a chat dataset (`prime data from-eval`'s rows), RL's trainer underneath."""
+"""`prime sft run`: supervised fine-tuning on a chat dataset (`prime data from-eval`'s rows), RL's trainer
+underneath."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 
 import typer
 
-from evalkit.core.runs import ResumeRequest, WEIGHTS_DIR, step_dir, step_numbers
+from evalkit.core.runs import WEIGHTS_DIR, ResumeRequest, step_dir, step_numbers
 from primekit_cli import options
+from primekit_cli.argv import SFT_RUN, argv_command
 from primekit_cli.errors import user_errors
 from rl_backend.sft_config import SFTConfig
-from primekit_cli.argv import SFT_RUN, argv_command
 
 app = typer.Typer(help="Supervised fine-tuning on a chat dataset.", no_args_is_help=True)
 
@@ -69,10 +70,14 @@ def run(
     summary = run_sft(load_sft_config(config, overrides), output_dir=output_dir,
                       resume=ResumeRequest.parse(resume, steps=True))
     console = Console()
-    console.print(f"[bold]done[/bold]: {summary.steps} steps on {summary.rows} rows in {summary.run_dir}", soft_wrap=True)
+    console.print(
+        f"[bold]done[/bold]: {summary.steps} steps on {summary.rows} rows in {summary.run_dir}", soft_wrap=True
+    )
     if summary.first_loss is not None:
         console.print(f"  loss: first step {summary.first_loss:.4f}, last step {summary.last_loss:.4f}")
     exported = step_numbers(summary.run_dir / WEIGHTS_DIR)
     if exported:
         weights = step_dir(summary.run_dir / WEIGHTS_DIR, exported[-1])
-        console.print(f"  weights: {weights}  (prime eval run ENV -m {weights}; or model = in an RL config)", soft_wrap=True)
+        console.print(
+            f"  weights: {weights}  (prime eval run ENV -m {weights}; or model = in an RL config)", soft_wrap=True
+        )

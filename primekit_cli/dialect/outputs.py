@@ -36,7 +36,7 @@ class RunLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(redact(self.format(record)))
 
-    def __enter__(self) -> "RunLog":
+    def __enter__(self) -> RunLog:
         logging.getLogger("evalkit").addHandler(self)
         return self
 

@@ -38,8 +38,8 @@ def plain_file(target: str | None, dialect: DialectArgs) -> tuple[str | None, Di
 
 def eval_configs(target: str | None, dialect: DialectArgs, overrides: dict[str, Any]) -> tuple[list[Any], Any]:
     """One primekit EvalConfig for the v1 run config (flags laid over it), and the plan it came from."""
-    from evalkit.eval.config import EvalConfig
     from evalkit.core.tomlio import validate
+    from evalkit.eval.config import EvalConfig
     from primekit_cli.dialect.config import eval_plan
 
     plan = eval_plan(target, dialect, overrides.get("env_dir_path", "environments"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from rl_backend.algorithms.base import COMPONENTS, Algorithm, Trace
 from rl_backend.algorithms.distill import OPD, OPSD, SFTDistill
 from rl_backend.algorithms.echo import Echo, Span, observation_weights
-from rl_backend.algorithms.group import GRPO, MaxRL, RAE, HierarchicalGRPO, LengthPenalty
+from rl_backend.algorithms.group import GRPO, RAE, HierarchicalGRPO, LengthPenalty, MaxRL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     algo.name: algo for algo in (GRPO, MaxRL, RAE, HierarchicalGRPO, OPD, SFTDistill, OPSD, Echo)

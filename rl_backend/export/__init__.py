@@ -1,4 +1,5 @@
-"""Exports of primekit's RL config (and SFT config, to prime-rl: :mod:`.prime_rl_sft`) to trainers that run beyond one machine: prime-rl, Tinker, SkyRL.
+"""Exports of primekit's RL config (and SFT config, to prime-rl: :mod:`.prime_rl_sft`) to trainers that run beyond one
+machine: prime-rl, Tinker, SkyRL.
 
 Each target is one module with one job (:mod:`.prime_rl`, :mod:`.tinker`, :mod:`.skyrl`): an
 ``export(config, ...) -> Export`` that translates what carries, writes every value where the

@@ -108,7 +108,11 @@ def classify_envs(config: RLConfig) -> list[EnvEntry]:
 
 def _imports_legacy_verifiers(module: Any) -> bool:
     for value in vars(module).values():
-        name = getattr(value, "__name__", "") if isinstance(value, type(module)) else getattr(value, "__module__", "") or ""
+        name = (
+            getattr(value, "__name__", "")
+            if isinstance(value, type(module))
+            else getattr(value, "__module__", "") or ""
+        )
         if name == "verifiers" or (name.startswith("verifiers.") and not name.startswith("verifiers.v1")):
             return True
     return False
@@ -197,7 +201,9 @@ def _shown(value: Any) -> str:
 
 
 NEWER_NOTED: dict[str, str] = {
-    "env_file": "set these variables where the target runs (`prime rl run --backend prime-rl` passes this process's on)",
+    "env_file": (
+        "set these variables where the target runs (`prime rl run --backend prime-rl` passes this process's on)"
+    ),
     "trajectory_strategy": "the target builds its own training samples from multi-turn rollouts",
     "retokenize": "the target builds its own training samples from multi-turn rollouts",
 }

@@ -21,7 +21,16 @@ from typing import Any
 from evalkit.core.tomlio import dumps
 from rl_backend.algo_config import AlgoConfig
 from rl_backend.config import DPPO_KNOBS, LoraConfig, OptimizerFields, RLConfig
-from rl_backend.export.common import HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, EnvEntry, Export, changed, checked, value_at
+from rl_backend.export.common import (
+    HALT_ON,
+    NEWER_NOTED,
+    NEWER_SAME_AT_DEFAULT,
+    EnvEntry,
+    Export,
+    changed,
+    checked,
+    value_at,
+)
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
 
 TARGET = "prime-rl"
@@ -147,8 +156,11 @@ def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: 
 
 
 def _trainer(config: RLConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {"optim": optim_table(config.trainer), "scheduler": scheduler_table(config.trainer, config.max_steps),
-                           "loss": _loss(config)}
+    out: dict[str, Any] = {
+        "optim": optim_table(config.trainer),
+        "scheduler": scheduler_table(config.trainer, config.max_steps),
+        "loss": _loss(config),
+    }
     if config.trainer.lora is not None:
         out["model"] = {"lora": lora_table(config.trainer.lora)}
     return out
@@ -166,7 +178,12 @@ def optim_table(trainer: OptimizerFields) -> dict[str, Any]:
 
 def lora_table(lora: LoraConfig) -> dict[str, Any]:
     """``[model.lora]`` with every value written (prime-rl's default target modules differ from primekit's)."""
-    return {"rank": lora.rank, "alpha": lora.alpha, "dropout": lora.dropout, "target_modules": list(lora.target_modules)}
+    return {
+        "rank": lora.rank,
+        "alpha": lora.alpha,
+        "dropout": lora.dropout,
+        "target_modules": list(lora.target_modules),
+    }
 
 
 LOSS_KNOBS = ("mask_low", "mask_high", "clip_eps", "clip_eps_high")
@@ -192,12 +209,20 @@ def scheduler_table(trainer: OptimizerFields, max_steps: int) -> dict[str, Any]:
     if trainer.lr_scheduler_type == "cosine":
         return {"type": "cosine", "warmup_steps": warmup, "min_lr": trainer.min_lr}
     if trainer.lr_scheduler_type == "linear":
-        return {"type": "linear", "warmup_steps": warmup, "decay_steps": max(0, max_steps - warmup), "min_lr": trainer.min_lr}
+        return {
+            "type": "linear",
+            "warmup_steps": warmup,
+            "decay_steps": max(0, max_steps - warmup),
+            "min_lr": trainer.min_lr,
+        }
     return {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
 
 
 def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file: Path | None) -> dict[str, Any]:
-    sampling: dict[str, Any] = {"temperature": config.sampling.temperature, "max_completion_tokens": config.sampling.max_tokens}
+    sampling: dict[str, Any] = {
+        "temperature": config.sampling.temperature,
+        "max_completion_tokens": config.sampling.max_tokens,
+    }
     extra = {key: getattr(config.sampling, key) for key in ("top_k", "min_p", "repetition_penalty")
              if getattr(config.sampling, key) is not None}
     if extra:
@@ -287,38 +312,56 @@ def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | N
                      "(moving the files to another machine: fix taskset.system_prompt)")
     text = HEADER + dumps(data)
     extra = {prompt_file.name: config.system_prompt} if prompt_file is not None and config.system_prompt else {}
-    return Export(TARGET, text, ".prime-rl.toml", command=["rl", "@", str(output.resolve()) if output else "FILE"], notes=notes,
-                  extra_files=extra)
+    return Export(
+        TARGET,
+        text,
+        ".prime-rl.toml",
+        command=["rl", "@", str(output.resolve()) if output else "FILE"],
+        notes=notes,
+        extra_files=extra,
+    )
 
 
 def _value_problems(config: RLConfig, output: Path | None) -> list[str]:
     problems = []
     if config.sampling.temperature > MAX_TEMPERATURE:
-        problems.append(f"sampling.temperature = {config.sampling.temperature:g} is above prime-rl's limit {MAX_TEMPERATURE:g}")
+        problems.append(
+            f"sampling.temperature = {config.sampling.temperature:g} is above prime-rl's limit {MAX_TEMPERATURE:g}"
+        )
     problems += _loss_problems(config)
     if len(config.env) > 1 and config.buffer.env_ratios is None:
         problems.append("several [[env]] tables without buffer.env_ratios: primekit pools their rows, prime-rl draws "
                         "each source by its ratio (equal by default); set buffer.env_ratios")
     if config.max_concurrent < config.rollouts_per_example:
-        problems.append(f"max_concurrent ({config.max_concurrent}) is below rollouts_per_example, which prime-rl refuses")
+        problems.append(
+            f"max_concurrent ({config.max_concurrent}) is below rollouts_per_example, which prime-rl refuses"
+        )
     if config.system_prompt and output is None:
-        problems.append("system_prompt: prime-rl reads a system prompt from a file; pass -o FILE so it is written beside it")
+        problems.append(
+            "system_prompt: prime-rl reads a system prompt from a file; pass -o FILE so it is written beside it"
+        )
     return problems
 
 
 def _loss_problems(config: RLConfig) -> list[str]:
     loss = config.trainer.loss
     if loss.type == "mask":
-        return [f"trainer.loss.{key} = {value_at(config, f'trainer.loss.{key}')!r} has no prime-rl equivalent with "
-                "loss.type 'mask' (prime-rl's default loss masks by probability difference, DPPO, not by ratio bounds "
-                "or clipping; 'clip', 'dapo' or 'cispo' carry it)" for key in LOSS_KNOBS if changed(config, f"trainer.loss.{key}")]
+        return [
+            f"trainer.loss.{key} = {value_at(config, f'trainer.loss.{key}')!r} has no prime-rl equivalent with "
+            "loss.type 'mask' (prime-rl's default loss masks by probability difference, DPPO, not by ratio bounds "
+            "or clipping; 'clip', 'dapo' or 'cispo' carry it)"
+            for key in LOSS_KNOBS
+            if changed(config, f"trainer.loss.{key}")
+        ]
     if loss.type == "dppo":
         return []
     if loss.type not in CARRIED:
         how = {"grpo": "averages each sequence's tokens first", "gspo": "averages sequence-level losses",
                "dr_grpo": "divides by batch_size * max_tokens"}.get(loss.type, "normalises otherwise")
-        return [f"trainer.loss.type = '{loss.type}' cannot carry: prime-rl divides every loss by the step's token count, "
-                f"and {loss.type} {how}; 'dapo' (or 'clip', 'cispo') carries exactly"]
+        return [
+            f"trainer.loss.type = '{loss.type}' cannot carry: prime-rl divides every loss by the step's token count, "
+            f"and {loss.type} {how}; 'dapo' (or 'clip', 'cispo') carries exactly"
+        ]
     return []
 
 

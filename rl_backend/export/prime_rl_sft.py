@@ -116,7 +116,9 @@ def export(config: SFTConfig, *, output: Path | None = None) -> Export:
     """The prime-rl SFT config for ``config`` and its dataset folder, or one UserError naming what cannot carry."""
     model, problems = _model(config)
     if output is None:
-        problems.append("prime-rl loads the dataset from a folder, which the export writes beside the config; pass -o FILE")
+        problems.append(
+            "prime-rl loads the dataset from a folder, which the export writes beside the config; pass -o FILE"
+        )
     refuse(problems, TARGET)
     assert model is not None and output is not None
     data = read_dataset(Path(config.data))  # read once: parsed here, copied as it is into the dataset folder

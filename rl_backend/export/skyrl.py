@@ -15,9 +15,21 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (AND_THEN, DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT,
-                                      Expanded, Export, checked,
-                                      comment_word, one_env_problems, shell_command, shell_word)
+from rl_backend.export.common import (
+    AND_THEN,
+    DPPO_ONLY,
+    GRPO_ONLY,
+    HALT_ON,
+    NEWER_NOTED,
+    NEWER_SAME_AT_DEFAULT,
+    Expanded,
+    Export,
+    checked,
+    comment_word,
+    one_env_problems,
+    shell_command,
+    shell_word,
+)
 from rl_backend.losses import clip_range
 
 TARGET = "skyrl"
@@ -51,8 +63,12 @@ MAPPING: dict[str, str] = {
     "trainer.loss.clip_eps_high": "trainer.algorithm.eps_clip_high",
     "trainer.advantage.type": "trainer.algorithm.advantage_estimator",
     "trainer.advantage.std_normalize": "trainer.algorithm.grpo_norm_by_std",
-    "trainer.on_policy": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
-    "trainer.async_level": "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)",
+    "trainer.on_policy": (
+        "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)"
+    ),
+    "trainer.async_level": (
+        "(SkyRL's synchronous trainer is on-policy; primekit's one-step overlap is noted, not carried)"
+    ),
     "filter.enabled": "trainer.algorithm.dynamic_sampling.type = filter",
     "filter.max_rounds": "trainer.algorithm.dynamic_sampling.max_sample_batches",
     "ckpt.interval": "trainer.ckpt_interval (0: max_steps)",
@@ -65,8 +81,19 @@ MAPPING: dict[str, str] = {
     "wandb.name": "trainer.run_name",
 }
 
-LOCAL_ONLY = ("max_concurrent", "rollout_timeout", "score_timeout", "max_message_chars", "trainer.micro_batch_size",
-              "trainer.bf16", "trainer.device", "trainer.gpus", "inference", "baseline", "trainer.gradient_checkpointing")
+LOCAL_ONLY = (
+    "max_concurrent",
+    "rollout_timeout",
+    "score_timeout",
+    "max_message_chars",
+    "trainer.micro_batch_size",
+    "trainer.bf16",
+    "trainer.device",
+    "trainer.gpus",
+    "inference",
+    "baseline",
+    "trainer.gradient_checkpointing",
+)
 
 NO_MEANING: dict[str, str] = {
     **HALT_ON,
@@ -125,11 +152,16 @@ def build(config: RLConfig, env_id: str, model: str) -> list[tuple[str, str]]:
         ("trainer.policy.model.lora.rank", lora.rank if lora else 0),
     ]
     if lora is not None:
-        args += [("trainer.policy.model.lora.alpha", int(lora.alpha)), ("trainer.policy.model.lora.dropout", lora.dropout)]
+        args += [
+            ("trainer.policy.model.lora.alpha", int(lora.alpha)),
+            ("trainer.policy.model.lora.dropout", lora.dropout),
+        ]
     opt = "trainer.policy.optimizer_config"
     args += [
-        (f"{opt}.lr", config.trainer.lr), (f"{opt}.weight_decay", config.trainer.weight_decay),
-        (f"{opt}.max_grad_norm", config.trainer.max_grad_norm), (f"{opt}.num_warmup_steps", config.trainer.warmup_steps),
+        (f"{opt}.lr", config.trainer.lr),
+        (f"{opt}.weight_decay", config.trainer.weight_decay),
+        (f"{opt}.max_grad_norm", config.trainer.max_grad_norm),
+        (f"{opt}.num_warmup_steps", config.trainer.warmup_steps),
         (f"{opt}.scheduler", "constant_with_warmup"),
         ("trainer.algorithm.advantage_estimator", config.trainer.advantage.type),
         ("trainer.algorithm.grpo_norm_by_std", config.trainer.advantage.std_normalize),
@@ -183,8 +215,10 @@ def export(config: RLConfig, **_: Any) -> Export:
     """The dataset step and training command for ``config``, or one UserError naming what cannot carry."""
     problems = one_env_problems(config, "SkyRL's verifiers integration")
     if config.trainer.loss.type not in ("mask", "clip"):
-        problems.append(f"trainer.loss.type = '{config.trainer.loss.type}': the export writes SkyRL's importance_sampling "
-                        "('mask') or regular PPO ('clip') loss only")
+        problems.append(
+            f"trainer.loss.type = '{config.trainer.loss.type}': the export writes SkyRL's importance_sampling "
+            "('mask') or regular PPO ('clip') loss only"
+        )
     lora = config.trainer.lora
     if lora is not None and lora.alpha != int(lora.alpha):
         problems.append(f"trainer.lora.alpha = {lora.alpha:g}: SkyRL takes a whole number")
@@ -193,9 +227,15 @@ def export(config: RLConfig, **_: Any) -> Export:
     dataset_head = ["uv", "run", "--isolated", "--with", "verifiers", "python", f"{INTEGRATION}/prepare_dataset.py"]
     dataset_args = ["--env_id", env_id, "--output_dir", Expanded("$DATA_DIR")]
     train_head = ["uv", "run", "--isolated", "--with", "verifiers", "--extra", "fsdp", "-m", ENTRYPOINT]
-    overrides = [Expanded(f"{key}={value}") if key in DATA_KEYS else f"{key}={value}" for key, value in build(config, env_id, model)]
+    overrides = [
+        Expanded(f"{key}={value}") if key in DATA_KEYS else f"{key}={value}"
+        for key, value in build(config, env_id, model)
+    ]
     if not config.trainer.on_policy:
-        notes.append("trainer.on_policy: SkyRL's synchronous trainer samples with the current weights (primekit overlaps one step)")
+        notes.append(
+            "trainer.on_policy: SkyRL's synchronous trainer samples with the current weights "
+            "(primekit overlaps one step)"
+        )
     notes.append("not carried (this machine's run only): " + ", ".join(LOCAL_ONLY))
     text = (
         "#!/usr/bin/env bash\n"

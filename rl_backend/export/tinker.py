@@ -14,8 +14,17 @@ import sys
 from typing import Any
 
 from rl_backend.config import RLConfig
-from rl_backend.export.common import (DPPO_ONLY, GRPO_ONLY, HALT_ON, NEWER_NOTED, NEWER_SAME_AT_DEFAULT, Export,
-                                      checked, one_env_problems, shell_command)
+from rl_backend.export.common import (
+    DPPO_ONLY,
+    GRPO_ONLY,
+    HALT_ON,
+    NEWER_NOTED,
+    NEWER_SAME_AT_DEFAULT,
+    Export,
+    checked,
+    one_env_problems,
+    shell_command,
+)
 
 TARGET = "tinker"
 VERSION = "v0.5.5"
@@ -138,7 +147,9 @@ def export(config: RLConfig, **_: Any) -> Export:
     if config.trainer.lora is None:
         problems.append("trainer.lora = false: the recipe trains a LoRA adapter (set [trainer.lora])")
     if config.trainer.loss.type != "mask":
-        problems.append(f"trainer.loss.type = '{config.trainer.loss.type}': the recipe uses Tinker's importance-sampling loss")
+        problems.append(
+            f"trainer.loss.type = '{config.trainer.loss.type}': the recipe uses Tinker's importance-sampling loss"
+        )
     model, entries, notes = checked(config, sys.modules[__name__], ("legacy",), problems)
     args = build(config, entries[0].bare_id, model)
     recipe_args = [f"{key}={value}" for key, value in args]
@@ -150,9 +161,9 @@ def export(config: RLConfig, **_: Any) -> Export:
     notes.append("not carried (this machine's run only): " + ", ".join(LOCAL_ONLY))
     text = (
         "#!/usr/bin/env bash\n"
-        f"# tinker-cookbook {VERSION} ({COMMIT[:12]}) verifiers_rl recipe, exported by `prime rl export --target tinker`.\n"
+        f"# tinker-cookbook {VERSION} ({COMMIT[:12]}) verifiers_rl recipe, "
+        "exported by `prime rl export --target tinker`.\n"
         f"# Needs the environment installed beside tinker-cookbook (prime env install ...) and TINKER_API_KEY set.\n"
-        "set -euo pipefail\n"
-        + shell_command(["python", "-m", MODULE], recipe_args) + ' "$@"\n'
+        "set -euo pipefail\n" + shell_command(["python", "-m", MODULE], recipe_args) + ' "$@"\n'
     )
     return Export(TARGET, text, ".tinker.sh", command=command, notes=notes)

@@ -1,7 +1,8 @@
 """What is specific to each rollout backend: weight sync and export (requests go through evalkit's clients).
 
 The in-process engine (:mod:`.engine_source`: its fused Llama path or its Hugging Face forward
-fallback for other architectures) and a vLLM server (:mod:`.vllm_source`) both implement :class:`rl_backend.sources.base.RolloutSource`.
+fallback for other architectures) and a vLLM server (:mod:`.vllm_source`) both implement
+:class:`rl_backend.sources.base.RolloutSource`.
 """
 
 from __future__ import annotations

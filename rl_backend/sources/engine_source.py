@@ -1,7 +1,8 @@
 """The in-process rollout source: the project's batching engine over the trainer's own module.
 
 Requests go through :class:`~evalkit.clients.local.LocalClient` (the embedded model's client, the
-one ``prime eval run -m local/...`` uses; built by :func:`evalkit.clients.factory.make_client`) over an :class:`~evalkit.model.engine.Engine` built on the
+one ``prime eval run -m local/...`` uses; built by :func:`evalkit.clients.factory.make_client`) over an
+:class:`~evalkit.model.engine.Engine` built on the
 trainer's module: completions carry token ids, logprobs and parsed tool calls. The engine samples
 from its own fused snapshot of that module (LoRA deltas merged in), with continuous batching on
 its own worker thread; ``sync`` calls ``engine.update_weights()``, which re-snapshots the module

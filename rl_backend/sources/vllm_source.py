@@ -42,8 +42,8 @@ from typing import Any
 from evalkit.clients.factory import make_client
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.errors import ModelCallError, UserError
-from evalkit.model.devices import cuda_available
 from evalkit.core.types import SamplingArgs
+from evalkit.model.devices import cuda_available
 
 BASE_NAME = "base"
 REQUEST_TIMEOUT_S = 600.0
@@ -65,7 +65,8 @@ def base_model_dir(model: str) -> Path:
 
 
 def launcher_prefix(config: Any) -> list[str]:
-    """How the server is started: ``inference.vllm_command``, else this interpreter's ``-m vllm.entrypoints.openai.api_server``.
+    """How the server is started: ``inference.vllm_command``, else this interpreter's
+    ``-m vllm.entrypoints.openai.api_server``.
 
     Both spellings vLLM documents take the model as ``--model``, so the rest of the command is the same
     (``vllm serve --model M`` and ``python -m vllm.entrypoints.openai.api_server --model M``).
@@ -154,7 +155,8 @@ def server_root(base_url: str) -> str:
 
 
 class VLLMServer:
-    """One vLLM server: started here (by PID, :meth:`start`) or already running (:meth:`attach`); health and admin calls."""
+    """One vLLM server: started here (by PID, :meth:`start`) or already running (:meth:`attach`); health and admin
+    calls."""
 
     def __init__(
         self,
@@ -181,12 +183,16 @@ class VLLMServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise UserError(f"the vLLM server exited with code {self.process.returncode} while starting; see {self._log_path}")
+                raise UserError(
+                    f"the vLLM server exited with code {self.process.returncode} while starting; see {self._log_path}"
+                )
             if self._healthy(5.0) is None:
                 return
             time.sleep(1.0)
         self.stop()
-        raise UserError(f"the vLLM server did not become healthy within {timeout_s:.0f}s; raise inference.startup_timeout_s")
+        raise UserError(
+            f"the vLLM server did not become healthy within {timeout_s:.0f}s; raise inference.startup_timeout_s"
+        )
 
     def attach(self, timeout_s: float = 10.0) -> None:
         """UserError unless a server someone else started answers ``/health``."""
@@ -245,7 +251,8 @@ def served_base_model(server: VLLMServer) -> str:
     bases = [str(m.get("id")) for m in entries or [] if isinstance(m, dict) and not m.get("parent")]
     if len(bases) != 1:
         raise UserError(
-            f"the vLLM server at {server.base_url} lists {len(bases)} base models ({', '.join(bases) or 'none'}) in /v1/models; "
+            f"the vLLM server at {server.base_url} lists {len(bases)} base models ({', '.join(bases) or 'none'}) "
+            "in /v1/models; "
             "RL needs a server with exactly one"
         )
     return bases[0]
@@ -258,7 +265,14 @@ class VLLMSource:
 
     name = "vllm"
 
-    def __init__(self, config: Any, policy: Any, run_dir: Path, launch: Callable[..., Any] = subprocess.Popen, model_dir: Path | None = None):
+    def __init__(
+        self,
+        config: Any,
+        policy: Any,
+        run_dir: Path,
+        launch: Callable[..., Any] = subprocess.Popen,
+        model_dir: Path | None = None,
+    ):
         self.policy = policy
         self.run_dir = run_dir
         self.loaded: str | None = None
@@ -269,7 +283,9 @@ class VLLMSource:
             command = server_command(config, model_dir or base_model_dir(config.model))
             if config.inference.vllm_command:
                 check_launcher(command)
-            self.server = VLLMServer(command, root, launch=launch, log_path=run_dir / "vllm_server.log", env=server_env(config))
+            self.server = VLLMServer(
+                command, root, launch=launch, log_path=run_dir / "vllm_server.log", env=server_env(config)
+            )
             self.server.start(config.inference.startup_timeout_s)
             self.base_name, self.prefix = BASE_NAME, ""
         else:
@@ -277,21 +293,31 @@ class VLLMSource:
             self.server.attach()
             self.base_name, self.prefix = served_base_model(self.server), f"primekit-{secrets.token_hex(3)}-"
             self._probe_lora(config)
-        self.client: Any = make_client(ClientSpec(model=self.base_name, base_url=f"{self.server.base_url}/v1", served=True,
-                                                  timeout=REQUEST_TIMEOUT_S))
+        self.client: Any = make_client(
+            ClientSpec(
+                model=self.base_name, base_url=f"{self.server.base_url}/v1", served=True, timeout=REQUEST_TIMEOUT_S
+            )
+        )
 
     def _probe_lora(self, config: Any) -> None:
-        """Load (then unload) the untrained adapter, so a server without runtime LoRA loading fails now, not after step 1."""
+        """Load (then unload) the untrained adapter, so a server without runtime LoRA loading fails now, not after
+        step 1."""
         name = f"{self.prefix}probe"
         folder = self.run_dir / "adapters" / name
         self.policy.save_trainable(folder)
         try:
             self.server.post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
         except ModelCallError as exc:
-            why = "it has no LoRA loading route (runtime LoRA loading is off)" if exc.status == 404 else f"it refused a LoRA adapter ({exc})"
+            why = (
+                "it has no LoRA loading route (runtime LoRA loading is off)"
+                if exc.status == 404
+                else f"it refused a LoRA adapter ({exc})"
+            )
             raise UserError(
-                f"the vLLM server at {self.server.base_url} cannot train: {why}; start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
-                f"--enable-lora --max-lora-rank {_vllm_rank(config.trainer.lora.rank)}, and let it read {self.run_dir / 'adapters'}"
+                f"the vLLM server at {self.server.base_url} cannot train: {why}; "
+                "start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+                f"--enable-lora --max-lora-rank {_vllm_rank(config.trainer.lora.rank)}, "
+                f"and let it read {self.run_dir / 'adapters'}"
             ) from None
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -315,7 +341,8 @@ class VLLMSource:
             shutil.rmtree(self.run_dir / "adapters" / previous, ignore_errors=True)
 
     def reseed(self, seed: int) -> None:
-        """No-op: a per-request seed would make a group's rollouts identical; vLLM sampling is not replayed on resume."""
+        """No-op: a per-request seed would make a group's rollouts identical; vLLM sampling is not replayed on
+        resume."""
 
     def export_model(self) -> Any:
         """A merged copy of the trainer's model (the server's weights are not readable from here)."""

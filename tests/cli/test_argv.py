@@ -7,8 +7,19 @@ import typer
 from typer.testing import CliRunner
 
 from evalkit.core.errors import UserError
-from primekit_cli.argv import (EVAL_RUN, EVAL_VIEW, GEPA_RUN, LATEST, RL_RUN, ArgvRules, argv_command, dialect_args,
-                               drop_anchor_flags, rewrite, spread_greedy)
+from primekit_cli.argv import (
+    EVAL_RUN,
+    EVAL_VIEW,
+    GEPA_RUN,
+    LATEST,
+    RL_RUN,
+    ArgvRules,
+    argv_command,
+    dialect_args,
+    drop_anchor_flags,
+    rewrite,
+    spread_greedy,
+)
 from primekit_cli.compat_flags import NoOp, Refused
 
 REFUSED = (Refused(("--fullscreen", "-f"), "use prime eval tui"),)

@@ -15,7 +15,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from support import REPO
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
@@ -66,5 +65,7 @@ def test_primekit_and_the_prime_cli_share_a_venv(tmp_path: Path, order: str):
     assert login.returncode == 0, login.stderr[-2000:]
     assert "Login to Prime Intellect" in login.stdout  # the prime CLI's own help, reached from either `prime`
     if order == "prime-cli-first":  # primekit's `prime` was installed last: it runs primekit's own commands too
-        ours = _run(venv, "prime", "eval", "run", "reverse-text", "-m", "mock/reverse", "-n", "1", "-r", "1", cwd=tmp_path)
+        ours = _run(
+            venv, "prime", "eval", "run", "reverse-text", "-m", "mock/reverse", "-n", "1", "-r", "1", cwd=tmp_path
+        )
         assert ours.returncode == 0 and "results:" in ours.stdout, ours.stderr[-2000:]

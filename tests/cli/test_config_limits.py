@@ -8,11 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support import REPO
 from typer.testing import CliRunner
 
 from evalkit.core.errors import UserError
-from primekit_cli.dialect.args import raw_config
 from primekit_cli.app import app
+from primekit_cli.dialect.args import raw_config
 
 COMMANDS = {"eval": ["eval", "run"], "gepa": ["gepa", "run"], "rl": ["rl", "run"], "eval @": ["eval", "run", "@"]}
 DEEP = 5000
@@ -56,7 +57,7 @@ def test_a_config_no_parser_can_take_is_one_line_for_every_command(tmp_path: Pat
 
 def test_a_dotted_flag_of_thousands_of_parts_is_one_line(tmp_path: Path):
     key = ".".join(["a"] * DEEP)
-    config = Path(__file__).resolve().parents[3] / "configs" / "rl" / "digit-sums.toml"
+    config = REPO / "configs" / "rl" / "digit-sums.toml"
     line = error_line(["rl", "run", str(config), f"--{key}", "1", "--dry-run"])
     assert line == "error: --a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a...: a dotted key of more than 64 parts names no " \
                    "config field"

@@ -26,8 +26,9 @@ try:  # typer 0.2x carries its own click (typer._click); its commands raise that
 except ImportError:  # an older typer on the real click
     from click import exceptions as click_errors
 
-from primekit_cli.app import app
 from support import REPO, with_pythonpath
+
+from primekit_cli.app import app
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-
 from dataclasses import replace
 from typing import Any
 

@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support import REPO, with_pythonpath
 
 PRIME = Path(sys.executable).parent / "prime"

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support import REPO
+from support.cli import prime
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 from primekit_cli.commands.lab_cmd import lab_config_files
-from support.cli import prime
 
 runner = CliRunner()
 FAMILIES = {  # the training docs' layout: one file per model family in each of eval/, gepa/, rl/
@@ -43,7 +42,11 @@ PRIME_RL = {"prime-rl/reverse-text.toml", "prime-rl/wiki-search.toml", "prime-rl
 def test_shipped_configs_match_repo_configs():
     shipped = lab_config_files(prime_rl=True)
     assert set(lab_config_files()) == EXPECTED and set(shipped) == EXPECTED | PRIME_RL
-    repo = {str(p.relative_to(REPO / "configs")): p.read_text() for p in (REPO / "configs").rglob("*") if p.suffix in (".toml", ".py")}
+    repo = {
+        str(p.relative_to(REPO / "configs")): p.read_text()
+        for p in (REPO / "configs").rglob("*")
+        if p.suffix in (".toml", ".py")
+    }
     assert repo == shipped, "the lab_configs link no longer reaches configs/"
     assert (REPO / "primekit_cli" / "lab_configs").resolve() == (REPO / "configs").resolve()
 
@@ -52,7 +55,9 @@ def test_lab_setup_writes_then_refuses_then_forces(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = runner.invoke(app, ["lab", "setup"])
     assert first.exit_code == 0, first.output
-    assert {str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*") if p.is_file()} == EXPECTED
+    assert {
+        str(p.relative_to(tmp_path / "configs")) for p in (tmp_path / "configs").rglob("*") if p.is_file()
+    } == EXPECTED
     assert f"{N} written, 0 skipped" in first.stdout and "wrote    configs/endpoints.toml" in first.stdout
 
     mine = tmp_path / "configs" / "eval" / "reverse-text.toml"
@@ -149,7 +154,10 @@ def test_prime_rl_flag_adds_prime_rl_configs_only_when_asked(tmp_path, monkeypat
     for name in PRIME_RL:
         data = tomllib.loads((tmp_path / "configs" / name).read_text())
         assert data["model"]["name"] and data["orchestrator"]["train"]["source"][0]["env"]["taskset"]["id"]
-        assert data["deployment"]["num_train_gpus"] >= 1 and "[orchestrator.renderer]" in (tmp_path / "configs" / name).read_text()
+        assert (
+            data["deployment"]["num_train_gpus"] >= 1
+            and "[orchestrator.renderer]" in (tmp_path / "configs" / name).read_text()
+        )
 
 
 @pytest.mark.verifiers

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-
 from support.cli import prime
 
 
@@ -30,10 +29,16 @@ def test_mock_text_and_echo_reply_as_scripted(tmp_path):
 def test_mock_error_fails_every_rollout_and_exits_1(tmp_path):
     result = prime("eval", "run", "reverse-text", "-m", "mock/error", "-n", "2", "-r", "1", "-o", str(tmp_path))
     assert result.exit_code == 1
-    assert "every rollout of reverse-text errored (2/2)" in result.output and "mock/error fails every request" in result.output
+    assert (
+        "every rollout of reverse-text errored (2/2)" in result.output
+        and "mock/error fails every request" in result.output
+    )
 
 
 def test_an_unknown_mock_model_is_one_error_line(tmp_path):
     result = prime("eval", "run", "reverse-text", "-m", "mock/nope", "-o", str(tmp_path))
     assert result.exit_code == 2
-    assert "error: unknown mock model 'mock/nope'; use one of mock/echo, mock/reverse, mock/text:WORDS, mock/error" in result.output
+    assert (
+        "error: unknown mock model 'mock/nope'; use one of mock/echo, mock/reverse, mock/text:WORDS, mock/error"
+        in result.output
+    )

@@ -3,7 +3,6 @@ every other bad input; `--help`, `--version` and a bare group behave as before. 
 
 from __future__ import annotations
 
-
 import pytest
 from support.cli import prime_process
 

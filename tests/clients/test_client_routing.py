@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import REPO
 
 from evalkit.clients import factory
@@ -16,7 +15,6 @@ from evalkit.clients.routing import in_hf_cache, route
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.defaults import DEFAULT_MODEL, DEFAULT_TIMEOUT_S
 from evalkit.core.errors import ConfigError, UserError
-
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +89,9 @@ def test_endpoint_id_needs_no_url_and_wins_over_other_rules(tmp_path):
 
 
 def test_local_type_endpoint_goes_to_the_embedded_engine(tmp_path):
-    path = endpoints_file(tmp_path, '[[endpoint]]\nendpoint_id = "tiny"\nmodel = "local/smollm2-135m"\ntype = "local"\n')
+    path = endpoints_file(
+        tmp_path, '[[endpoint]]\nendpoint_id = "tiny"\nmodel = "local/smollm2-135m"\ntype = "local"\n'
+    )
     assert route(ClientSpec("tiny", endpoints_path=path)).backend == "local"
 
 
@@ -148,16 +148,34 @@ def test_http_spec_carries_retries_timeout_and_headers():
 def test_the_default_model_name_is_written_once():
     """One constant: no other module spells the default model's name as a literal."""
     found = subprocess.run(
-        ["git", "grep", "-n", "-F", f'"{DEFAULT_MODEL}"', "--", "evalkit", "gepa_cli", "primekit_cli", "rl_backend", ":!*.toml", ":!*.md",
-         ":!primekit_cli/lab_configs/*"],  # example configs are data, like the .toml ones
-        cwd=REPO, capture_output=True, text=True,
+        [
+            "git",
+            "grep",
+            "-n",
+            "-F",
+            f'"{DEFAULT_MODEL}"',
+            "--",
+            "evalkit",
+            "gepa_cli",
+            "primekit_cli",
+            "rl_backend",
+            ":!*.toml",
+            ":!*.md",
+            ":!primekit_cli/lab_configs/*",
+        ],  # example configs are data, like the .toml ones
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     ).stdout.splitlines()
     code = [line for line in found if not line.split(":", 2)[2].lstrip().startswith(("result =", "#", "-", "*"))]
     assert [line.split(":")[0] for line in code] == ["evalkit/core/defaults.py"], code
 
 
 def test_prime_help_imports_no_heavy_library():
-    script = ("import sys; from primekit_cli.app import app; "
-              "print(json.dumps([m for m in ('litellm', 'aiohttp', 'torch', 'datasets', 'pandas', 'transformers') if m in sys.modules]))")
+    script = (
+        "import sys; from primekit_cli.app import app; "
+        "print(json.dumps([m for m in ('litellm', 'aiohttp', 'torch', 'datasets', 'pandas', 'transformers') "
+        "if m in sys.modules]))"
+    )
     out = subprocess.run([sys.executable, "-c", "import json; " + script], capture_output=True, text=True, cwd=REPO)
     assert json.loads(out.stdout) == [], out.stderr

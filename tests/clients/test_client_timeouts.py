@@ -20,8 +20,8 @@ from evalkit.clients import openai_client
 from evalkit.clients.factory import preflight
 from evalkit.clients.openai_client import OpenAIClient
 from evalkit.core.errors import ModelCallError, UserError
-from evalkit.eval.config import EvalConfig
 from evalkit.core.types import SamplingArgs
+from evalkit.eval.config import EvalConfig
 from primekit_cli.app import app
 
 PRIME = str(Path(sys.executable).parent / "prime")
@@ -66,7 +66,9 @@ def test_preflight_is_bounded_even_with_a_long_request_timeout(fault_servers, mo
             await client.aclose()
 
     started = time.perf_counter()
-    with pytest.raises(UserError, match=r"preflight request to model 'm' failed: .*timed out after 0.5 s \(after 1 attempt\)"):
+    with pytest.raises(
+        UserError, match=r"preflight request to model 'm' failed: .*timed out after 0.5 s \(after 1 attempt\)"
+    ):
         asyncio.run(check())
     assert time.perf_counter() - started < 3
 

@@ -6,16 +6,15 @@ import asyncio
 import time
 
 import pytest
-
+from support import free_port
 from support.fault_server import FaultServer
 
 from evalkit.clients.factory import make_client, preflight
-from evalkit.clients.spec import ClientSpec
 from evalkit.clients.openai_client import OpenAIClient
+from evalkit.clients.spec import ClientSpec
 from evalkit.clients.wire import parse_completion
 from evalkit.core.errors import ModelCallError, UserError
 from evalkit.core.types import SamplingArgs
-from support import free_port
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -253,6 +252,8 @@ def test_serves_as_rl_vllm_client_extras_adapter_names_no_key_fresh_loops(server
     assert asyncio.run(one(close=True)).text == "cba"
     bodies = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/body_log").read())
     assert [b["model"] for b in bodies] == ["base", "step_1", "step_1", "step_1"]
-    assert all(b["return_token_ids"] is True and b["skip_special_tokens"] is False and b["logprobs"] is True for b in bodies)
+    assert all(
+        b["return_token_ids"] is True and b["skip_special_tokens"] is False and b["logprobs"] is True for b in bodies
+    )
     seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/auth_log").read())
     assert seen == [""] * 4

@@ -100,7 +100,9 @@ def test_retry_after_from_the_provider_is_honoured(monkeypatch):
 
 def test_auth_errors_fail_at_once_with_the_provider_key_redacted(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", PROVIDER_KEY)  # litellm reads it itself; we never handle it
-    echoed = litellm.AuthenticationError(message=f"invalid key {PROVIDER_KEY}", llm_provider="anthropic", model="claude-test")
+    echoed = litellm.AuthenticationError(
+        message=f"invalid key {PROVIDER_KEY}", llm_provider="anthropic", model="claude-test"
+    )
     calls = scripted_acompletion(monkeypatch, [echoed])
     with pytest.raises(ModelCallError) as info:
         chat(client(max_retries=3), SamplingArgs())
@@ -126,7 +128,9 @@ def test_real_server_through_litellm_openai_provider(fault_servers, monkeypatch)
     """Our retry policy alone (litellm's is off: exactly two requests), key sent, echoed key scrubbed."""
     srv = fault_servers("--faults", "500")
     monkeypatch.setenv("LITELLM_TEST_KEY", PROVIDER_KEY)
-    c = make_client(ClientSpec("litellm/openai/m", srv.base_url, "LITELLM_TEST_KEY", max_retries=1, backoff_base_s=0.01))
+    c = make_client(
+        ClientSpec("litellm/openai/m", srv.base_url, "LITELLM_TEST_KEY", max_retries=1, backoff_base_s=0.01)
+    )
     completion = chat(c, SamplingArgs(max_tokens=5), text="hello")
     assert completion.text == "olleh" and completion.usage.input_tokens == 7
     seen = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/auth_log").read())
@@ -152,6 +156,9 @@ def test_eval_through_litellm_counts_usage_like_the_http_client(fault_servers, t
         results[model] = run_eval(config)
     via_litellm, via_http = results["litellm/openai/m"], results["m"]
     assert via_litellm.summary["num_errors"] == 0 and len(via_litellm.rows) == 6
-    assert via_litellm.metadata["usage"] == via_http.metadata["usage"] and via_http.metadata["total_usage"]["input_tokens"] == 42
+    assert (
+        via_litellm.metadata["usage"] == via_http.metadata["usage"]
+        and via_http.metadata["total_usage"]["input_tokens"] == 42
+    )
     assert [r["completion"] for r in via_litellm.rows] == [r["completion"] for r in via_http.rows]
     assert via_litellm.metadata["client_model"] == "litellm/openai/m"

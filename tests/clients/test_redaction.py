@@ -12,13 +12,13 @@ import logging
 import os
 
 import pytest
+from support.cli import prime_process
 
 from evalkit.clients.factory import make_client
 from evalkit.clients.spec import ClientSpec
 from evalkit.core.errors import ModelCallError
 from evalkit.core.redact import REDACTED, RedactingFilter, redact, register_secret
 from evalkit.core.types import SamplingArgs
-from support.cli import prime_process
 
 KEY = "zq7-PRIVATE-key-value-4242"  # not shaped like any known key: only the registered value can catch it
 HEADER_SECRET = "hdr-PRIVATE-token-9898"

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from support.scripted_client import ScriptedClient, tool_call_reply
 
-from evalkit.model.detokenize import IncrementalText
-from evalkit.core.types import Completion, SamplingArgs, Usage
-from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
 from evalkit.clients.wire import WireError, assistant_message, completion_body, parse_request
+from evalkit.core.types import Completion, SamplingArgs, Usage
+from evalkit.model.detokenize import IncrementalText
+from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
 
 ADD_TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
 
@@ -45,7 +45,9 @@ def test_a_tool_call_reply_without_text_has_null_content():
     assert assistant_message("", call)["content"] is None
     assert assistant_message("Calling.", call)["content"] == "Calling."
     assert assistant_message("", [])["content"] == ""
-    body = completion_body(Completion("ok", usage=Usage(3, 1), prompt_token_ids=[1, 2, 3], completion_token_ids=[9]), "m")
+    body = completion_body(
+        Completion("ok", usage=Usage(3, 1), prompt_token_ids=[1, 2, 3], completion_token_ids=[9]), "m"
+    )
     assert body["object"] == "chat.completion" and body["prompt_token_ids"] == [1, 2, 3]
     assert body["choices"][0]["token_ids"] == [9] and body["usage"]["total_tokens"] == 4
 
@@ -113,14 +115,18 @@ async def test_bridge_streams_text_and_the_usage_chunk_when_asked():
     assert final.choices[0].message.content == plain.choices[0].message.content == "hello there"
     assert final.choices[0].finish_reason == "stop" and chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens == 4 and chunks[-1].usage.completion_tokens == 2
-    assert all(chunk.usage is None for chunk in without) and all(chunk.object == "chat.completion.chunk" for chunk in without)
+    assert all(chunk.usage is None for chunk in without) and all(
+        chunk.object == "chat.completion.chunk" for chunk in without
+    )
     assert [t for c in chunks if c.choices for t in (c.choices[0].model_extra or {}).get("token_ids") or []] == [7, 8]
 
 
 async def test_bridge_answers_a_tool_call_as_vllm_does_null_content_whole_empty_content_streamed():
     reply = tool_call_reply("add", '{"a": 2, "b": 3}', call_id="call_7")
     async with ModelBridgeServer(ScriptedClient([reply])) as bridge, sdk(bridge) as client:
-        plain = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=[ADD_TOOL])
+        plain = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], tools=[ADD_TOOL]
+        )
         final, chunks = await streamed(client, tools=[ADD_TOOL])
     # vLLM: `null` in a whole reply; a stream opens with `content: ""`, so the assembled message holds "" and a
     # chat program sends "" back in its next request, as it does against vLLM

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -76,10 +75,34 @@ def test_a_quoted_value_with_a_comment_reaches_the_environment_and_is_redacted(t
     server = FaultServer()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "primekit_cli", "eval", "run", "peek", "-m", "m", "-b", server.base_url, "-k", "NO_KEY",
-             "-n", "2", "-r", "1", "--env-file", str(secrets), "-o", str(tmp_path / "out")],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-            env={**{k: v for k, v in os.environ.items() if k != "PEEK_SECRET"}, "NO_KEY": "x", "HF_HUB_OFFLINE": "1"})
+            [
+                sys.executable,
+                "-m",
+                "primekit_cli",
+                "eval",
+                "run",
+                "peek",
+                "-m",
+                "m",
+                "-b",
+                server.base_url,
+                "-k",
+                "NO_KEY",
+                "-n",
+                "2",
+                "-r",
+                "1",
+                "--env-file",
+                str(secrets),
+                "-o",
+                str(tmp_path / "out"),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**{k: v for k, v in os.environ.items() if k != "PEEK_SECRET"}, "NO_KEY": "x", "HF_HUB_OFFLINE": "1"},
+        )
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr[-2000:]

@@ -12,20 +12,19 @@ Real parts: ``prime`` as a subprocess; GEPA's task model and teacher are tests/s
 
 from __future__ import annotations
 
-from support import VERIFIERS_ENVS
-
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
+from support import VERIFIERS_ENVS
 from support.cli import prime_process
 
 SECRET = "envfile-secret-4d7e1a2b9c"
 KEY_ENV = {"SOLVER_KEY": "solver-key-1"}
 """The key variable the configs name, for the child."""
 
-ENV = '''
+ENV = """
 from evalkit.envs import Rubric, SingleTurnEnv
 
 
@@ -35,8 +34,10 @@ def load_environment(token: str = "", **kwargs):
     def right(completion, answer) -> float:
         return float(answer in str(completion))
 
-    return SingleTurnEnv(dataset=rows, system_prompt=f"Reply with the number. Sign with {token}.", rubric=Rubric([right]))
-'''
+    return SingleTurnEnv(
+        dataset=rows, system_prompt=f"Reply with the number. Sign with {token}.", rubric=Rubric([right])
+    )
+"""
 
 
 @pytest.fixture
@@ -126,7 +127,9 @@ def rl_dry_run(project: Path, env_table: str, *args: str) -> subprocess.Complete
 
 
 def test_rl_dry_run_plan_holds_no_env_file_secret(project):
-    done = rl_dry_run(project, f'[[env]]\nid = "{project / "environments" / "signed"}"\nargs = {{ token = "{SECRET}" }}\n')
+    done = rl_dry_run(
+        project, f'[[env]]\nid = "{project / "environments" / "signed"}"\nargs = {{ token = "{SECRET}" }}\n'
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert SECRET not in done.stdout + done.stderr
     assert 'token = "[redacted]"' in done.stdout and 'environment  ' in done.stdout  # printed, the value scrubbed

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 
 from support import TESTS
+from support.cli import prime_process
 from support.fault_server import FaultServer
 
 from evalkit.core.redact import REDACTED
-from support.cli import prime_process
 
 KEY = "jdg-PRIVATE-key-value-5151"  # not key-shaped: only the header it travelled in gives it away
 
@@ -32,8 +32,11 @@ from evalkit.envs import Rubric, ToolEnv
 
 def ask_judge(text):
     """POST to the judge with the key; its 401 body echoes the request headers."""
-    request = urllib.request.Request(os.environ["JUDGE_URL"] + "/chat/completions", data=json.dumps({{"q": text}}).encode(),
-                                     headers={{"Authorization": "Bearer " + os.environ["JUDGE_KEY"], "Content-Type": "application/json"}})
+    request = urllib.request.Request(
+        os.environ["JUDGE_URL"] + "/chat/completions",
+        data=json.dumps({{"q": text}}).encode(),
+        headers={{"Authorization": "Bearer " + os.environ["JUDGE_KEY"], "Content-Type": "application/json"}},
+    )
     try:
         urllib.request.urlopen(request, timeout=30)
     except urllib.error.HTTPError as exc:
@@ -62,7 +65,11 @@ class Env(ToolEnv):
 
 
 def load_environment(**kwargs):
-    rows = [{{"question": "q0", "answer": "reward"}}, {{"question": "q1", "answer": "env"}}, {{"question": "q2", "answer": "tool"}}]
+    rows = [
+        {{"question": "q0", "answer": "reward"}},
+        {{"question": "q1", "answer": "env"}},
+        {{"question": "q2", "answer": "tool"}},
+    ]
     return Env(eval_dataset=rows, tools=[lookup], rubric=Rubric([judge]), max_turns={max_turns})
 '''
 
@@ -126,8 +133,14 @@ def test_a_key_echoed_by_a_judge_tool_or_env_response_reaches_no_file_log_or_ter
     assert rows[0]["error_kind"] == "reward" and "judge failed" in rows[0]["error"] and REDACTED in rows[0]["error"]
     assert rows[1]["error_kind"] == "environment" and "judge failed" in rows[1]["error"]
     tool_message = next(m for m in rows[2]["completion"] if m["role"] == "tool")
-    assert "judge failed" in tool_message["content"] and REDACTED in tool_message["content"]  # the tool's error, scrubbed
-    outputs = {"eval run": ran.stdout + ran.stderr, "view": view.stdout + view.stderr, "html": html.stdout + html.stderr,
-               **{f.name: f.read_text() for f in run_dir.iterdir() if f.is_file()}}
+    assert (
+        "judge failed" in tool_message["content"] and REDACTED in tool_message["content"]
+    )  # the tool's error, scrubbed
+    outputs = {
+        "eval run": ran.stdout + ran.stderr,
+        "view": view.stdout + view.stderr,
+        "html": html.stdout + html.stderr,
+        **{f.name: f.read_text() for f in run_dir.iterdir() if f.is_file()},
+    }
     assert "request headers were" in outputs["results.jsonl"] and "report.html" in outputs
     assert [where for where, text in outputs.items() if KEY in text] == []

@@ -36,7 +36,10 @@ def test_rl_run_name_that_is_a_path_is_refused_and_nothing_is_deleted(tmp_path, 
     done = subprocess.run([sys.executable, "-m", "primekit_cli", "rl", "run", "rl.toml", "-o", "."], cwd=project,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("error: rl.toml: 'run_name': ") and "is not a folder name (it holds a path separator)" in done.stderr
+    assert (
+        done.stderr.startswith("error: rl.toml: 'run_name': ")
+        and "is not a folder name (it holds a path separator)" in done.stderr
+    )
     assert (victim / "baseline" / "keep.txt").read_text() == "a user's file"
     assert not (project / "rl").exists()
 

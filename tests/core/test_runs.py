@@ -14,11 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import REPO
-from typer.testing import CliRunner
-
 from support.fault_server import FaultServer
+from typer.testing import CliRunner
 
 from evalkit.core import runs
 from evalkit.core.aio import LoopThread
@@ -26,7 +24,10 @@ from evalkit.core.errors import UserError
 from primekit_cli.app import app
 from primekit_cli.argv import LATEST, is_step_or_folder, with_default_values
 
-HOLD_LOCK = "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n"
+HOLD_LOCK = (
+    "import sys, time\nfrom evalkit.core.runs import RunLock\nRunLock(sys.argv[1]).acquire()\n"
+    "print('locked', flush=True)\ntime.sleep(120)\n"
+)
 
 
 def test_slugs_are_one_form_for_every_job():
@@ -50,7 +51,12 @@ def test_newest_run_is_by_run_id_and_filtered(tmp_path):
 
 def test_resume_checks_name_the_differing_keys(tmp_path):
     saved = {"model": "a", "seed": 1}
-    assert runs.mismatches(saved, {"model": "a", "seed": 1, "split": "eval"}, ["model", "seed", "split"], {"split": "eval"}) == []
+    assert (
+        runs.mismatches(
+            saved, {"model": "a", "seed": 1, "split": "eval"}, ["model", "seed", "split"], {"split": "eval"}
+        )
+        == []
+    )
     with pytest.raises(UserError, match=r"different settings \(seed=1\)"):
         runs.require_same(tmp_path, saved, {"model": "a", "seed": 2}, ["model", "seed"])
 
@@ -102,7 +108,9 @@ def test_resolve_run_refusals_and_fixed_dirs(tmp_path):
                    none_found=lambda where: f"nothing in {where}")
     with pytest.raises(UserError, match="fixed is taken"):
         runs.resolve_run(refuse, runs.ResumeRequest())
-    assert runs.resolve_run(refuse, runs.ResumeRequest(resume=True)).run_dir == taken  # a bare --resume looks only there
+    assert (
+        runs.resolve_run(refuse, runs.ResumeRequest(resume=True)).run_dir == taken
+    )  # a bare --resume looks only there
     continued = runs.resolve_run(_dirs(tmp_path, fixed=taken), runs.ResumeRequest())  # eval: continue it (checked)
     assert continued.resuming and continued.run_dir == taken
     again = runs.resolve_run(_dirs(tmp_path, fixed=taken, taken=lambda d: None), runs.ResumeRequest())  # RL, untrained
@@ -111,7 +119,9 @@ def test_resolve_run_refusals_and_fixed_dirs(tmp_path):
     with pytest.raises(UserError, match="nothing in .*none"):
         runs.resolve_run(empty, runs.ResumeRequest(resume=True))
     started = runs.resolve_run(_dirs(tmp_path / "none"), runs.ResumeRequest(resume=True))
-    assert not started.resuming and started.notes == ["no earlier run with these settings to resume; starting a new one"]
+    assert not started.resuming and started.notes == [
+        "no earlier run with these settings to resume; starting a new one"
+    ]
 
 
 def test_run_file_names_are_spelled_in_one_module():
@@ -135,15 +145,31 @@ def test_lock_is_exclusive_records_the_pid_and_cleans_an_unused_dir(tmp_path):
         (run_dir / "results.jsonl").write_text("")
     with runs.RunLock(run_dir):  # released on exit, so it can be taken again
         pass
-    assert (run_dir / "results.jsonl").exists() and not (run_dir / ".lock").exists()  # a finished run leaves no lock file
+    assert (run_dir / "results.jsonl").exists() and not (
+        run_dir / ".lock"
+    ).exists()  # a finished run leaves no lock file
 
 
 def test_resume_option_takes_a_value_only_when_it_is_one(tmp_path):
     flags = ("-R", "--resume")
     assert with_default_values(["env", "-R"], flags, Path.is_dir) == ["env", "-R", LATEST]
-    assert with_default_values(["-R", "env", "-n", "3"], flags, lambda t: Path(t).is_dir()) == ["-R", LATEST, "env", "-n", "3"]
-    assert with_default_values(["env", "-R", str(tmp_path)], flags, lambda t: Path(t).is_dir()) == ["env", "-R", str(tmp_path)]
-    assert with_default_values(["c.toml", "--resume", "12"], ["--resume"], is_step_or_folder) == ["c.toml", "--resume", "12"]
+    assert with_default_values(["-R", "env", "-n", "3"], flags, lambda t: Path(t).is_dir()) == [
+        "-R",
+        LATEST,
+        "env",
+        "-n",
+        "3",
+    ]
+    assert with_default_values(["env", "-R", str(tmp_path)], flags, lambda t: Path(t).is_dir()) == [
+        "env",
+        "-R",
+        str(tmp_path),
+    ]
+    assert with_default_values(["c.toml", "--resume", "12"], ["--resume"], is_step_or_folder) == [
+        "c.toml",
+        "--resume",
+        "12",
+    ]
     assert with_default_values(["c.toml", "--resume", "--max-steps", "3"], ["--resume"], is_step_or_folder) == [
         "c.toml", "--resume", LATEST, "--max-steps", "3"]
 
@@ -185,13 +211,16 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_two_eval_processes_on_one_run_dir(tmp_path):
-    """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it resumes."""
+    """`prime eval run -R DIR` while another `prime` runs DIR: refused, nothing duplicated; after a kill -9 it
+    resumes."""
     # 40 x 2 rollouts, 2 at a time, 0.3 s each: the first run lasts ~12 s, long enough for the second
     # process to start even on a loaded 2-core machine (with -n 8 it sometimes finished first).
     slow = FaultServer("--latency", "0.3")
     args = ["eval", "run", "reverse-text", "-m", "stub", "-b", slow.base_url, "-n", "40", "-r", "2", "-c", "2",
             "-o", str(tmp_path)]
-    first = subprocess.Popen([sys.executable, "-m", "primekit_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "primekit_cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.time() + 60
         found: list[Path] = []
@@ -212,7 +241,10 @@ def test_two_eval_processes_on_one_run_dir(tmp_path):
     finally:
         _stop(first)
         slow.stop()
-    keys = [(row["example_id"], row["rollout_idx"]) for row in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())]
+    keys = [
+        (row["example_id"], row["rollout_idx"])
+        for row in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())
+    ]
     assert sorted(keys) == [(e, i) for e in range(40) for i in range(2)]  # every rollout exactly once
 
 
@@ -227,7 +259,9 @@ def test_gepa_and_rl_run_dirs_are_locked(tmp_path):
     (rl_dir / "checkpoints" / "step_1").mkdir(parents=True)
     (rl_dir / "checkpoints" / "step_1" / "state.json").write_text('{"step": 1, "cursor": 0}')
     rl_config = tmp_path / "rl.toml"
-    rl_config.write_text('run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n')
+    rl_config.write_text(
+        'run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n'
+    )
     holders = [_start_holder(gepa_dir), _start_holder(rl_dir)]
     try:
         result = CliRunner().invoke(app, ["gepa", "run", "--resume", str(gepa_dir)])
@@ -245,10 +279,15 @@ def test_rl_resume_refuses_another_model_or_environment(tmp_path):
     rl_dir = tmp_path / "out" / "rl" / "t"
     (rl_dir / "checkpoints" / "step_1").mkdir(parents=True)
     config = tmp_path / "rl.toml"
-    config.write_text('run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n')
+    config.write_text(
+        'run_name = "t"\nmax_steps = 3\nbatch_size = 4\nrollouts_per_example = 2\n[[env]]\nid = "arithmetic"\n'
+    )
     (rl_dir / "config.resolved.toml").write_text(to_toml(load_rl_config(config)))
     other = tmp_path / "other.toml"
     other.write_text(config.read_text().replace('"arithmetic"', '"reverse-text"'))
     result = CliRunner().invoke(app, ["rl", "run", str(other), "-o", str(tmp_path / "out"), "--resume"])
-    assert result.exit_code == 2 and f"error: cannot resume {rl_dir}: it was run with different settings (env=" in result.output
+    assert (
+        result.exit_code == 2
+        and f"error: cannot resume {rl_dir}: it was run with different settings (env=" in result.output
+    )
     assert not (rl_dir / ".lock").exists() and "reverse-text" not in (rl_dir / "config.resolved.toml").read_text()

@@ -8,22 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.fault_server import FaultServer
 
 from evalkit.core.errors import UserError
 from evalkit.core.secrets_file import check_permissions, load_env_files, parse_env_file
 
-from support.fault_server import FaultServer
-
 KEY = "judge-secret-8c1f0e77b2"
 
-ENV_CODE = '''
+ENV_CODE = f'''
 import os
 
 from evalkit.envs import Rubric, SingleTurnEnv
 
 
 def judge_has_key(completion) -> float:
-    return 1.0 if os.environ.get("JUDGE_API_KEY") == "{key}" else 0.0
+    return 1.0 if os.environ.get("JUDGE_API_KEY") == "{KEY}" else 0.0
 
 
 def judge_complains(prompt) -> float:
@@ -34,8 +33,10 @@ def judge_complains(prompt) -> float:
 
 def load_environment(**kwargs):
     rows = [{{"question": f"reverse abc{{i}}", "answer": "x"}} for i in range(4)]
-    return SingleTurnEnv(dataset=rows, eval_dataset=rows, rubric=Rubric([judge_has_key, judge_complains], weights=[1.0, 0.0]))
-'''.format(key=KEY)
+    return SingleTurnEnv(
+        dataset=rows, eval_dataset=rows, rubric=Rubric([judge_has_key, judge_complains], weights=[1.0, 0.0])
+    )
+'''
 
 
 def test_parse_reads_export_quotes_and_comments(tmp_path):
@@ -90,8 +91,14 @@ def test_eval_config_env_file_reaches_the_judge_and_no_output(tmp_path):
             'num_examples = 2\nrollouts_per_example = 1\noutput_dir = "../out"\n[[eval]]\nid = "judged"\n'
         )
         env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"} | {"NO_KEY_NEEDED": "x"}
-        result = subprocess.run([sys.executable, "-m", "primekit_cli", "eval", "run", "configs/eval.toml"], cwd=tmp_path,
-                                capture_output=True, text=True, timeout=120, env=env)
+        result = subprocess.run(
+            [sys.executable, "-m", "primekit_cli", "eval", "run", "configs/eval.toml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
     finally:
         server.stop()
     assert result.returncode == 0, result.stderr
@@ -114,8 +121,10 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
     (tmp_path / "secrets.env").write_text(f"JUDGE_API_KEY={KEY}\n")
     (tmp_path / "secrets.env").chmod(0o600)
     (tmp_path / "rl.toml").write_text(
-        f'model = "{model}"\nrun_name = "r"\nmax_steps = 1\nbatch_size = 2\nrollouts_per_example = 2\nenv_file = "secrets.env"\n'
-        f'[sampling]\nmax_tokens = 4\n[[env]]\nid = "{env_dir}"\n[baseline]\nenabled = false\n[ckpt]\nsave_weights = false\n'
+        f'model = "{model}"\nrun_name = "r"\nmax_steps = 1\nbatch_size = 2\nrollouts_per_example = 2\n'
+        'env_file = "secrets.env"\n'
+        f'[sampling]\nmax_tokens = 4\n[[env]]\nid = "{env_dir}"\n[baseline]\nenabled = false\n'
+        "[ckpt]\nsave_weights = false\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_API_KEY"}
     from typer.testing import CliRunner
@@ -139,6 +148,11 @@ def test_rl_env_file_is_recorded_by_name_only(tmp_path):
 
 def test_gepa_dry_run_checks_the_env_file(tmp_path):
     (tmp_path / "gepa.toml").write_text('env_file = "nope.env"\n[[env]]\nid = "arithmetic"\n')
-    result = subprocess.run([sys.executable, "-m", "primekit_cli", "gepa", "run", "gepa.toml", "--dry-run"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "primekit_cli", "gepa", "run", "gepa.toml", "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and f"env file {tmp_path / 'nope.env'} does not exist" in result.stderr

@@ -10,10 +10,10 @@ from support.scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.builtin import alphabet_sort, arithmetic, fact_search, reverse_text, wordle
 from evalkit.builtin._util import lcs_length, lcs_ratio
-from evalkit.envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from evalkit.core.errors import UserError
-from evalkit.loading.resolve import BUILTIN_IDS, load_environment
+from evalkit.envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from evalkit.eval.rollouts import run_groups
+from evalkit.loading.resolve import BUILTIN_IDS, load_environment
 
 MODULES = {
     "reverse-text": reverse_text,
@@ -201,7 +201,9 @@ async def test_wordle_full_game():
     env = wordle.load_environment(num_train_examples=1, num_eval_examples=1)
     assert isinstance(env, MultiTurnEnv) and env.max_turns == 6
     row = {"question": "Guess the secret five-letter word.", "answer": "crane", "info": {}}
-    client = ScriptedClient(["I think it is a bird", "<guess>toolong</guess>", "<guess>eerie</guess>", "<guess>CRANE</guess>"])
+    client = ScriptedClient(
+        ["I think it is a bird", "<guess>toolong</guess>", "<guess>eerie</guess>", "<guess>CRANE</guess>"]
+    )
     state = await env.rollout(client, row)
     assert state.error is None and state.stop_condition == "solved" and state.turns == 4
     feedback = [m["content"] for m in state.completion if m["role"] == "user"]

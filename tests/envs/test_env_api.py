@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from support.scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.core.defaults import RolloutLimits
-
-from support.scripted_client import ScriptedClient, tool_call_reply
-from evalkit.envs import MultiTurnEnv, Parser, Rubric, SingleTurnEnv, ThinkParser, ToolEnv, XMLParser, tool_schema
 from evalkit.core.errors import ModelCallError, UserError
-from evalkit.loading.resolve import load_environment, module_name_for, parse_env_args, resolve
 from evalkit.core.types import Completion, RolloutState
+from evalkit.envs import MultiTurnEnv, Parser, Rubric, SingleTurnEnv, ThinkParser, ToolEnv, XMLParser, tool_schema
+from evalkit.loading.resolve import load_environment, module_name_for, parse_env_args, resolve
 
 ROWS = [{"question": "2+2?", "answer": "4"}, {"question": "3+3?", "answer": "6"}]
 
@@ -198,12 +197,22 @@ async def test_rollout_is_one_skeleton_calling_hooks_in_order():
     env = _Hooked(dataset=ROWS, rubric=Rubric([_exact]), sampling_args={"max_tokens": 9})
     state = await env.rollout(ScriptedClient(["4"]), ROWS[0], limits=RolloutLimits(score_timeout=5.0))
     assert env.calls == ["new_state", "sampling_for", "generate max_tokens=9", "score_rollout timeout=5.0"]
-    assert state.reward == 1.0 and state.usage.output_tokens == 1 and set(state.timing) == {"generation_ms", "scoring_ms", "total_ms"}
+    assert (
+        state.reward == 1.0
+        and state.usage.output_tokens == 1
+        and set(state.timing) == {"generation_ms", "scoring_ms", "total_ms"}
+    )
     failed = await env.rollout(ScriptedClient([ModelCallError("503")]), ROWS[0])
-    assert env.calls[-1].startswith("score_rollout") and failed.metrics == {"_exact": 0.0}  # called for errored rollouts too
+    assert env.calls[-1].startswith("score_rollout") and failed.metrics == {
+        "_exact": 0.0
+    }  # called for errored rollouts too
     broken = _Hooked(fail_scoring=True, dataset=ROWS, rubric=Rubric([_exact]))
     state = await broken.rollout(ScriptedClient(["4"]), ROWS[0])  # a raising hook is a row, never a crash
-    assert (state.error, state.error_kind, state.reward) == ("scoring raised RuntimeError: judge offline", "environment", 0.0)
+    assert (state.error, state.error_kind, state.reward) == (
+        "scoring raised RuntimeError: judge offline",
+        "environment",
+        0.0,
+    )
     assert state.stop_condition == "completed" and not state.scored
 
 

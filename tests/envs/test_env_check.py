@@ -3,16 +3,15 @@ environments pass, the CLI prints one table or JSON and exits 1 on a fail; the t
 
 from __future__ import annotations
 
-from support import TESTS
-
 import json
 from pathlib import Path
 
 import pytest
+from support import TESTS
+from support.cli import prime_process
 
 from evalkit.envcheck.run import EnvCheckOptions, check_environment
 from evalkit.loading.resolve import BUILTIN_IDS
-from support.cli import prime_process
 
 PLANTED = TESTS / "envcheck_envs"
 

@@ -4,11 +4,8 @@ really be gamed, or are broken, are flagged for that reason (each finding below 
 
 from __future__ import annotations
 
-from support import VERIFIERS_ENVS
-
-from pathlib import Path
-
 import pytest
+from support import VERIFIERS_ENVS
 
 verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra")
 
@@ -23,7 +20,11 @@ HONEST = [("vf_counter", 1.0), ("vf_envgroup", 1.0), ("vf_math", 1.0), ("vf_task
 """Legacy environments that pass, with the top of their declared range (weights that sum past 1)."""
 V1_HONEST = ["vf_v1_chat", "vf_v1_math", "vf_v1_opener", "vf_v1_pkg", "vf_v1_seats", "vf_v1_shared"]
 FINDINGS = [
-    ("vf_buggy", "finite", True),  # a reward function divides by zero: the fixture for failing rewards, broken on purpose
+    (
+        "vf_buggy",
+        "finite",
+        True,
+    ),  # a reward function divides by zero: the fixture for failing rewards, broken on purpose
 ]
 """(environment, the check that fails, whether it needs the legacy API)."""
 
@@ -68,5 +69,7 @@ def test_judged_environment_passes_with_a_judge_that_reads_the_response():
                                                         env_args={"judge_base_url": judge.base_url}))
         finally:
             judge.stop()
-        assert {c.name for c in checked.checks if c.status == "fail"} & failed == failed, [c.to_dict() for c in checked.checks]
+        assert {c.name for c in checked.checks if c.status == "fail"} & failed == failed, [
+            c.to_dict() for c in checked.checks
+        ]
         assert checked.failed == bool(failed)

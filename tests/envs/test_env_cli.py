@@ -101,7 +101,10 @@ def test_env_install_errors_are_one_line(workdir):
 def test_unknown_env_exits_2_with_one_error_line(workdir):
     """Through a real process: exit code 2, one `error:` line on stderr, no traceback."""
     proc = subprocess.run(
-        [sys.executable, "-m", "primekit_cli", "eval", "run", "no-such-env"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "primekit_cli", "eval", "run", "no-such-env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import REPO, with_pythonpath
 from support.report_runs import make_eval_runs
 

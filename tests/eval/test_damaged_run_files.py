@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import report_runs
+from support.cli import prime, prime_process
 from support.fault_server import FaultServer
 
 from evalkit.eval.results import read_rows
 from evalkit.report.tui import RunsBrowser, RunScreen
-from support.cli import prime, prime_process
 
 HEADLESS = {"TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
 
@@ -84,7 +83,21 @@ def test_view_and_html_skip_damaged_rows_with_one_warning_line(outputs, tmp_path
 
 def test_resume_over_a_non_utf8_line_and_an_errored_row(tmp_path):
     """Before: UnicodeDecodeError in drop_rows (the rewrite of results.jsonl before retrying errors)."""
-    args = ["eval", "run", "reverse-text", "-m", "stub", "-n", "2", "-r", "2", "--max-retries", "0", "-o", str(tmp_path)]
+    args = [
+        "eval",
+        "run",
+        "reverse-text",
+        "-m",
+        "stub",
+        "-n",
+        "2",
+        "-r",
+        "2",
+        "--max-retries",
+        "0",
+        "-o",
+        str(tmp_path),
+    ]
     broken = FaultServer("--fail-every", "2")
     try:
         first = prime(*args, "-b", broken.base_url, "-c", "1")
@@ -125,7 +138,9 @@ def test_resume_over_a_metadata_field_of_the_wrong_type(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert 'ignored duration_s is "abc", not a finite number' in resumed.stderr
-    assert isinstance(json.loads((run / "metadata.json").read_text())["duration_s"], float), resumed.stdout + resumed.stderr
+    assert isinstance(json.loads((run / "metadata.json").read_text())["duration_s"], float), (
+        resumed.stdout + resumed.stderr
+    )
 
 
 async def test_tui_opens_damaged_runs_and_shows_the_warnings(outputs, tmp_path):
@@ -165,6 +180,7 @@ def test_tui_that_crashes_does_not_exit_0(outputs, tmp_path):
 
 def test_gepa_resume_stops_on_a_damaged_budget_and_skips_damaged_metadata_fields(tmp_path):
     from support.scripted_client import ScriptedClient
+
     from evalkit.core.errors import UserError
     from evalkit.core.readback import GEPA_METADATA, read_object
     from gepa_cli.config import EnvSpec, GepaJobConfig

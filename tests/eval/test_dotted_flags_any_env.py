@@ -10,10 +10,10 @@ import json
 import shutil
 
 import pytest
+from support import VERIFIERS_ENVS
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support import VERIFIERS_ENVS
 
 
 def prime(*args: str):

@@ -11,11 +11,9 @@ import time
 import urllib.request
 
 import pytest
-
-from support.fault_server import FaultServer
-
 from support import free_port
 from support.cli import assert_user_error, prime
+from support.fault_server import FaultServer
 
 SECRET = "sk-cli-SECRET-9876543210"
 
@@ -69,14 +67,20 @@ def test_toml_config_runs_each_entry_into_its_own_dir(server, tmp_path):
                       'output_dir = "../out"\n\n[[eval]]\nid = "reverse-text"\n\n[[eval]]\nid = "alphabet-sort"\n')
     result = prime("eval", "run", str(config))
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (tmp_path / "out" / "evals").iterdir()) == ["alphabet-sort--stub", "reverse-text--stub"]
+    assert sorted(p.name for p in (tmp_path / "out" / "evals").iterdir()) == [
+        "alphabet-sort--stub",
+        "reverse-text--stub",
+    ]
 
 
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
         (["no-such-env", "-m", "x", "-b", "http://127.0.0.1:9/v1"], "unknown environment 'no-such-env'"),
-        (["reverse-text", "-m", "x", "-k", "UNSET_KEY_VAR_XYZ", "-b", "http://127.0.0.1:9/v1"], "UNSET_KEY_VAR_XYZ is not set"),
+        (
+            ["reverse-text", "-m", "x", "-k", "UNSET_KEY_VAR_XYZ", "-b", "http://127.0.0.1:9/v1"],
+            "UNSET_KEY_VAR_XYZ is not set",
+        ),
         (["reverse-text", "-m", "x", "-b", "ftp://nowhere"], "not an http(s) URL"),
         (["reverse-text", "-m", "x", "-b", "http://127.0.0.1:9/v1", "-S", "{bad"], "--sampling-args is not valid JSON"),
         (["reverse-text", "-m", "x", "-b", "http://127.0.0.1:9/v1", "-n", "0"], "num_examples"),

@@ -8,16 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-
+from support.cli import prime
 from support.fault_server import FaultServer
 from support.scripted_client import ScriptedClient
 
-from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.core.errors import ModelCallError, error_kind
+from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
 from evalkit.eval.summary import summarize
-from support.cli import prime
 
 
 def rows_of(run_dir: Path) -> list[dict]:
@@ -72,7 +71,21 @@ def test_some_errors_are_left_out_of_the_reward_and_counted_apart(tmp_path):
 
 
 def test_resume_retries_errored_rollouts_and_no_retry_errors_keeps_them(tmp_path):
-    args = ["eval", "run", "reverse-text", "-m", "stub", "-n", "3", "-r", "2", "--max-retries", "0", "-o", str(tmp_path)]
+    args = [
+        "eval",
+        "run",
+        "reverse-text",
+        "-m",
+        "stub",
+        "-n",
+        "3",
+        "-r",
+        "2",
+        "--max-retries",
+        "0",
+        "-o",
+        str(tmp_path),
+    ]
     broken = FaultServer("--always", "503")
     try:
         first = prime(*args, "-b", broken.base_url)
@@ -139,9 +152,21 @@ def test_rows_without_error_kind_are_unknown_errors_whatever_the_message_says():
     rows = [
         {"example_id": 0, "rollout_idx": 0, "reward": 1.0, "error": None},
         {"example_id": 0, "rollout_idx": 1, "reward": 0.0, "error": "model call failed: HTTP 503"},
-        {"example_id": 1, "rollout_idx": 0, "reward": 0.0, "error": "environment raised RuntimeError: x", "error_kind": "model"},
+        {
+            "example_id": 1,
+            "rollout_idx": 0,
+            "reward": 0.0,
+            "error": "environment raised RuntimeError: x",
+            "error_kind": "model",
+        },
         {"example_id": 1, "rollout_idx": 1, "reward": 0.5, "error": "reward function f raised ValueError: y"},
-        {"example_id": 2, "rollout_idx": 0, "reward": 0.5, "error": "model call failed: HTTP 503", "error_kind": "reward"},
+        {
+            "example_id": 2,
+            "rollout_idx": 0,
+            "reward": 0.5,
+            "error": "model call failed: HTTP 503",
+            "error_kind": "reward",
+        },
     ]
     assert [error_kind(row) for row in rows] == [None, "unknown", "model", "unknown", "reward"]
     summary = summarize(rows, 2)

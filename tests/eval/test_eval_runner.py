@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
 from support import REPO
-
 from support.fault_server import FaultServer
 from support.scripted_client import ScriptedClient
 
 from evalkit.clients.openai_client import OpenAIClient
-from evalkit.envs import MultiTurnEnv, Rubric, SingleTurnEnv
 from evalkit.core.errors import ConfigError, ModelCallError, UserError
+from evalkit.envs import MultiTurnEnv, Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig, load_eval_file
 from evalkit.eval.results import read_rows
 from evalkit.eval.runner import run_eval
@@ -54,7 +51,9 @@ def test_rows_metadata_and_summary(tmp_path):
     assert meta["avg_reward"] == pytest.approx(0.75)
     assert meta["pass_at_k"] == {"1": 0.75, "2": 0.75}
     assert meta["avg_metrics"] == {"exact": 0.75}
-    assert meta["total_usage"]["output_tokens"] == 8 and meta["usage"]["output_tokens"] == 1.0  # vf-eval: mean per rollout
+    assert (
+        meta["total_usage"]["output_tokens"] == 8 and meta["usage"]["output_tokens"] == 1.0
+    )  # vf-eval: mean per rollout
     assert result.run_dir.parent.name == "test-env--scripted"
     assert len(result.states) == 8 and result.complete
 

@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 
 import pytest
-
+from support.cli import assert_user_error, prime
 from support.fault_server import FaultServer
 
 import evalkit.eval.results as results_module
-from support.cli import assert_user_error, prime
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from support import REPO, with_pythonpath
 from support.fault_server import FaultServer
 

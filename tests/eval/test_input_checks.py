@@ -6,13 +6,12 @@ import json
 import urllib.request
 
 import pytest
-
+from support.cli import prime
 from support.fault_server import FaultServer
 
 from evalkit.core.errors import ConfigError
 from evalkit.core.sampling_rules import sampling_problems
 from evalkit.core.types import SamplingArgs
-from support.cli import prime
 
 
 @pytest.fixture
@@ -56,8 +55,23 @@ def test_bad_sampling_in_a_toml_config_names_the_entry(tmp_path):
 
 
 def test_unknown_sampling_keys_pass_through_and_good_values_pass(server, tmp_path):
-    result = prime("eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url, "-o", str(tmp_path), "-n", "1",
-                   "-r", "1", "-S", '{"temperature": 0, "top_p": 1, "stop": "</x>", "min_p": 0.1, "my_server_key": "x"}')
+    result = prime(
+        "eval",
+        "run",
+        "reverse-text",
+        "-m",
+        "stub",
+        "-b",
+        server.base_url,
+        "-o",
+        str(tmp_path),
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "-S",
+        '{"temperature": 0, "top_p": 1, "stop": "</x>", "min_p": 0.1, "my_server_key": "x"}',
+    )
     assert result.exit_code == 0, result.output
     sent = [body for body in chat_requests(server) if body.get("max_tokens") != 1]
     assert sent and sent[0]["my_server_key"] == "x" and sent[0]["temperature"] == 0

@@ -9,10 +9,8 @@ import sys
 import urllib.request
 
 import pytest
-
-from support.fault_server import FaultServer
-
 from support.cli import prime
+from support.fault_server import FaultServer
 
 
 def test_a_header_with_a_line_break_is_one_error_line(tmp_path):

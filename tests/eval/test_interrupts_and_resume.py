@@ -13,10 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-
-from support.fault_server import FaultServer
-
 from support.cli import prime
+from support.fault_server import FaultServer
 
 
 def wait_for_rows(out: Path, at_least: int, timeout_s: float = 60) -> Path | None:
@@ -60,7 +58,21 @@ def test_sigterm_writes_metadata_like_ctrl_c_then_resume_finishes(tmp_path):
 def test_resume_of_a_finished_run_says_so_and_starts_nothing(tmp_path):
     server = FaultServer()
     try:
-        args = ["eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url, "-n", "2", "-r", "1", "-o", str(tmp_path)]
+        args = [
+            "eval",
+            "run",
+            "reverse-text",
+            "-m",
+            "stub",
+            "-b",
+            server.base_url,
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "-o",
+            str(tmp_path),
+        ]
         assert prime(*args).exit_code == 0
         again = prime(*args, "-R")
     finally:

@@ -14,12 +14,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.report_runs import make_eval_runs
 from typer.testing import CliRunner
 
 from evalkit.core import fileio
 from evalkit.core.errors import UserError
 from primekit_cli.app import app
-from support.report_runs import make_eval_runs
 
 
 @pytest.fixture(scope="module")

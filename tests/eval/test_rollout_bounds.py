@@ -17,10 +17,9 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from support.fault_server import FaultServer
-
 from support.scripted_client import ScriptedClient, tool_call_reply
+
 from evalkit.envs import MultiTurnEnv, Rubric, ToolEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
@@ -92,12 +91,19 @@ def test_a_sleeping_env_response_or_tool_ends_its_own_rollout_only(tmp_path):
                         rollout_timeout=1.0)
     tool_env = ToolEnv(eval_dataset=rows[:1], tools=[hang], rubric=Rubric([lambda completion: 1.0]))
     try:
-        result = run_eval(config, client=ScriptedClient(["ok"]), env=Sleeper(eval_dataset=rows, rubric=Rubric([lambda completion: 1.0])))
+        result = run_eval(
+            config,
+            client=ScriptedClient(["ok"]),
+            env=Sleeper(eval_dataset=rows, rubric=Rubric([lambda completion: 1.0])),
+        )
         kinds = [row["error_kind"] for row in sorted(result.rows, key=lambda r: r["example_id"])]
         assert kinds == ["timeout", None, None, None]  # the others finished and were scored
         tools = run_eval(config.model_copy(update={"num_examples": 1, "output_dir": str(tmp_path / "tools")}),
                          client=ScriptedClient([tool_call_reply("hang", '{"seconds": 3600}', "c1")]), env=tool_env)
-        assert tools.rows[0]["error_kind"] == "timeout" and "rollout timed out after 1 s (1 model turn done" in tools.rows[0]["error"]
+        assert (
+            tools.rows[0]["error_kind"] == "timeout"
+            and "rollout timed out after 1 s (1 model turn done" in tools.rows[0]["error"]
+        )
     finally:
         Sleeper.release.set()
 
@@ -108,15 +114,26 @@ def test_rollout_timeout_is_a_flag_and_a_key_in_eval_gepa_and_rl(tmp_path):
     from rl_backend.config import RLConfig
 
     assert EvalConfig(env_id="x").limits().rollout_timeout == 3600.0
-    gepa = validate(GepaToml, {"env": [{"id": "x"}], "gepa": {"rollout_timeout": 30, "max_message_chars": 500}}, "g.toml")
+    gepa = validate(
+        GepaToml, {"env": [{"id": "x"}], "gepa": {"rollout_timeout": 30, "max_message_chars": 500}}, "g.toml"
+    )
     job = build_job_config(toml_to_job_fields(gepa, tmp_path), "g.toml")
     assert (job.limits().rollout_timeout, job.limits().max_message_chars) == (30, 500)
     rl = validate(RLConfig, {"env": [{"id": "x"}], "rollout_timeout": 45, "max_message_chars": 900}, "rl.toml")
     assert (rl.limits().rollout_timeout, rl.limits().max_message_chars) == (45, 900)
-    for args in (["eval", "run", "reverse-text", "--rollout-timeout", "0"], ["gepa", "run", "reverse-text", "--rollout-timeout", "-1"],
-                 ["rl", "run", str(_rl_toml(tmp_path)), "--rollout-timeout", "0", "--dry-run"]):
-        done = subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=300,
-                              cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for args in (
+        ["eval", "run", "reverse-text", "--rollout-timeout", "0"],
+        ["gepa", "run", "reverse-text", "--rollout-timeout", "-1"],
+        ["rl", "run", str(_rl_toml(tmp_path)), "--rollout-timeout", "0", "--dry-run"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "primekit_cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         assert done.returncode == 2 and "rollout_timeout" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 

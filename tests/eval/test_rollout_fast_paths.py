@@ -10,10 +10,10 @@ import gc
 import pytest
 
 from evalkit.core.aio import Slots
-from evalkit.envs import Rubric, SingleTurnEnv, fast_reward
-from evalkit.envs.rows import plain_rows, take_rows
 from evalkit.core.gctune import RUN_THRESHOLDS, relaxed_gc
 from evalkit.core.types import RolloutState
+from evalkit.envs import Rubric, SingleTurnEnv, fast_reward
+from evalkit.envs.rows import plain_rows, take_rows
 
 UNIFORM = [
     {"question": f"q{i}", "answer": str(i), "info": {"text": f"t{i}", "n": i, "tags": ["a", "b"][: i % 3]}}
@@ -127,9 +127,11 @@ def test_a_native_eval_loads_without_datasets_or_pandas():
     import subprocess
     import sys
 
-    code = ("import sys; from evalkit.eval.runner import arun_eval; from evalkit.loading.resolve import load_environment; "
-            "env = load_environment('reverse-text', {}); rows = env.get_eval_dataset(n=3, shuffle=True); "
-            "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'torch') if m in sys.modules))")
+    code = (
+        "import sys; from evalkit.eval.runner import arun_eval; from evalkit.loading.resolve import load_environment; "
+        "env = load_environment('reverse-text', {}); rows = env.get_eval_dataset(n=3, shuffle=True); "
+        "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'torch') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -174,7 +176,9 @@ async def test_run_groups_keeps_the_bound_and_returns_groups_in_input_order():
     groups = await run_groups(env, client, rows, rollouts_per_example=3, max_concurrent=5,
                               on_group=lambda states: seen.append(states[0].example_id))
     assert client.peak == 5
-    assert [[(s.example_id, s.rollout_idx) for s in g] for g in groups] == [[(i, 0), (i, 1), (i, 2)] for i in range(len(rows))]
+    assert [[(s.example_id, s.rollout_idx) for s in g] for g in groups] == [
+        [(i, 0), (i, 1), (i, 2)] for i in range(len(rows))
+    ]
     assert sorted(seen) == list(range(len(rows)))
 
 

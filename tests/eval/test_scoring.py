@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import TESTS
 from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
@@ -76,7 +75,10 @@ def test_scoring_past_the_timeout_records_an_error_and_the_run_goes_on(tmp_path)
     result = run_eval(config(tmp_path, score_timeout=0.5), client=ScriptedClient(["x"]), env=env)
     assert time.perf_counter() - started < 4
     late = result.rows[3]
-    assert late["error_kind"] == "timeout" and "scoring timed out after 0.5 s in reward function stuck_on_q3" in late["error"]
+    assert (
+        late["error_kind"] == "timeout"
+        and "scoring timed out after 0.5 s in reward function stuck_on_q3" in late["error"]
+    )
     assert late["reward"] == 0.0 and late["metrics"] == {"quick": 1.0, "stuck_on_q3": 0.0}
     assert result.summary["num_scored"] == 7 and result.summary["avg_reward"] == 2.0  # the timeout is not a score
     assert result.metadata["status"] == "complete_with_errors" and result.metadata["errors_by_kind"] == {"timeout": 1}
@@ -147,7 +149,9 @@ def test_sync_callable_returning_a_coroutine_is_awaited_on_the_run_loop(tmp_path
     async def main():
         from evalkit.eval.runner import arun_eval
 
-        result = await arun_eval(config(tmp_path).model_copy(update={"num_examples": 2}), client=ScriptedClient(["x"]), env=env)
+        result = await arun_eval(
+            config(tmp_path).model_copy(update={"num_examples": 2}), client=ScriptedClient(["x"]), env=env
+        )
         return result, asyncio.get_running_loop()
 
     result, loop = asyncio.run(main())
@@ -160,7 +164,7 @@ def test_hung_sync_reward_calls_do_not_starve_healthy_rollouts(tmp_path):
     counted against their time, and the stuck threads stayed counted against the pool."""
     import threading
 
-    from evalkit.envs.rubric import SCORING_THREADS, _POOL
+    from evalkit.envs.rubric import _POOL, SCORING_THREADS
 
     release = threading.Event()
     rows = [{"question": f"q{i}", "answer": "hang" if i < SCORING_THREADS + 2 else "ok"} for i in range(70)]
@@ -179,8 +183,11 @@ def test_hung_sync_reward_calls_do_not_starve_healthy_rollouts(tmp_path):
         assert [kinds[i] for i in range(SCORING_THREADS + 2)] == ["timeout"] * (SCORING_THREADS + 2)
         assert [kinds[i] for i in range(SCORING_THREADS + 2, 70)] == [None] * 4  # healthy ones scored
         assert _POOL.abandoned >= SCORING_THREADS  # still stuck, and no longer counted against the pool
-        again = run_eval(cfg.model_copy(update={"num_examples": 4}),
-                         client=ScriptedClient(["x"]), env=SingleTurnEnv(eval_dataset=rows[-4:], rubric=Rubric([judge])))
+        again = run_eval(
+            cfg.model_copy(update={"num_examples": 4}),
+            client=ScriptedClient(["x"]),
+            env=SingleTurnEnv(eval_dataset=rows[-4:], rubric=Rubric([judge])),
+        )
         assert again.summary["num_scored"] == 4  # capacity is back for the next run in this process
     finally:
         release.set()

@@ -11,15 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-
+from support.cli import prime
 from support.fault_server import FaultServer
-
 from support.scripted_client import ScriptedClient
+
+from evalkit.core.untrusted import REPLACEMENT, json_bytes, row_line, valid_text
 from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
-from evalkit.core.untrusted import REPLACEMENT, json_bytes, row_line, valid_text
-from support.cli import prime
 
 HALF_EMOJI = "\ud83d"
 
@@ -136,7 +135,9 @@ def test_nan_and_inf_rewards_are_reward_errors_never_bare_nan(tmp_path):
     assert rows[(0, 0)]["error"] == "reward function score returned nan, not a finite number (scored 0)"
     assert rows[(1, 1)]["error"] == "reward function score returned inf, not a finite number (scored 0)"
     assert {rows[(e, 0)]["error_kind"] for e in (0, 1)} == {"reward"} and rows[(2, 0)]["error"] is None
-    assert all(row["reward"] == row["metrics"]["score"] == (0.0 if row["example_id"] < 2 else 1.0) for row in rows.values())
+    assert all(
+        row["reward"] == row["metrics"]["score"] == (0.0 if row["example_id"] < 2 else 1.0) for row in rows.values()
+    )
     meta = json.loads((run_dir / "metadata.json").read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
     assert meta["avg_reward"] == 0.5 and meta["errors_by_kind"] == {"reward": 4}
     assert "0.5000 ± 0.5000" in result.output
@@ -182,7 +183,9 @@ def test_gepa_with_nan_rewards_reports_finite_scores(tmp_path):
     clients = (ScriptedClient(report_runs.gepa_task), ScriptedClient(report_runs.gepa_teacher, model="teacher"))
     outcome = run_gepa(config, clients=clients, envs=[env], show_progress=False)
     assert outcome.seed_val_score == 0.0 and outcome.best_val_score == 0.5  # nan scored 0 on 2 of 4
-    meta = json.loads((outcome.run_dir / "metadata.json").read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    meta = json.loads(
+        (outcome.run_dir / "metadata.json").read_text(), parse_constant=lambda c: pytest.fail(f"bare {c}")
+    )
     assert meta["best_score"] == 0.5
 
 
@@ -191,8 +194,10 @@ def test_rl_trains_on_nan_rewards_as_reward_errors(tmp_path):
     """Before: "baseline ok: mean reward nan", then a crash at step 0."""
     from support import report_runs
 
-    code = report_runs.RL_ENV.replace("return sum(c.isdigit() for c in text) / max(1, len(text))",
-                                      "return float('nan') if len(text) % 2 else sum(c.isdigit() for c in text) / max(1, len(text))")
+    code = report_runs.RL_ENV.replace(
+        "return sum(c.isdigit() for c in text) / max(1, len(text))",
+        "return float('nan') if len(text) % 2 else sum(c.isdigit() for c in text) / max(1, len(text))",
+    )
     assert code != report_runs.RL_ENV
     run_dir = report_runs.make_rl_run(tmp_path, code)
     metrics = strict_rows(run_dir / "metrics.jsonl")
@@ -213,7 +218,9 @@ def test_metric_names_with_dollars_are_drawn_as_text(tmp_path):
         return func
 
     names = ["$\\frac{a}{$", "cost $5 or $6"]
-    env = SingleTurnEnv(eval_dataset=[{"question": "q", "answer": "a"}], rubric=Rubric([named(names[0], 1.0), named(names[1], 0.5)]))
+    env = SingleTurnEnv(
+        eval_dataset=[{"question": "q", "answer": "a"}], rubric=Rubric([named(names[0], 1.0), named(names[1], 0.5)])
+    )
     config = EvalConfig(env_id="t", model="m", output_dir=str(tmp_path), num_examples=1, rollouts_per_example=1)
     run_dir = run_eval(config, client=ScriptedClient(["x"]), env=env).run_dir
     html = prime("eval", "view", str(run_dir), "--html")

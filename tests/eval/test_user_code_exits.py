@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+from support import REPO, with_pythonpath
+from support.report_runs import PAIRS, exact, tools_model
+from support.scripted_client import ScriptedClient
 
 from evalkit.envs import Rubric, ToolEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
-from support import REPO, with_pythonpath
-from support.report_runs import exact, tools_model, PAIRS
-from support.scripted_client import ScriptedClient
 
 ENV = '''
 import sys

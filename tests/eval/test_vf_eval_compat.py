@@ -9,22 +9,18 @@ the command), refused with an ``error:`` line that says what to use instead, or 
 
 from __future__ import annotations
 
-
 import json
 import shutil
 import urllib.request
 
 import pytest
-
-from support import REPO, VERIFIERS_ENVS
 import typer
-
+from support import REPO, VERIFIERS_ENVS
+from support.cli import prime
 from support.fault_server import FaultServer
 
-from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED
 from primekit_cli.app import app
-from support.cli import prime
-
+from primekit_cli.compat_flags import EVAL_NOOPS, EVAL_REFUSED
 
 VF_EVAL_FLAGS: list[tuple[tuple[str, ...], str | None]] = [
     # (option strings, a sample value; None for a store_true flag) -- vf-eval's build_parser(), in its order
@@ -131,7 +127,21 @@ def test_every_anchor_flag_is_implemented_refused_or_a_noop():
 
 
 def base_args(server, tmp_path) -> list[str]:
-    return ["eval", "run", "reverse-text", "-m", "stub", "-b", server.base_url, "-n", "1", "-r", "1", "-o", str(tmp_path)]
+    return [
+        "eval",
+        "run",
+        "reverse-text",
+        "-m",
+        "stub",
+        "-b",
+        server.base_url,
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "-o",
+        str(tmp_path),
+    ]
 
 
 @pytest.mark.parametrize("flags, value", ALL_FLAGS, ids=[flags[0] for flags, _ in ALL_FLAGS])
@@ -164,8 +174,24 @@ def test_save_results_is_accepted_and_help_says_saving_is_always_on():
 
 def test_anchor_meanings(server, tmp_path):
     args = base_args(server, tmp_path)
-    result = prime(*args, "-t", "16", "-T", "0.5", "-S", '{"max_tokens": 8, "top_p": 0.9}', "--shuffle", "--shuffle-seed", "3",
-                   "--header", "X-Probe: probe-value-q7", "-x", '{"system_prompt": "Echo: "}', "-C", "turn")
+    result = prime(
+        *args,
+        "-t",
+        "16",
+        "-T",
+        "0.5",
+        "-S",
+        '{"max_tokens": 8, "top_p": 0.9}',
+        "--shuffle",
+        "--shuffle-seed",
+        "3",
+        "--header",
+        "X-Probe: probe-value-q7",
+        "-x",
+        '{"system_prompt": "Echo: "}',
+        "-C",
+        "turn",
+    )
     assert result.exit_code == 0, result.output
     (run_dir,) = (tmp_path / "evals" / "reverse-text--stub").iterdir()
     meta = json.loads((run_dir / "metadata.json").read_text())
@@ -183,7 +209,11 @@ def test_metadata_and_rows_have_vf_eval_fields(server, tmp_path):
     assert result.exit_code == 0, result.output
     (run_dir,) = (tmp_path / "evals" / "reverse-text--stub").iterdir()
     meta = json.loads((run_dir / "metadata.json").read_text())
-    wrong = {key: meta.get(key, "<missing>") for key, types in COMPAT_METADATA.items() if not isinstance(meta.get(key), types)}
+    wrong = {
+        key: meta.get(key, "<missing>")
+        for key, types in COMPAT_METADATA.items()
+        if not isinstance(meta.get(key), types)
+    }
     assert wrong == {}
     assert set(meta["version_info"]) >= COMPAT_VERSION_INFO and meta["version_info"]["primekit_version"]
     assert meta["shuffle_seed"] is None and meta["time"] == meta["duration_s"]
@@ -191,7 +221,9 @@ def test_metadata_and_rows_have_vf_eval_fields(server, tmp_path):
     assert set(meta["pass_all_k"]) == set(meta["pass_at_k"]) == {"1", "2"}
     for line in (run_dir / "results.jsonl").read_text().splitlines():
         row = json.loads(line)
-        wrong = {key: row.get(key, "<missing>") for key, types in COMPAT_ROW.items() if not isinstance(row.get(key), types)}
+        wrong = {
+            key: row.get(key, "<missing>") for key, types in COMPAT_ROW.items() if not isinstance(row.get(key), types)
+        }
         assert wrong == {}
         assert row["is_completed"] is True
         assert all(row[name] == value for name, value in row["metrics"].items())  # flattened, as vf-eval does
@@ -220,7 +252,11 @@ def test_provider_presets_and_client_types(monkeypatch):
     with pytest.raises(UserError, match="chat completions only"):
         check_client_type("openai_responses")
     spec = EvalConfig(env_id="reverse-text", model="m", provider="deepseek", headers={"X-A": "1"}).client_spec()
-    assert (spec.base_url, spec.api_key_var, spec.headers) == ("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", {"X-A": "1"})
+    assert (spec.base_url, spec.api_key_var, spec.headers) == (
+        "https://api.deepseek.com/v1",
+        "DEEPSEEK_API_KEY",
+        {"X-A": "1"},
+    )
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -285,9 +321,9 @@ def test_independent_scoring_and_extra_env_kwargs_on_a_verifiers_env(tmp_path):
     pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
     from support.scripted_client import ScriptedClient
 
-    from evalkit.loading.kwargs import apply_extra_env_kwargs
     from evalkit.eval.config import EvalConfig
     from evalkit.eval.runner import run_eval
+    from evalkit.loading.kwargs import apply_extra_env_kwargs
     from evalkit.loading.resolve import load_environment
 
     def answer(messages, sampling, tools):
@@ -297,8 +333,15 @@ def test_independent_scoring_and_extra_env_kwargs_on_a_verifiers_env(tmp_path):
     envs = str(VERIFIERS_ENVS)
     group_sizes = {}
     for independent in (False, True):
-        config = EvalConfig(env_id="vf-group", env_dir_path=envs, model="scripted", num_examples=2, rollouts_per_example=3,
-                            independent_scoring=independent, output_dir=str(tmp_path / str(independent)))
+        config = EvalConfig(
+            env_id="vf-group",
+            env_dir_path=envs,
+            model="scripted",
+            num_examples=2,
+            rollouts_per_example=3,
+            independent_scoring=independent,
+            output_dir=str(tmp_path / str(independent)),
+        )
         result = run_eval(config, client=ScriptedClient(answer))
         group_sizes[independent] = {row["metrics"]["group_size"] for row in result.rows}
         assert result.metadata["independent_scoring"] is independent and result.metadata["avg_reward"] > 0
@@ -327,5 +370,7 @@ def test_version_info_commits_only_for_tracked_code(tmp_path):
     git("add", ".")
     git("commit", "-qm", "one")
     assert _commit(tmp_path / "env_pkg") == git("rev-parse", "HEAD")
-    assert _commit(tmp_path / ".venv" / "site" / "verifiers") is None  # installed into an ignored .venv: not this repo's code
+    assert (
+        _commit(tmp_path / ".venv" / "site" / "verifiers") is None
+    )  # installed into an ignored .venv: not this repo's code
     assert _commit(tmp_path.parent / "nowhere") is None

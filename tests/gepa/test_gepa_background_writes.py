@@ -12,18 +12,21 @@ from pathlib import Path
 
 import pytest
 from gepa.core.state import GEPAState
+from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
 from support.scripted_client import ScriptedClient
 
 import evalkit.core.fileio as fileio
 from evalkit.core.errors import UserError
 from gepa_cli.runner import run_gepa
 
-from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
-
 
 def run(tmp_path: Path, **overrides):
-    return run_gepa(config(tmp_path, **overrides), clients=(ScriptedClient(task_model), ScriptedClient(teacher, model="teacher")),
-                    envs=[make_env()], show_progress=False)
+    return run_gepa(
+        config(tmp_path, **overrides),
+        clients=(ScriptedClient(task_model), ScriptedClient(teacher, model="teacher")),
+        envs=[make_env()],
+        show_progress=False,
+    )
 
 
 def test_gepa_state_is_saved_off_the_search_thread_and_resumes(tmp_path, monkeypatch):

@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support.gepa_job import config, make_env, task_model  # noqa: E402
 from support.scripted_client import ScriptedClient
 
 import gepa_cli.budget as budget_module
 from evalkit.core.errors import UserError
 from gepa_cli.budget import RolloutBudget, saved_usage
 from gepa_cli.runner import run_gepa
-
-from support.gepa_job import config, make_env, task_model  # noqa: E402
 
 
 def test_one_write_per_iteration_and_disk_covers_every_reservation(tmp_path, monkeypatch):

@@ -6,15 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support import REPO
+from support.gepa_job import gepa_run
+from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
-from support.scripted_client import ScriptedClient
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields
 from gepa_cli.data import build_examples
-from support.gepa_job import gepa_run
 
 cli = CliRunner()
 
@@ -115,7 +114,11 @@ def test_summary_and_resume_flag(tmp_path, monkeypatch):
     assert len(runs) == 1
     assert "seed val score" in output and "rollouts" in output
     relative = runs[0].relative_to(tmp_path)
-    assert f"prime eval run arithmetic -m local/smollm2-135m -S '{{\"max_tokens\": 8}}' --system-prompt-file {relative}/system_prompt.txt" in output
+    assert (
+        f"prime eval run arithmetic -m local/smollm2-135m -S '{{\"max_tokens\": 8}}' "
+        f"--system-prompt-file {relative}/system_prompt.txt"
+        in output
+    )
     meta = json.loads((runs[0] / "metadata.json").read_text())
     assert meta["total_metric_calls"] <= 20 and meta["model"] == "local/smollm2-135m"
     # `--resume` alone continues the newest run of this env+model and spends nothing once it is done

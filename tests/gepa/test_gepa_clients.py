@@ -12,14 +12,13 @@ import time
 import urllib.request
 
 import pytest
-
 from support.fault_server import FaultServer
+from support.gepa_job import gepa_run
 
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import SamplingArgs
 from gepa_cli.config import GepaJobConfig, build_job_config, load_gepa_toml, toml_to_job_fields
 from gepa_cli.runner import open_clients
-from support.gepa_job import gepa_run
 
 
 def config(server: FaultServer, **fields) -> GepaJobConfig:
@@ -63,7 +62,9 @@ def test_task_client_honours_timeout(fault_servers):
 
 def test_teacher_gets_the_same_limits_and_its_own_backend(fault_servers, monkeypatch, tmp_path):
     srv = fault_servers()
-    (tmp_path / "endpoints.toml").write_text(f'[[endpoint]]\nendpoint_id = "teach"\nmodel = "big"\nurl = "{srv.base_url}"\n')
+    (tmp_path / "endpoints.toml").write_text(
+        f'[[endpoint]]\nendpoint_id = "teach"\nmodel = "big"\nurl = "{srv.base_url}"\n'
+    )
     monkeypatch.setenv("TASK_KEY", "task-key-value-123")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     base = dict(api_key_var="TASK_KEY", max_retries=4, timeout=7.0, endpoints_path=str(tmp_path / "endpoints.toml"))
@@ -80,14 +81,34 @@ def test_cli_flags_reach_the_task_client(fault_servers, tmp_path):
     """--max-retries 1 cannot get past two 500s (the preflight fails); --max-retries 2 runs to the end."""
     srv = fault_servers("--faults", "500,500")
     # the smallest budget that buys a proposal: seed 2 + 2x1 + 2 on acceptance
-    common = ["arithmetic", "-m", "m", "-b", srv.base_url, "-n", "2", "-N", "2", "-B", "6", "--minibatch-size", "1", "--timeout", "5"]
+    common = [
+        "arithmetic",
+        "-m",
+        "m",
+        "-b",
+        srv.base_url,
+        "-n",
+        "2",
+        "-N",
+        "2",
+        "-B",
+        "6",
+        "--minibatch-size",
+        "1",
+        "--timeout",
+        "5",
+    ]
     code, output = gepa_run(*common, "--max-retries", "1", "-o", str(tmp_path / "a"))
     assert code == 2 and "error: preflight request to model 'm' failed: HTTP 500" in output
     assert "(after 2 attempts)" in output
     code, output = gepa_run(*common, "--max-retries", "2", "-o", str(tmp_path / "b"))
     assert code == 0, output
     meta = json.loads((tmp_path / "b" / "metadata.json").read_text())
-    assert 2 < meta["total_metric_calls"] <= 6 and meta["job_config"]["max_retries"] == 2 and meta["job_config"]["timeout"] == 5
+    assert (
+        2 < meta["total_metric_calls"] <= 6
+        and meta["job_config"]["max_retries"] == 2
+        and meta["job_config"]["timeout"] == 5
+    )
 
 
 @pytest.mark.timing

@@ -13,18 +13,17 @@ import shutil
 from pathlib import Path
 
 import typer
+from support import REPO
+from support.gepa_job import gepa_run
+from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
 from evalkit.core import runs
-from support.scripted_client import ScriptedClient
-from primekit_cli.compat_flags import GEPA_REFUSED
-from primekit_cli.app import app
-from primekit_cli.commands.gepa_cmd import EXAMPLES
 from gepa_cli import runner as runner_module
 from gepa_cli.config import GepaJobConfig
-from support import REPO
-from support.gepa_job import gepa_run
-
+from primekit_cli.app import app
+from primekit_cli.commands.gepa_cmd import EXAMPLES
+from primekit_cli.compat_flags import GEPA_REFUSED
 
 GEPA_FLAGS: list[tuple[str, ...]] = [
     # verifiers 0.3.1 legacy/scripts/gepa.py, in its order
@@ -44,8 +43,13 @@ COMPAT_RESULTS_INFO = {
     "diff_from_initial": T_STR, "parent_candidate_idxs": T_LIST, "val_subscores": T_DICT, "num_val_examples": T_INT,
     "discovery_metric_calls": T_INT,
 }
-COMPAT_FRONTIER_ROW = {"schema_version": T_STR, "valset_row": T_INT, "best_score": T_FLOAT, "num_best_candidates": T_INT,
-                       "best_candidates": T_LIST}
+COMPAT_FRONTIER_ROW = {
+    "schema_version": T_STR,
+    "valset_row": T_INT,
+    "best_score": T_FLOAT,
+    "num_best_candidates": T_INT,
+    "best_candidates": T_LIST,
+}
 COMPAT_FRONTIER_ENTRY = {"candidate_idx": T_INT, "system_prompt_sha256": T_STR, "score": T_FLOAT}
 COMPAT_METADATA = {
     "schema_version": T_STR, "eval_kind": T_STR, "framework": T_STR, "optimizer": T_STR, "optimization_target": T_STR,
@@ -64,7 +68,9 @@ cli = CliRunner()
 
 
 def wrong_types(record: dict, schema: dict) -> dict:
-    return {key: record.get(key, "<missing>") for key, types in schema.items() if not isinstance(record.get(key), types)}
+    return {
+        key: record.get(key, "<missing>") for key, types in schema.items() if not isinstance(record.get(key), types)
+    }
 
 
 def gepa_options() -> set[str]:
@@ -119,7 +125,9 @@ def test_files_follow_the_anchor_schema(tmp_path, monkeypatch):
     assert code == 0, output
     run_dir = tmp_path / "r"
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(rows) >= 2 and rows[-1]["score"] == 1.0 and rows[-1]["info"]["is_best"]  # the seed and the accepted child
+    assert (
+        len(rows) >= 2 and rows[-1]["score"] == 1.0 and rows[-1]["info"]["is_best"]
+    )  # the seed and the accepted child
     for row in rows:
         assert wrong_types(row, COMPAT_RESULTS_ROW) == {} and wrong_types(row["info"], COMPAT_RESULTS_INFO) == {}
         assert {k: row["info"][k] for k in ("schema_version", "eval_kind", "optimization_target")} == COMPAT_CONSTANTS
@@ -150,8 +158,10 @@ def test_preflight_line_dry_run_and_refusal(tmp_path, monkeypatch):
     assert code == 0 and "pays for only 2 accepted proposal(s)" in output
     code, output = gepa_run("arithmetic", "-B", "50", "-N", "100")
     assert code == 2
-    assert output.startswith("error: budget 50 buys no proposal (seed validation 100, each proposal 2x3 + 100 on acceptance): "
-                             "raise -B/--max-calls to at least 206, or lower -N/--num-val (100 validation examples) or --minibatch-size")
+    assert output.startswith(
+        "error: budget 50 buys no proposal (seed validation 100, each proposal 2x3 + 100 on acceptance): "
+        "raise -B/--max-calls to at least 206, or lower -N/--num-val (100 validation examples) or --minibatch-size"
+    )
     assert not (tmp_path / "outputs").exists()
 
 
@@ -179,7 +189,9 @@ def test_local_environment_runs_go_to_its_outputs_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_module, "open_clients", fake_clients())
     code, output = gepa_run("vowel-count", "-B", "14", "-n", "4", "-N", "4")
     assert code == 0, output
-    (run_dir,) = (tmp_path / "environments" / "vowel_count" / "outputs" / "gepa" / "vowel-count--local--smollm2-135m").iterdir()
+    (run_dir,) = (
+        tmp_path / "environments" / "vowel_count" / "outputs" / "gepa" / "vowel-count--local--smollm2-135m"
+    ).iterdir()
     assert (run_dir / "metadata.json").is_file() and not (tmp_path / "outputs").exists()
     code, output = gepa_run("vowel-count", "--resume")  # a bare --resume looks in the same place
     assert code == 0 and "resuming" in output
@@ -207,9 +219,13 @@ def test_gepa_toml_accepts_anchor_keys(tmp_path):
     parsed, base = load_gepa_toml(file)
     config = build_job_config(toml_to_job_fields(parsed, base), str(file))
     assert config.base_url == "http://127.0.0.1:9/v1" and config.env_dir_path == str(tmp_path / "envs")
-    assert config.run_dir == str(tmp_path / "runs" / "one") and config.envs[0].extra_env_kwargs == {"system_prompt": "x"}
+    assert config.run_dir == str(tmp_path / "runs" / "one") and config.envs[0].extra_env_kwargs == {
+        "system_prompt": "x"
+    }
     assert (config.perfect_score, config.stop_at_score) == (1.0, 0.9)
-    assert config.runs_root == Path("outputs")  # several environments: ./outputs, as verifiers' label "a+b" has no folder
+    assert config.runs_root == Path(
+        "outputs"
+    )  # several environments: ./outputs, as verifiers' label "a+b" has no folder
 
 
 def test_runs_written_before_the_schema_change_still_resume(tmp_path, monkeypatch):

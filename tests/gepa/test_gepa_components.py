@@ -12,15 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
+from support.gepa_job import config, read_jsonl, run
+from support.gepa_tools import SEED_PROMPT, component_teacher, exact, lookup, merge_task, tool_env, tool_task
+from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
-from support.scripted_client import ScriptedClient
-from support.gepa_job import config, read_jsonl, run
-from evalkit.envs import Rubric, ToolEnv
 from evalkit.core.errors import UserError
+from evalkit.envs import Rubric, ToolEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
-from support.gepa_tools import SEED_PROMPT, component_teacher, exact, lookup, merge_task, tool_env, tool_task
 
 
 def test_components_optimize_tool_descriptions_and_write_tools_json(tmp_path):

@@ -11,20 +11,22 @@ import re
 from pathlib import Path
 
 import pytest
+from support.gepa_job import config, exact
 from support.scripted_client import ScriptedClient
 
 from evalkit.envs import Rubric, SingleTurnEnv
 from gepa_cli.components import available, listing
 from gepa_cli.config import EnvSpec
 from gepa_cli.runner import run_gepa
-from support.gepa_job import config, exact
 
 KEYWORD = {"a": "ALPHA", "b": "BETA"}
 
 
 def env(tag: str, prompt: str = "Answer the question.", n: int = 24) -> SingleTurnEnv:
     rows = [{"question": f"{tag}{i}", "answer": f"ok{i}"} for i in range(n)]
-    return SingleTurnEnv(dataset=rows[: n // 2], eval_dataset=rows[n // 2:], system_prompt=prompt, rubric=Rubric([exact]))
+    return SingleTurnEnv(
+        dataset=rows[: n // 2], eval_dataset=rows[n // 2 :], system_prompt=prompt, rubric=Rubric([exact])
+    )
 
 
 def task(messages, sampling, tools):
@@ -38,13 +40,17 @@ def teacher(messages, sampling, tools):
     prompt = messages[0]["content"]
     current = prompt.split("```")[1].strip()
     shown = set(re.findall(r"\b([ab])\d+\b", prompt.split("```", 2)[2]))
-    return "```\n" + current + "".join(f" Use {KEYWORD[t]}." for t in sorted(shown) if KEYWORD[t] not in current) + "\n```"
+    return (
+        "```\n" + current + "".join(f" Use {KEYWORD[t]}." for t in sorted(shown) if KEYWORD[t] not in current) + "\n```"
+    )
 
 
 def test_each_environment_offers_its_own_prompt():
     offered = available([env("a", "Prompt A."), env("b", "")], ["a", "b"])
     assert offered["system_prompt"] == "Prompt A."
-    assert offered["system_prompt:a"] == "Prompt A." and offered["system_prompt:b"] == "Prompt A."  # b has none: the shared seed
+    assert (
+        offered["system_prompt:a"] == "Prompt A." and offered["system_prompt:b"] == "Prompt A."
+    )  # b has none: the shared seed
     assert "system_prompt:a" not in available([env("a")], ["a"])  # one environment: the shared prompt is its own
     assert "system_prompt:b:" in listing([env("a"), env("b")], ["a", "b"])
 
@@ -52,17 +58,33 @@ def test_each_environment_offers_its_own_prompt():
 def test_unknown_environment_prompt_is_refused(tmp_path):
     from evalkit.core.errors import UserError
 
-    with pytest.raises(UserError, match=r"no system_prompt:c component \(it offers: system_prompt, system_prompt:a, system_prompt:b"):
-        run_gepa(config(tmp_path, envs=[EnvSpec(id="a"), EnvSpec(id="b")], components=["system_prompt", "system_prompt:c"]),
-                 clients=(ScriptedClient(task), ScriptedClient(teacher)), envs=[env("a"), env("b")], show_progress=False)
+    with pytest.raises(
+        UserError, match=r"no system_prompt:c component \(it offers: system_prompt, system_prompt:a, system_prompt:b"
+    ):
+        run_gepa(
+            config(tmp_path, envs=[EnvSpec(id="a"), EnvSpec(id="b")], components=["system_prompt", "system_prompt:c"]),
+            clients=(ScriptedClient(task), ScriptedClient(teacher)),
+            envs=[env("a"), env("b")],
+            show_progress=False,
+        )
 
 
 def test_per_environment_prompts_reach_their_environments_requests(tmp_path: Path):
     client = ScriptedClient(task)
     outcome = run_gepa(
-        config(tmp_path, envs=[EnvSpec(id="a"), EnvSpec(id="b")], components=["system_prompt", "system_prompt:a", "system_prompt:b"],
-               max_calls=120, num_train=12, num_val=8, seed=0),
-        clients=(client, ScriptedClient(teacher, model="teacher")), envs=[env("a"), env("b")], show_progress=False)
+        config(
+            tmp_path,
+            envs=[EnvSpec(id="a"), EnvSpec(id="b")],
+            components=["system_prompt", "system_prompt:a", "system_prompt:b"],
+            max_calls=120,
+            num_train=12,
+            num_val=8,
+            seed=0,
+        ),
+        clients=(client, ScriptedClient(teacher, model="teacher")),
+        envs=[env("a"), env("b")],
+        show_progress=False,
+    )
     assert outcome.seed_val_score == 0.0 and outcome.best_val_score == 1.0
     # every request of environment a under a winning prompt carried a's own prompt, and b's carried b's
     systems = {(r["messages"][-1]["content"][0], r["messages"][0]["content"]) for r in client.requests}
@@ -81,5 +103,7 @@ def test_a_secret_in_an_environments_own_prompt_stays_away_from_the_teacher(tmp_
              clients=(client, teacher_client), envs=[env("a"), env("b", f"Answer the question. Token {secret}.")],
              show_progress=False)
     assert teacher_client.requests and not any(secret in str(r["messages"]) for r in teacher_client.requests)
-    assert any(secret in r["messages"][0]["content"] for r in client.requests if r["messages"][-1]["content"].startswith("b"))
+    assert any(
+        secret in r["messages"][0]["content"] for r in client.requests if r["messages"][-1]["content"].startswith("b")
+    )
     assert not any(secret in p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file())

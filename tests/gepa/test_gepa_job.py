@@ -11,12 +11,12 @@ import json
 import re
 
 import pytest
-
+from support.gepa_job import SEED_PROMPT, config, make_env, read_jsonl, run, task_model, teacher
 from support.scripted_client import ScriptedClient
+
 from evalkit.core.errors import ModelCallError, UserError
 from evalkit.core.types import Completion
 from gepa_cli.reflection import OPEN_BLOCK_SUFFIX, extract_continued_block, extract_fenced_block
-from support.gepa_job import SEED_PROMPT, config, make_env, read_jsonl, run, task_model, teacher
 
 
 def test_finds_better_prompt_and_writes_files(tmp_path):
@@ -79,7 +79,9 @@ def test_budget_never_exceeded(tmp_path, max_calls):
 @pytest.mark.parametrize("max_calls", [5, 6, 13, 17])
 def test_budget_that_buys_no_proposal_is_refused_before_any_rollout(tmp_path, max_calls):
     # seed validation 6 + one proposal 2x3 + 6 on acceptance = 18
-    with pytest.raises(UserError, match=r"buys no proposal.*raise -B/--max-calls to at least 18, or lower -N/--num-val"):
+    with pytest.raises(
+        UserError, match=r"buys no proposal.*raise -B/--max-calls to at least 18, or lower -N/--num-val"
+    ):
         run(config(tmp_path, max_calls=max_calls))
     assert not (tmp_path / "run").exists()
 
@@ -104,7 +106,9 @@ def test_perfect_score_skips_perfect_minibatches_and_the_run_goes_on(tmp_path):
     assert "All subsample scores perfect" in (tmp_path / "run" / "gepa.log").read_text()
     # without --perfect-score the same minibatches are reflected on
     outcome, _, teach = run(config(tmp_path, max_calls=40, run_dir=str(tmp_path / "run2")), env=env)
-    assert len(teach.requests) >= 1 and "All subsample scores perfect" not in (tmp_path / "run2" / "gepa.log").read_text()
+    assert (
+        len(teach.requests) >= 1 and "All subsample scores perfect" not in (tmp_path / "run2" / "gepa.log").read_text()
+    )
 
 
 def test_reflection_failure_fails_the_run(tmp_path):
@@ -128,7 +132,11 @@ def test_empty_teacher_fails_the_run(tmp_path):
 def test_teacher_without_fences_gets_the_block_opened(tmp_path):
     def small_teacher(messages, sampling, tools):
         prompt = messages[0]["content"]
-        return "Use KEYWORD always.\n```\nand some trailing talk" if prompt.endswith(OPEN_BLOCK_SUFFIX) else "Sure, I can help!"
+        return (
+            "Use KEYWORD always.\n```\nand some trailing talk"
+            if prompt.endswith(OPEN_BLOCK_SUFFIX)
+            else "Sure, I can help!"
+        )
 
     teach = ScriptedClient(small_teacher, model="teacher")
     outcome, _, _ = run(config(tmp_path, max_calls=40), teach=teach)
@@ -169,7 +177,9 @@ def test_budget_plan_numbers():
     plan = BudgetPlan(budget=60, val=8, minibatch=3)
     assert (plan.min_proposals, plan.max_proposals) == (3, 7) and plan.warning() is None
     assert plan.line() == "budget 60 buys about 3-7 proposals (seed validation 8, each proposal 2x3 + 8 on acceptance)"
-    small = BudgetPlan(budget=40, val=8, minibatch=3)  # 32 after the seed: 2 accepted (28) or 4 rejected (24 + room for 8)
+    small = BudgetPlan(
+        budget=40, val=8, minibatch=3
+    )  # 32 after the seed: 2 accepted (28) or 4 rejected (24 + room for 8)
     assert (small.min_proposals, small.max_proposals) == (2, 4)
     assert "pays for only 2 accepted proposal(s)" in small.warning() and "to 50 for 3" in small.warning()
     assert BudgetPlan(budget=22, val=8, minibatch=3).max_proposals == 1

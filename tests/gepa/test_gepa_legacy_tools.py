@@ -20,7 +20,9 @@ from gepa_cli.components import available, seed_candidate  # noqa: E402
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch):
-    shutil.copytree(VERIFIERS_ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
+    shutil.copytree(
+        VERIFIERS_ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__")
+    )
     monkeypatch.chdir(tmp_path)
     return load_environment("vf-tools", {"num_examples": 1})
 
@@ -60,10 +62,13 @@ async def test_tools_file_descriptions_hold_for_the_whole_run(env):
 
 def test_gepa_rewrites_a_legacy_tool_envs_descriptions(tmp_path, monkeypatch):
     """A whole run: the task model calls ``add`` only when its description says CALL ME; the teacher adds that."""
-    from gepa_cli.runner import run_gepa
     from support.gepa_job import config
 
-    shutil.copytree(VERIFIERS_ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__"))
+    from gepa_cli.runner import run_gepa
+
+    shutil.copytree(
+        VERIFIERS_ENVS, tmp_path / "environments", ignore=shutil.ignore_patterns("README.md", "__pycache__")
+    )
     monkeypatch.chdir(tmp_path)
     env = load_environment("vf-tools", {"num_examples": 12})
 

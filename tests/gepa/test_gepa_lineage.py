@@ -7,11 +7,11 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+from support.gepa_job import config, read_jsonl, run
+from support.gepa_tools import SEED_PROMPT, component_teacher, exact, lookup, merge_task
+from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
-from support.scripted_client import ScriptedClient
-from support.gepa_tools import SEED_PROMPT, component_teacher, exact, lookup, merge_task
-from support.gepa_job import config, read_jsonl, run
 from evalkit.envs import Rubric, ToolEnv
 from evalkit.report.gepa_data import load_gepa_run
 from evalkit.report.lineage import lineage_svg, tree_lines

@@ -13,10 +13,10 @@ import textwrap
 import time
 from pathlib import Path
 
+from support.gepa_job import spawn_child
 from support.scripted_client import ScriptedClient
 
 from gepa_cli.runner import run_gepa
-from support.gepa_job import spawn_child
 
 CHILD = textwrap.dedent(
     """
@@ -85,5 +85,11 @@ def test_kill_and_resume_stays_within_budget(tmp_path):
 
     # resuming a finished run spends nothing
     again = ScriptedClient(task_model)
-    outcome2 = run_gepa(config(tmp_path, max_calls=150), resume=run_dir, clients=(again, useless), envs=[make_env()], show_progress=False)
+    outcome2 = run_gepa(
+        config(tmp_path, max_calls=150),
+        resume=run_dir,
+        clients=(again, useless),
+        envs=[make_env()],
+        show_progress=False,
+    )
     assert again.requests == [] and outcome2.total_metric_calls == outcome.total_metric_calls

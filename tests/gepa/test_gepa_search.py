@@ -11,12 +11,12 @@ import asyncio
 import re
 
 import pytest
-
 from support import REPO
-from support.scripted_client import ScriptedClient
 from support.gepa_job import config, make_env, read_jsonl, run, task_model
-from evalkit.envs import Rubric, SingleTurnEnv
+from support.scripted_client import ScriptedClient
+
 from evalkit.core.errors import ConfigError
+from evalkit.envs import Rubric, SingleTurnEnv
 
 
 def current_text(messages) -> str:
@@ -70,7 +70,9 @@ def test_cache_evaluation_reuses_scores(tmp_path):
     def echo():
         return ScriptedClient(lambda m, s, t: f"```\n{current_text(m)}\n```", model="teacher")
 
-    plain, task_plain, _ = run(config(tmp_path, max_calls=60, acceptance_criterion="improvement_or_equal"), teach=echo())
+    plain, task_plain, _ = run(
+        config(tmp_path, max_calls=60, acceptance_criterion="improvement_or_equal"), teach=echo()
+    )
     cached, task_cached, _ = run(config(tmp_path, max_calls=60, run_dir=str(tmp_path / "r2"), cache_evaluation=True,
                                         acceptance_criterion="improvement_or_equal"), teach=echo())
     assert cached.total_metric_calls == len(task_cached.requests)
@@ -231,7 +233,10 @@ def test_flags_reach_the_plan(tmp_path):
     # seed 8, each iteration 2x2x3 rollouts + 4 on acceptance (one child kept), merges 2 x (5 + 4)
     assert "each proposal 2x2x3 + 4 on acceptance; up to 2 merges, 18 in all" in text
     bad = CliRunner().invoke(app, ["gepa", "run", "arithmetic", "--dry-run", "--proposals-per-iteration", "0"])
-    assert bad.exit_code == 2 and "error: command line: 'proposals_per_iteration': Input should be greater than or equal to 1" in bad.output
+    assert (
+        bad.exit_code == 2
+        and "error: command line: 'proposals_per_iteration': Input should be greater than or equal to 1" in bad.output
+    )
 
 
 def test_resume_keeps_the_frontier_and_the_components():

@@ -5,11 +5,11 @@ costs no trip through the event loop. Both were measured on the start of ``bench
 
 from __future__ import annotations
 
-import evalkit.clients.routing as routing
-from evalkit.core.aio import LoopThread
+from support.gepa_job import config, run, teacher  # noqa: E402
 from support.scripted_client import ScriptedClient
 
-from support.gepa_job import config, run, teacher  # noqa: E402
+import evalkit.clients.routing as routing
+from evalkit.core.aio import LoopThread
 
 
 def _count_routes(monkeypatch, model: str) -> list[str]:

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from support.scripted_client import ScriptedClient
 from support.gepa_job import config, make_env, run, spawn_child, task_model
+from support.scripted_client import ScriptedClient
+
 from evalkit.core.errors import UserError
 from gepa_cli.runner import run_gepa
 from gepa_cli.stoppers import STOP_FILE_EVERY_S
@@ -41,7 +41,9 @@ def resume(tmp_path: Path, **overrides):
 def check_resumed(tmp_path: Path, stopped, **overrides) -> None:
     outcome, task = resume(tmp_path, **overrides)
     assert outcome.status == "budget_exhausted" and metadata(tmp_path / "run")["stopped_by"] == "budget_exhausted"
-    assert len(task.requests) > 0 and outcome.total_metric_calls == stopped.total_metric_calls + len(task.requests) <= 60
+    assert (
+        len(task.requests) > 0 and outcome.total_metric_calls == stopped.total_metric_calls + len(task.requests) <= 60
+    )
 
 
 def test_no_improvement_stops_after_n_proposals_and_resumes(tmp_path):

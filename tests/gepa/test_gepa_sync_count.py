@@ -10,12 +10,11 @@ import os
 import threading
 from pathlib import Path
 
+from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
 from support.scripted_client import ScriptedClient
 
 from gepa_cli.budget import RESERVE_AHEAD, saved_usage
 from gepa_cli.runner import run_gepa
-
-from support.gepa_job import config, make_env, task_model, teacher  # noqa: E402
 
 USELESS = "```\nSomething else.\n```"
 """A teacher reply that never helps: every iteration spends its two minibatches (no acceptance), so only the
@@ -29,7 +28,9 @@ def _synced(monkeypatch) -> list[tuple[str, bool]]:
         real = getattr(os, name)
 
         def sync(fd: int, real=real) -> None:
-            calls.append((Path(os.readlink(f"/proc/self/fd/{fd}")).name, threading.current_thread() is threading.main_thread()))
+            calls.append(
+                (Path(os.readlink(f"/proc/self/fd/{fd}")).name, threading.current_thread() is threading.main_thread())
+            )
             real(fd)
 
         monkeypatch.setattr(os, name, sync)
@@ -66,8 +67,12 @@ def test_the_start_is_durable_before_the_first_rollout_without_a_sync_on_the_sea
         return task_model(messages, sampling, tools)
 
     teacher = ScriptedClient(lambda m, s, t: USELESS, model="teacher")
-    outcome = run_gepa(config(tmp_path, max_calls=30), clients=(ScriptedClient(first_looks), teacher), envs=[make_env()],
-                       show_progress=False)
+    outcome = run_gepa(
+        config(tmp_path, max_calls=30),
+        clients=(ScriptedClient(first_looks), teacher),
+        envs=[make_env()],
+        show_progress=False,
+    )
 
     assert outcome.status == "budget_exhausted"
     metadata, before = seen[0]

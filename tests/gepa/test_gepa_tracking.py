@@ -12,8 +12,8 @@ import sys
 import types
 
 import pytest
-
 from support.gepa_job import config, run
+
 from evalkit.core.errors import UserError
 
 SECRET = "sk-test-SECRET-4242"

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO, with_pythonpath
 from typer.testing import CliRunner
 
 from gepa_cli.saved_state import check_state_file
 from primekit_cli.app import app
-from support import REPO, with_pythonpath
 
 TEACHER = "mock/text:```\nReverse the text.\n```"
 

@@ -14,18 +14,26 @@ import asyncio
 
 import pytest
 import torch
+from support.tiny_archs import build_arch as _build
 
 from evalkit.core.types import SamplingArgs
-from support.tiny_archs import build_arch as _build
 
 pytestmark = pytest.mark.slow
 
 GREEDY = SamplingArgs(max_tokens=10, temperature=0, extra={"ignore_eos": True})
-PROMPTS = [[1, 400, 401, 402], [1, 500, 9, 9, 9, 9, 9, 33, 34, 35, 36], [1, 7], [1, 1000, 2000, 3000, 4000, 5000], [1, 42, 43]]
+PROMPTS = [
+    [1, 400, 401, 402],
+    [1, 500, 9, 9, 9, 9, 9, 33, 34, 35, 36],
+    [1, 7],
+    [1, 1000, 2000, 3000, 4000, 5000],
+    [1, 42, 43],
+]
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
-    from evalkit.model.loading import ensure_chat_template, ensure_converted, _load_tokenizer
     from evalkit.core.defaults import DEFAULT_MODEL
+    from evalkit.model.loading import _load_tokenizer, ensure_chat_template, ensure_converted
     from evalkit.model.registry import KNOWN_MODELS
 
     loaded = _load_tokenizer(ensure_converted(KNOWN_MODELS[DEFAULT_MODEL]))
@@ -107,7 +115,9 @@ def test_fallback_weight_updates_and_lora(tokenizer):
         after = engine.generate_many(PROMPTS[:2], GREEDY)
         assert [r.token_ids for r in after] == [r.token_ids for r in reference.generate_many(PROMPTS[:2], GREEDY)]
         assert [r.token_ids for r in after] != [r.token_ids for r in before] and after[0].weights_version == 1
-        config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+        config = peft.LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False
+        )
         wrapped = peft.get_peft_model(model, config)
         with torch.no_grad():
             for name, param in wrapped.named_parameters():
@@ -117,7 +127,9 @@ def test_fallback_weight_updates_and_lora(tokenizer):
         lora = engine.generate_many(PROMPTS[:2], GREEDY)
         assert [r.token_ids for r in lora] != [r.token_ids for r in after]
         for result, prompt in zip(lora, PROMPTS[:2]):
-            assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(wrapped, prompt, result.token_ids), atol=1e-4)
+            assert torch.allclose(
+                torch.tensor(result.logprobs), _forward_logprobs(wrapped, prompt, result.token_ids), atol=1e-4
+            )
     finally:
         engine.close()
         reference.close()
@@ -172,14 +184,18 @@ def test_decode_windows_give_the_same_results_as_single_steps(tokenizer, kind: s
     step, windowed = _engine(model, tokenizer), _engine(model, tokenizer, window=4, bucketed=True)
     try:
         assert step.stop_token_ids >= {stop_id} and windowed._limits.window == 4 and windowed._bucketed
-        mixed = [SamplingArgs(max_tokens=n, temperature=t, seed=9) for n, t in zip([3, 10, 7, 9, 1], [0, 0, 1.0, 0.8, 0])]
+        mixed = [
+            SamplingArgs(max_tokens=n, temperature=t, seed=9) for n, t in zip([3, 10, 7, 9, 1], [0, 0, 1.0, 0.8, 0])
+        ]
         results = []
         for engine in (step, windowed):
             futures = [engine.submit(p, a) for p, a in zip(PROMPTS, mixed)]
             results.append([f.result(timeout=120) for f in futures])
         a, b = results
         assert [(r.token_ids, r.finish_reason) for r in a] == [(r.token_ids, r.finish_reason) for r in b]
-        assert torch.allclose(torch.tensor(sum((r.logprobs for r in a), [])), torch.tensor(sum((r.logprobs for r in b), [])), atol=1e-5)
+        assert torch.allclose(
+            torch.tensor(sum((r.logprobs for r in a), [])), torch.tensor(sum((r.logprobs for r in b), [])), atol=1e-5
+        )
         assert a[1].finish_reason == "stop" and a[1].token_ids[-1] == stop_id and len(a[1].token_ids) <= 6
         assert len(a[4].token_ids) == 1 and a[0].finish_reason in ("stop", "length")
     finally:
@@ -206,18 +222,24 @@ def test_cuda_engine_matches_cpu(tokenizer, kind: str):
         first, again = cuda.generate_many(PROMPTS, seeded), cuda.generate_many(PROMPTS, seeded)
         assert [r.token_ids for r in first] == [r.token_ids for r in again]
         for result, prompt in zip(first, PROMPTS):
-            assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3)
+            assert torch.allclose(
+                torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3
+            )
         # past 64 positions the K/V cache grows: the graphs are captured again (into a new pool),
         # not given up for eager steps, and what they sample is still the plain forward's
         grown = cuda._scheduler.cache.generation
         longer = SamplingArgs(max_tokens=70, temperature=0, extra={"ignore_eos": True})
         for result, prompt in zip(cuda.generate_many(PROMPTS, longer), PROMPTS):
             assert len(result.token_ids) == 70
-            assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3)
+            assert torch.allclose(
+                torch.tensor(result.logprobs), _forward_logprobs(model, prompt, result.token_ids), atol=1e-3
+            )
         assert cuda._scheduler.cache.generation > grown and cuda._scheduler.stepper.graphs == (kind == "llama")
         for engine in (cpu, cuda):
             engine.update_weights(_build(kind, seed=5).state_dict())
-        assert [r.token_ids for r in cpu.generate_many(PROMPTS, GREEDY)] == [r.token_ids for r in cuda.generate_many(PROMPTS, GREEDY)]
+        assert [r.token_ids for r in cpu.generate_many(PROMPTS, GREEDY)] == [
+            r.token_ids for r in cuda.generate_many(PROMPTS, GREEDY)
+        ]
     finally:
         cpu.close()
         cuda.close()
@@ -253,11 +275,15 @@ def test_a_hub_id_loads_offline_from_the_hf_cache(tokenizer, tmp_path, monkeypat
     try:
         assert engine.backend == "hf" and engine.name == "hf/tiny-org/tiny-qwen3" and engine.tokenizer.chat_template
         result = engine.generate_many(PROMPTS[:1], GREEDY)[0]
-        assert torch.allclose(torch.tensor(result.logprobs), _forward_logprobs(model, PROMPTS[0], result.token_ids), atol=1e-4)
+        assert torch.allclose(
+            torch.tensor(result.logprobs), _forward_logprobs(model, PROMPTS[0], result.token_ids), atol=1e-4
+        )
     finally:
         engine.close()
     client = LocalClient("tiny-org/tiny-qwen3", dtype="fp32", device="cpu")
-    completion = asyncio.run(client.chat([{"role": "user", "content": "hi"}], SamplingArgs(max_tokens=3, temperature=0)))
+    completion = asyncio.run(
+        client.chat([{"role": "user", "content": "hi"}], SamplingArgs(max_tokens=3, temperature=0))
+    )
     assert len(completion.completion_token_ids) <= 3 and completion.logprobs
     assert client.engine.device.type == "cpu"
 
@@ -347,7 +373,9 @@ def test_graph_path_logic_with_a_simulated_cuda(tokenizer, monkeypatch, fail_cap
         graphed.close()
 
 
-@pytest.mark.parametrize("kind, backend", [("llama", "fused"), ("qwen3", "hf"), ("gemma2", "hf"), ("mistral-window", "hf"), ("phi3", "hf")])
+@pytest.mark.parametrize(
+    "kind, backend", [("llama", "fused"), ("qwen3", "hf"), ("gemma2", "hf"), ("mistral-window", "hf"), ("phi3", "hf")]
+)
 def test_prefix_reuse_matches_transformers(tokenizer, kind: str, backend: str):
     """A conversation's next turn reuses the K/V of the last one (prefill and decode steps, sliding
     windows and soft-capping included) and still gets a plain forward's greedy tokens and logprobs."""

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from support import REPO, free_port, with_pythonpath
-
 import pytest
+from support import REPO, free_port, with_pythonpath
 
 from evalkit.core.errors import UserError
 from evalkit.core.types import SamplingArgs
@@ -28,7 +27,11 @@ SAPPHIRE = CpuInfo("AVX512", frozenset({"avx2", "avx512f", "avx512_bf16", "amx_b
         (CpuInfo("AVX2", SAPPHIRE.flags), "float32", "auto: the CPU has AMX but torch's kernels are capped at AVX2"),
         (CpuInfo("AVX512", SAPPHIRE.flags, "AVX2"), "float32", "auto: the CPU has AMX but ONEDNN_MAX_CPU_ISA=AVX2"),
         (CpuInfo("AVX512", SAPPHIRE.flags, "avx512_core_amx"), "bfloat16", "auto: this CPU has native bf16: AMX"),
-        (CpuInfo("DEFAULT", frozenset({"fp", "asimd", "bf16"})), "float32", "auto: this CPU has no native bf16: DEFAULT"),
+        (
+            CpuInfo("DEFAULT", frozenset({"fp", "asimd", "bf16"})),
+            "float32",
+            "auto: this CPU has no native bf16: DEFAULT",
+        ),
     ],
 )
 def test_auto_follows_the_cpu(cpu, name, reason):
@@ -42,7 +45,9 @@ def test_auto_is_bf16_on_cuda_whatever_the_cpu():
     assert choose_dtype("auto", "cuda:0", AVX2) == dtypes.DtypeChoice("bfloat16", "auto: CUDA")
 
 
-@pytest.mark.parametrize(("asked", "name"), [("bf16", "bfloat16"), ("BF16", "bfloat16"), ("fp32", "float32"), ("float32", "float32")])
+@pytest.mark.parametrize(
+    ("asked", "name"), [("bf16", "bfloat16"), ("BF16", "bfloat16"), ("fp32", "float32"), ("float32", "float32")]
+)
 def test_an_asked_dtype_is_used_as_given(asked, name):
     for cpu in (AVX2, SAPPHIRE):
         assert choose_dtype(asked, "cpu", cpu) == dtypes.DtypeChoice(name, "asked for")
@@ -128,8 +133,9 @@ def test_prime_serve_says_its_dtype_and_why(tiny_folder, tmp_path, flag, reason)
     log = tmp_path / "serve.log"
     env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder), "--port", str(port),
-                                    "--device", "cpu", *flag], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
+        process = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "-m", str(tiny_folder),
+                                    "--port", str(port), "--device", "cpu", *flag],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while "serving " not in log.read_text():

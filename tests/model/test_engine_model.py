@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from evalkit.core.errors import ModelCallError
-from evalkit.model.requests import InvalidRequest
 from evalkit.core.types import SamplingArgs
+from evalkit.model.requests import InvalidRequest
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,9 @@ def test_logprobs_match_a_separate_forward_pass(engine):
     greedy, sampled = engine.generate_many(
         [prompt, prompt], SamplingArgs(max_tokens=10, temperature=0.0, extra={"ignore_eos": True})
     )
-    hot = engine.generate_many([prompt], SamplingArgs(max_tokens=10, temperature=0.8, seed=3, extra={"ignore_eos": True}))[0]
+    hot = engine.generate_many(
+        [prompt], SamplingArgs(max_tokens=10, temperature=0.8, seed=3, extra={"ignore_eos": True})
+    )[0]
     for result, temperature in ((greedy, 1.0), (sampled, 1.0), (hot, 0.8)):
         expected = _forward_logprobs(engine.model, prompt, result.token_ids, temperature)
         assert torch.allclose(torch.tensor(result.logprobs), expected, atol=1e-3), (result.logprobs, expected)
@@ -78,7 +80,9 @@ def test_stop_strings_cut_the_text(engine):
     stopped = engine.generate_many([prompt], SamplingArgs(max_tokens=16, temperature=0, stop=["3"]))[0]
     assert stopped.finish_reason == "stop"
     assert stopped.text == free.text[: free.text.index("3")]
-    assert stopped.token_ids == free.token_ids[: len(stopped.token_ids)] and len(stopped.token_ids) < len(free.token_ids)
+    assert stopped.token_ids == free.token_ids[: len(stopped.token_ids)] and len(stopped.token_ids) < len(
+        free.token_ids
+    )
 
 
 def test_max_tokens_is_respected(engine):
@@ -117,12 +121,17 @@ async def test_bad_requests_fail_alone(engine):
     assert len(completions) == 3
     for completion in completions:
         assert completion.text and completion.usage.output_tokens == len(completion.completion_token_ids) <= 6
-        assert completion.usage.input_tokens == len(completion.prompt_token_ids) and len(completion.logprobs) == completion.usage.output_tokens
+        assert (
+            completion.usage.input_tokens == len(completion.prompt_token_ids)
+            and len(completion.logprobs) == completion.usage.output_tokens
+        )
 
 
 async def test_cancelled_request_frees_its_slot(engine):
     prompt = _chat(engine, PROMPTS[0])
-    task = asyncio.ensure_future(engine.generate(prompt, SamplingArgs(max_tokens=2000, temperature=0, extra={"ignore_eos": True})))
+    task = asyncio.ensure_future(
+        engine.generate(prompt, SamplingArgs(max_tokens=2000, temperature=0, extra={"ignore_eos": True}))
+    )
     await asyncio.sleep(0.5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -187,9 +196,15 @@ def test_continuous_batching_beyond_max_batch(engine):
     tiny = _tiny_engine(engine, _tiny(), max_batch=2)
     try:
         lengths = [3, 8, 1, 6, 8]
-        futures = [tiny.submit(p, SamplingArgs(max_tokens=n, temperature=0, extra={"ignore_eos": True})) for p, n in zip(PROMPT_IDS, lengths)]
+        futures = [
+            tiny.submit(p, SamplingArgs(max_tokens=n, temperature=0, extra={"ignore_eos": True}))
+            for p, n in zip(PROMPT_IDS, lengths)
+        ]
         together = [f.result(timeout=60) for f in futures]
-        alone = [tiny.generate_many([p], SamplingArgs(max_tokens=n, temperature=0, extra={"ignore_eos": True}))[0] for p, n in zip(PROMPT_IDS, lengths)]
+        alone = [
+            tiny.generate_many([p], SamplingArgs(max_tokens=n, temperature=0, extra={"ignore_eos": True}))[0]
+            for p, n in zip(PROMPT_IDS, lengths)
+        ]
         assert [len(r.token_ids) for r in together] == lengths
         assert [r.token_ids for r in together] == [r.token_ids for r in alone]
     finally:
@@ -268,7 +283,9 @@ def test_update_weights_merges_a_trained_lora(engine):
     tiny = _tiny_engine(engine, model)
     try:
         before = tiny.generate_many(PROMPT_IDS[:2], GREEDY)
-        config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj", "down_proj"], init_lora_weights=False)
+        config = peft.LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj", "down_proj"], init_lora_weights=False
+        )
         wrapped = peft.get_peft_model(model, config)  # injects LoRA layers into the engine's module in place
         with torch.no_grad():
             for name, param in wrapped.named_parameters():
@@ -300,7 +317,9 @@ def test_model_folder_and_adapter_folder_load_by_path(engine, tmp_path):
     folder = tmp_path / "weights" / "step_1"
     model = _tiny(seed=3)
     model.save_pretrained(folder)  # like RL's export: weights and config, no tokenizer
-    wrapped = peft.get_peft_model(_tiny(seed=3), peft.LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False))
+    wrapped = peft.get_peft_model(
+        _tiny(seed=3), peft.LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False)
+    )
     wrapped.peft_config["default"].base_model_name_or_path = str(folder)
     wrapped.save_pretrained(tmp_path / "adapter")
 

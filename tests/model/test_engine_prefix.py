@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from evalkit.core.types import SamplingArgs
 from evalkit.model.kvcache import CacheShape, KVCache
 from evalkit.model.prefix_cache import MIN_REUSE, PrefixCache, common_prefix
-from evalkit.core.types import SamplingArgs
 
 SHAPE = CacheShape(num_layers=2, num_kv_heads=1, head_dim=2, max_positions=512)
 RULES = "You play a guessing game. Answer with one short sentence and nothing else. " * 4
@@ -54,7 +54,9 @@ def test_lookup_restores_the_longest_shared_prefix_and_leaves_one_token_to_prefi
     prefixes.restore(entry, target, [3], reuse)
     for layer in range(SHAPE.num_layers):
         expected = 1000 * layer + 100 * 1 + torch.arange(40, dtype=torch.float32)
-        assert torch.equal(target.k[layer][3, 0, :40, 0], expected) and torch.equal(target.v[layer][3, 0, :40, 0], -expected)
+        assert torch.equal(target.k[layer][3, 0, :40, 0], expected) and torch.equal(
+            target.v[layer][3, 0, :40, 0], -expected
+        )
         assert not target.k[layer][3, 0, 40:].any()
     for slots in ([0, 2], [1, 2, 3]):  # a group's rollouts: one copy per layer, with a gap or without
         grouped = KVCache(SHAPE, 4, torch.float32)
@@ -103,7 +105,9 @@ def test_among_many_entries_sharing_a_header_lookup_finds_the_one_that_continues
     entry, reuse = prefixes.lookup(header + [9] * 10)
     assert reuse == 40 and entry.tokens.tolist()[:40] == header
     prefixes.save(cache, 0, conversations[5] + [6] * 20)  # covers conversation 5, which goes
-    assert len(prefixes.entries) == 300 and prefixes.lookup(conversations[5] + [6] * 21)[1] == len(conversations[5]) + 20
+    assert (
+        len(prefixes.entries) == 300 and prefixes.lookup(conversations[5] + [6] * 21)[1] == len(conversations[5]) + 20
+    )
 
 
 def test_indexed_lookups_agree_with_a_full_scan_through_saves_covers_and_evictions():
@@ -147,8 +151,9 @@ def test_a_zero_budget_keeps_nothing():
 
 @pytest.fixture(scope="module")
 def master(tmp_path_factory):
-    from evalkit.model.shared import get_engine
     from support.tiny_model import write_tiny_model
+
+    from evalkit.model.shared import get_engine
 
     folder = write_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
     return get_engine(str(folder), dtype="fp32", max_batch=8, device="cpu")
@@ -157,7 +162,9 @@ def master(tmp_path_factory):
 def _engine(master, backend: str, gb: float | None, device: str = "cpu"):
     from evalkit.model.engine import Engine
 
-    return Engine(master.model, master.tokenizer, dtype="float32", max_batch=8, backend=backend, device=device, prefix_cache_gb=gb)
+    return Engine(
+        master.model, master.tokenizer, dtype="float32", max_batch=8, backend=backend, device=device, prefix_cache_gb=gb
+    )
 
 
 def _play(engine, sampling: SamplingArgs, questions: list[str], turns: int = 3) -> list[list]:
@@ -180,7 +187,10 @@ def _same(a: list[list], b: list[list]) -> None:
             torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=2e-4, rtol=0)
 
 
-SAMPLINGS = {"greedy": SamplingArgs(max_tokens=8, temperature=0), "seeded": SamplingArgs(max_tokens=8, temperature=1.0, seed=11)}
+SAMPLINGS = {
+    "greedy": SamplingArgs(max_tokens=8, temperature=0),
+    "seeded": SamplingArgs(max_tokens=8, temperature=1.0, seed=11),
+}
 
 
 @pytest.mark.slow
@@ -193,7 +203,9 @@ def test_reuse_gives_the_results_of_a_full_prefill(master, backend: str, mode: s
         _same(with_reuse, _play(full, SAMPLINGS[mode], QUESTIONS))
         assert reuse.backend == backend
         stats = reuse.prefix_stats()
-        assert full.prefix_stats()["reused_tokens"] == 0 and stats["prompt_tokens"] == full.prefix_stats()["prompt_tokens"]
+        assert (
+            full.prefix_stats()["reused_tokens"] == 0 and stats["prompt_tokens"] == full.prefix_stats()["prompt_tokens"]
+        )
         assert stats["reused_tokens"] > 2 * stats["prefilled_tokens"]  # later turns and the shared rules prompt
         last = with_reuse[-1]
         assert all(r.cached_tokens > len(r.prompt_ids) // 2 for r in last)
@@ -243,7 +255,9 @@ def test_the_prefix_cache_stays_within_its_bound(master):
     engine = _engine(master, "fused", 200 * per_position / 2**30)
     try:
         for question in QUESTIONS:
-            engine.generate_many([engine.encode_chat([{"role": "user", "content": question * 8}])], SamplingArgs(max_tokens=2))
+            engine.generate_many(
+                [engine.encode_chat([{"role": "user", "content": question * 8}])], SamplingArgs(max_tokens=2)
+            )
             assert 0 < engine.prefix_stats()["cache_bytes"] <= 200 * per_position
     finally:
         engine.close()

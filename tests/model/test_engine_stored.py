@@ -16,10 +16,10 @@ import sys
 
 import pytest
 import torch
-
-from evalkit.core.types import SamplingArgs
 from support import REPO, with_pythonpath
 from support.tiny_archs import build_arch
+
+from evalkit.core.types import SamplingArgs
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,11 @@ def test_stored_weights_give_the_snapshot_and_logits_of_the_module(tokenizer, tm
 
     module, stored = _saved(kind, tmp_path)
     assert fused_unsupported(stored) is None and fused_unsupported(module) is None
-    for a, b in zip(DecoderWeights.build(module, torch.float32).tensors(), DecoderWeights.build(stored, torch.float32).tensors(), strict=True):
+    for a, b in zip(
+        DecoderWeights.build(module, torch.float32).tensors(),
+        DecoderWeights.build(stored, torch.float32).tensors(),
+        strict=True,
+    ):
         assert (a is None and b is None) or torch.equal(a, b)
     for a, b in zip(rope_tables(module, 256, torch.float32, "cpu"), rope_tables(stored, 256, torch.float32, "cpu")):
         assert torch.equal(a, b)
@@ -119,7 +123,10 @@ def test_the_embedded_cache_reads_as_transformers_reads_it():
     from evalkit.model.weights import DecoderShape, fused_unsupported, rope_tables
 
     folder = ensure_converted(KNOWN_MODELS[DEFAULT_MODEL])
-    plain, full = (StoredModel(folder, config, _never_built) for config in (_stored_config(folder, embedded=True), AutoConfig.from_pretrained(folder)))
+    plain, full = (
+        StoredModel(folder, config, _never_built)
+        for config in (_stored_config(folder, embedded=True), AutoConfig.from_pretrained(folder))
+    )
     assert type(plain.config).__name__ == "SimpleNamespace"
     assert DecoderShape.from_config(plain.config) == DecoderShape.from_config(full.config)
     assert fused_unsupported(plain) is None and fused_unsupported(full) is None
@@ -129,8 +136,14 @@ def test_the_embedded_cache_reads_as_transformers_reads_it():
     direct, auto = _load_cached_tokenizer(folder), AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     assert type(direct) is type(auto)
     chat = [{"role": "user", "content": "Reverse 'hello, world' ... and café!"}]
-    assert direct.apply_chat_template(chat, add_generation_prompt=True) == auto.apply_chat_template(chat, add_generation_prompt=True)
-    assert (direct.eos_token_id, direct.pad_token_id, direct.unk_token_id) == (auto.eos_token_id, auto.pad_token_id, auto.unk_token_id)
+    assert direct.apply_chat_template(chat, add_generation_prompt=True) == auto.apply_chat_template(
+        chat, add_generation_prompt=True
+    )
+    assert (direct.eos_token_id, direct.pad_token_id, direct.unk_token_id) == (
+        auto.eos_token_id,
+        auto.pad_token_id,
+        auto.unk_token_id,
+    )
 
 
 def test_unreadable_weights_are_a_user_error(tmp_path):
@@ -157,8 +170,29 @@ runpy.run_module("primekit_cli", run_name="__main__")
 def test_an_eval_on_the_embedded_model_never_builds_the_transformers_module(tmp_path):
     """Not even its modeling code is imported: the module cannot have been built without it."""
     env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1"}
-    args = ["eval", "run", "reverse-text", "-m", "local/smollm2-135m", "-n", "1", "-r", "1", "-t", "4", "-o", str(tmp_path / "out")]
-    done = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    args = [
+        "eval",
+        "run",
+        "reverse-text",
+        "-m",
+        "local/smollm2-135m",
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "4",
+        "-o",
+        str(tmp_path / "out"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", REPORT_IMPORTS, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "modeling modules: []" in done.stderr, done.stderr[-2000:]
 

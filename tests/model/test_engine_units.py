@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.core.errors import UserError
+from evalkit.core.types import SamplingArgs
 from evalkit.model import loading
 from evalkit.model.chat_format import parse_tool_calls, render_messages
-from evalkit.core.defaults import DEFAULT_MODEL
 from evalkit.model.registry import GgufModel, LocalDirModel, resolve_model
 from evalkit.model.requests import InvalidRequest, SamplingParams, sampling_params
 from evalkit.model.sampling import row_tensors, sample, sampling_mode, uniforms
-from evalkit.core.types import SamplingArgs
 
 # -- model names -------------------------------------------------------------------------------
 
@@ -83,7 +83,9 @@ def test_hub_ids_resolve_to_the_local_hf_cache_only(tmp_path: Path, monkeypatch:
         source = resolve_model(name)
         assert isinstance(source, LocalDirModel) and source.path == snapshot and source.hub_id == "tiny-org/tiny-model"
         assert source.name == name
-    with pytest.raises(UserError, match=r"not in the local Hugging Face cache.*HF_HUB_CACHE=.*`hf download Qwen/Qwen3-0.6B`"):
+    with pytest.raises(
+        UserError, match=r"not in the local Hugging Face cache.*HF_HUB_CACHE=.*`hf download Qwen/Qwen3-0.6B`"
+    ):
         resolve_model("hf/Qwen/Qwen3-0.6B")
     with pytest.raises(UserError, match="nor a folder here"):
         resolve_model("Qwen/Qwen3-0.6B")
@@ -294,7 +296,9 @@ def test_seeded_draws_do_not_depend_on_batch_mates():
     alone = [_sample(logits[i : i + 1], params[:1], [i], [7])[0][0] for i in range(5)]
     mixed, _ = _sample(logits[[3, 0]], [_params(temperature=0.0), params[0]], [123, 0], [0, 7])
     filtered, _ = _sample(logits[[1, 0]], [_params(top_k=3), params[0]], [5, 0], [0, 7])
-    assert together == alone and mixed[1] == alone[0] and filtered[1] == alone[0] and mixed[0] == int(logits[3].argmax())
+    assert (
+        together == alone and mixed[1] == alone[0] and filtered[1] == alone[0] and mixed[0] == int(logits[3].argmax())
+    )
 
 
 def test_sampling_follows_the_distribution():
@@ -334,7 +338,11 @@ TOOL = {"type": "function", "function": {"name": "add", "description": "Add.", "
 
 def test_tools_are_described_in_the_system_prompt():
     rendered = render_messages([{"role": "user", "content": "hi"}], [TOOL])
-    assert rendered[0]["role"] == "system" and '"name": "add"' in rendered[0]["content"] and "<tool_call>" in rendered[0]["content"]
+    assert (
+        rendered[0]["role"] == "system"
+        and '"name": "add"' in rendered[0]["content"]
+        and "<tool_call>" in rendered[0]["content"]
+    )
     rendered = render_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [TOOL])
     assert rendered[0]["content"].startswith("Be brief.") and "<tools>" in rendered[0]["content"] and len(rendered) == 2
 
@@ -356,10 +364,18 @@ def test_tool_history_is_written_in_the_same_notation():
 def test_parse_tool_calls():
     text, calls = parse_tool_calls('Sure.\n<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')
     assert text == "Sure." and len(calls) == 1
-    assert calls[0].name == "add" and json.loads(calls[0].arguments) == {"a": 1, "b": 2} and calls[0].id.startswith("call_")
+    assert (
+        calls[0].name == "add"
+        and json.loads(calls[0].arguments) == {"a": 1, "b": 2}
+        and calls[0].id.startswith("call_")
+    )
 
-    text, calls = parse_tool_calls('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": "{}"}')
-    assert [c.name for c in calls] == ["a", "b"] and calls[1].arguments == "{}" and text == ""  # unterminated last block
+    text, calls = parse_tool_calls(
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": "{}"}'
+    )
+    assert (
+        [c.name for c in calls] == ["a", "b"] and calls[1].arguments == "{}" and text == ""
+    )  # unterminated last block
 
     for not_a_call in ("plain answer", "<tool_call>{not json}</tool_call>", '<tool_call>{"arguments": {}}</tool_call>'):
         assert parse_tool_calls(not_a_call) == (not_a_call, [])
@@ -451,7 +467,9 @@ def test_graphs_captured_after_a_cache_reallocation_go_into_a_fresh_memory_pool(
     assert pools_used == [(0, 1), (0, 1), (0, 2), (0, 3)] and stepper.graphs
 
 
-def test_the_embedded_tokenizer_decodes_exactly_even_from_a_cache_that_asked_for_cleanup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_embedded_tokenizer_decodes_exactly_even_from_a_cache_that_asked_for_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """A cache converted by a transformers release that set ``clean_up_tokenization_spaces``: the
     reply keeps its spaces before punctuation (no cleanup, no warning)."""
     source = resolve_model(DEFAULT_MODEL)

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import copy
 import threading
-from pathlib import Path
 
 import pytest
 import torch
+from support.tiny_model import build_tokenizer, write_tiny_model
 
+from evalkit.core.types import SamplingArgs
 from evalkit.model.kvcache import CacheShape, KVCache
 from evalkit.model.prefix_cache import PrefixCache
-from evalkit.core.types import SamplingArgs
-from support.tiny_model import build_tokenizer, write_tiny_model
 
 GREEDY = SamplingArgs(max_tokens=200, temperature=0, extra={"ignore_eos": True})
 
@@ -60,8 +59,12 @@ def test_a_sequence_in_flight_across_an_update_saves_nothing_old_into_the_new_ca
         assert engine.prefix_stats()["entries"] == 0, "K/V computed under the old weights were saved after the update"
 
         follow_up = prompt + result.token_ids + prompt[-5:]
-        again = engine.generate_many([follow_up], SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True}))[0]
-        fresh = reference.generate_many([follow_up], SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True}))[0]
+        again = engine.generate_many(
+            [follow_up], SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True})
+        )[0]
+        fresh = reference.generate_many(
+            [follow_up], SamplingArgs(max_tokens=8, temperature=0, extra={"ignore_eos": True})
+        )[0]
         assert again.cached_tokens == 0 and again.token_ids == fresh.token_ids
         assert again.logprobs == pytest.approx(fresh.logprobs, abs=1e-4)
     finally:

@@ -8,11 +8,12 @@ import concurrent.futures
 import time
 from typing import Any
 
+from support.tiny_model import build_tokenizer
+
+from evalkit.core.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS
 from evalkit.model.detokenize import IncrementalText
 from evalkit.model.requests import SamplingParams
 from evalkit.model.scheduler import Finisher, Sequence
-from evalkit.core.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS
-from support.tiny_model import build_tokenizer
 
 STOPS = tuple("a" * (MAX_STOP_CHARS - 1) + chr(ord("A") + i) for i in range(MAX_STOP_STRINGS))
 """The longest stops allowed, each almost all made of the text's own character (the worst case of a search)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
 from support import REPO
 
 ROOT = REPO

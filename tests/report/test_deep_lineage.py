@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.report_runs import make_gepa_run
 from typer.testing import CliRunner
 
 from evalkit.report.lineage import MAX_INDENT
 from primekit_cli.app import app
-from support.report_runs import make_gepa_run
 
 DEPTH = 1500
 

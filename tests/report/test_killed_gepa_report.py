@@ -15,10 +15,10 @@ import sys
 import textwrap
 import time
 
+from support import REPO, TESTS, with_pythonpath
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support import REPO, TESTS, with_pythonpath
 
 CHILD = textwrap.dedent(
     """

@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.fault_server import FaultServer
 from typer.testing import CliRunner
 
 from evalkit.report.paired import MIN_PAIRED_EXAMPLES, compare, summary_line
 from primekit_cli.app import app
-from support.fault_server import FaultServer
 
 ENV = '''
 from evalkit.envs import Rubric, SingleTurnEnv

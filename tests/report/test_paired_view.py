@@ -47,7 +47,9 @@ def test_runs_on_different_examples_are_said_to_be_unpaired(evals, tmp_path):
     lines = (other / "results.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
     for row in rows:
-        row["prompt"] = [{**m, "content": "a different question"} if m.get("role") == "user" else m for m in row["prompt"]]
+        row["prompt"] = [
+            {**m, "content": "a different question"} if m.get("role") == "user" else m for m in row["prompt"]
+        ]
     (other / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = view(str(tools), str(other))
     assert result.exit_code == 0, result.output

@@ -15,14 +15,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support import report_runs
 from support.chromium import Browser, find_chromium
+from support.cli import prime
 
 from evalkit.report.gepa_data import load_gepa_run
 from evalkit.report.html import _num, build_context, render_html, write_report
 from evalkit.report.rl_data import load_rl_run
-from support.cli import prime
 
 REF_WRITER = Path("/work/ref/verifiers-0.3.1/verifiers/legacy/gepa/gepa_utils.py")
 
@@ -55,7 +54,9 @@ def meta(run_dir: Path) -> dict:
 
 
 def no_network_references(html: str) -> None:
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the page must not load anything from the network"
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), (
+        "the page must not load anything from the network"
+    )
     assert "@import" not in html and "url(http" not in html
 
 
@@ -82,7 +83,10 @@ def test_gepa_loader_reads_ours_and_the_verifiers_schema(gepa_run, tmp_path):
     ours = load_gepa_run(gepa_run)
     assert [c.score for c in ours.candidates] == [0.0, 1.0]
     assert ours.best_idx == 1 and ours.best.is_best and ours.seed.prompt == report_runs.SEED_PROMPT
-    assert ours.candidates[1].parents == [0] and ours.candidates[1].discovered_at_calls == meta(gepa_run)["total_metric_calls"]
+    assert (
+        ours.candidates[1].parents == [0]
+        and ours.candidates[1].discovered_at_calls == meta(gepa_run)["total_metric_calls"]
+    )
     assert ours.diff_lines()[-1] == "+Answer the question. Use KEYWORD."
     assert all(row.best_score == 1.0 and row.candidate_idxs == [1] for row in ours.frontier)
 
@@ -109,11 +113,18 @@ def test_rl_loader_reads_the_eval_dirs_inside_the_run(rl_run, evals, tmp_path):
     run = load_rl_run(rl_run)
     assert [m["step"] for m in run.steps] == [1, 2] and [p.step for p in run.evals] == [0, 1, 2]
     assert run.baseline["passed"] is True and sorted(run.rollout_files) == [1, 2]
-    logged = {m["step"]: m["eval_reward"] for m in (json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines())
-              if "eval_reward" in m}
+    logged = {
+        m["step"]: m["eval_reward"]
+        for m in (json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines())
+        if "eval_reward" in m
+    }
     for point in run.evals:  # <run>/evals/step_N/ are full eval run dirs; their numbers agree with metrics.jsonl
         assert point.run_dir == rl_run / "evals" / f"step_{point.step}" and point.pass_at_1 is not None
-        assert point.reward == pytest.approx(meta(point.run_dir)["avg_reward"]) == pytest.approx(logged[point.step], abs=1e-6)
+        assert (
+            point.reward
+            == pytest.approx(meta(point.run_dir)["avg_reward"])
+            == pytest.approx(logged[point.step], abs=1e-6)
+        )
     assert run.baseline_run is not None and run.baseline_run.summary["num_rollouts"] == run.baseline["attempts"]
 
     copy = tmp_path / "rl"
@@ -162,7 +173,9 @@ def test_a_big_run_keeps_every_rollout_in_the_page(evals, tmp_path):
     """2,000 rollouts (rows of a real run, re-numbered) all reach the page; how fast is bench/report_render.py's."""
     big = report_runs.write_big_run(evals[0], tmp_path / "big", 2_000)
     html = write_report([big]).read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="rollout-data">(.*?)</script>', html, re.S).group(1))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="rollout-data">(.*?)</script>', html, re.S).group(1)
+    )
     assert len(data["rows"]) == 2_000
 
 
@@ -181,12 +194,21 @@ def _visit(browser: Browser, page: Path, script: list[str], shot: Path) -> list:
 def test_eval_comparison_page_in_chromium(browser, evals, tmp_path):
     page = write_report(list(evals), tmp_path / "compare.html")
     a, b = meta(evals[0]), meta(evals[1])
-    set_search = ("(() => { const box = document.getElementById('f-search'); box.value = 'server gone';"
-                  " box.dispatchEvent(new Event('input')); return document.getElementById('page-info').textContent; })()")
-    sort_by_delta = ("(() => { const th = Array.from(document.querySelectorAll('#example-table th')).find(h => h.textContent === 'Δ');"
-                     " th.click(); return document.querySelector('#example-table tbody tr').getAttribute('data-example'); })()")
-    open_example = ("(() => { document.getElementById('f-reset').click(); document.querySelector('#example-table tr[data-example=\"3\"]').click();"
-                    " return [document.getElementById('page-info').textContent, document.getElementById('rollout-list').innerText]; })()")
+    set_search = (
+        "(() => { const box = document.getElementById('f-search'); box.value = 'server gone';"
+        " box.dispatchEvent(new Event('input')); return document.getElementById('page-info').textContent; })()"
+    )
+    sort_by_delta = (
+        "(() => { const th = Array.from(document.querySelectorAll('#example-table th'))"
+        ".find(h => h.textContent === 'Δ');"
+        " th.click(); return document.querySelector('#example-table tbody tr').getAttribute('data-example'); })()"
+    )
+    open_example = (
+        "(() => { document.getElementById('f-reset').click();"
+        " document.querySelector('#example-table tr[data-example=\"3\"]').click();"
+        " return [document.getElementById('page-info').textContent,"
+        " document.getElementById('rollout-list').innerText]; })()"
+    )
     text, summary, info, top, (info3, list3) = _visit(browser, page, [
         TEXT, "document.getElementById('summary-table').innerText", set_search, sort_by_delta, open_example,
     ], tmp_path / "eval-compare.png")
@@ -201,10 +223,14 @@ def test_eval_comparison_page_in_chromium(browser, evals, tmp_path):
 def test_gepa_page_in_chromium(browser, gepa_run, tmp_path):
     page = write_report([gepa_run], tmp_path / "gepa.html")
     diff = "document.querySelector('pre.diff').innerText"
-    text, diff_text, svg_text = _visit(browser, page, [TEXT, diff, "document.querySelector('figure.chart svg').textContent"],
-                                       tmp_path / "gepa.png")
+    text, diff_text, svg_text = _visit(
+        browser, page, [TEXT, diff, "document.querySelector('figure.chart svg').textContent"], tmp_path / "gepa.png"
+    )
     m = meta(gepa_run)
-    assert f"{m.get('best_val_score', m.get('best_score')):.3f} (candidate {m['best_idx']} of {m['num_candidates']})" in text
+    assert (
+        f"{m.get('best_val_score', m.get('best_score')):.3f} (candidate {m['best_idx']} of {m['num_candidates']})"
+        in text
+    )
     assert f"{m['total_metric_calls']} / {m['budget'] if 'budget' in m else m['config']['max_calls']}" in text
     assert "+Answer the question. Use KEYWORD." in diff_text and "-Answer the question." in diff_text
     assert "Frontier mean" in text and "metric calls" in svg_text
@@ -213,8 +239,10 @@ def test_gepa_page_in_chromium(browser, gepa_run, tmp_path):
 @pytest.mark.slow
 def test_rl_page_in_chromium(browser, rl_run, tmp_path):
     page = write_report([rl_run], tmp_path / "rl.html")
-    pick_step = ("(() => { const s = document.getElementById('f-step'); s.value = '2'; s.dispatchEvent(new Event('change'));"
-                 " return document.getElementById('page-info').textContent; })()")
+    pick_step = (
+        "(() => { const s = document.getElementById('f-step'); s.value = '2'; s.dispatchEvent(new Event('change'));"
+        " return document.getElementById('page-info').textContent; })()"
+    )
     text, steps_table, info = _visit(browser, page, [TEXT, "document.getElementById('steps-0').innerText", pick_step],
                                      tmp_path / "rl.png")
     metrics = [json.loads(line) for line in (rl_run / "metrics.jsonl").read_text().splitlines()]
@@ -242,8 +270,14 @@ def test_report_scrubs_credentials_echoed_in_errors(tmp_path):
     secret = "sk-live-0123456789abcdefghij"
     echoed = f"HTTP 401: echoed Authorization: Bearer {secret}"
     client = ScriptedClient(lambda m, s, t: ModelCallError(echoed))
-    config = EvalConfig(env_id="toy-tools", model="leaky", output_dir=str(tmp_path), num_examples=2, rollouts_per_example=1,
-                        max_retries=0)
+    config = EvalConfig(
+        env_id="toy-tools",
+        model="leaky",
+        output_dir=str(tmp_path),
+        num_examples=2,
+        rollouts_per_example=1,
+        max_retries=0,
+    )
     run_dir = run_eval(config, client=client, env=report_runs.tool_env()).run_dir
     html = write_report([run_dir]).read_text()
     assert "HTTP 401: echoed Authorization" in html and secret not in html

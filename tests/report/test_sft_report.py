@@ -1,6 +1,7 @@
 """SFT run dirs are reported as SFT (not RL): `prime eval view` text and HTML, and the sweep of their checkpoints.
 
-The run is a real `prime sft run` (in process) of a tiny random-weight model on 8 rows, 2 steps, a weight export at each.
+The run is a real `prime sft run` (in process) of a tiny random-weight model on 8 rows, 2 steps, a weight export at
+each.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.core.runs import detect_kind
@@ -19,7 +21,6 @@ from evalkit.report.sweep_data import load_sweep
 from primekit_cli.app import app
 from rl_backend.sft import run
 from rl_backend.sft_config import load_sft_config
-from support.tiny_model import write_tiny_model
 
 pytestmark = pytest.mark.slow  # a real SFT run (training)
 
@@ -28,8 +29,13 @@ pytestmark = pytest.mark.slow  # a real SFT run (training)
 def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("sft-report")
     model = write_tiny_model(folder / "model")
-    rows = [{"prompt": [{"role": "user", "content": f"{i}+1="}], "completion": [{"role": "assistant", "content": str(i + 1)}]}
-            for i in range(8)]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"{i}+1="}],
+            "completion": [{"role": "assistant", "content": str(i + 1)}],
+        }
+        for i in range(8)
+    ]
     (folder / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (folder / "sft.toml").write_text(f'model = "{model}"\ndata = "rows.jsonl"\nbatch_size = 4\nrun_name = "r"\n'
                                      '[trainer]\nlr = 1e-3\nlora = false\ndevice = "cpu"\n[ckpt]\ninterval = 1\n')

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
-
 from support import report_runs
+from typer.testing import CliRunner
 
 from evalkit.report.tui import (
     RolloutScreen,

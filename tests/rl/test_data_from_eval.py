@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.report_runs import make_eval_runs
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support.report_runs import make_eval_runs
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,15 @@ def test_rollouts_that_scored_become_chat_rows_with_tools_and_provenance(runs, t
     rows = _rows(out)
     first = rows[0]
     assert first["prompt"][-1]["role"] == "user" and first["completion"][-1]["role"] == "assistant"
-    assert any(m.get("tool_calls") for m in first["completion"]) and any(m["role"] == "tool" for m in first["completion"])
+    assert any(m.get("tool_calls") for m in first["completion"]) and any(
+        m["role"] == "tool" for m in first["completion"]
+    )
     assert [tool["function"]["name"] for tool in first["tools"]] == ["add"]
     assert first["provenance"] == {"run": str(tools_run), "env_id": "toy-tools", "model": "tools", "example_id": 0,
                                    "rollout_idx": 0, "reward": 1.0}
-    assert {(r["provenance"]["model"], r["provenance"]["example_id"]) for r in rows if r["provenance"]["model"] == "even"} == \
-        {("even", 0), ("even", 2), ("even", 4)}  # the "even" model answers only even-numbered questions
+    assert {
+        (r["provenance"]["model"], r["provenance"]["example_id"]) for r in rows if r["provenance"]["model"] == "even"
+    } == {("even", 0), ("even", 2), ("even", 4)}  # the "even" model answers only even-numbered questions
 
 
 def test_best_of_group_keeps_one_rollout_per_example(runs, tmp_path: Path):
@@ -48,7 +51,9 @@ def test_best_of_group_keeps_one_rollout_per_example(runs, tmp_path: Path):
 
 
 def test_refusals_are_one_line(runs, tmp_path: Path):
-    none = CliRunner().invoke(app, ["data", "from-eval", str(runs[0]), "-o", str(tmp_path / "x.jsonl"), "--min-reward", "2"])
+    none = CliRunner().invoke(
+        app, ["data", "from-eval", str(runs[0]), "-o", str(tmp_path / "x.jsonl"), "--min-reward", "2"]
+    )
     assert none.exit_code == 2 and "error: no rollout of 1 run(s) scored at least 2" in none.output
     assert not (tmp_path / "x.jsonl").exists()
     bad = CliRunner().invoke(app, ["data", "from-eval", str(tmp_path), "-o", str(tmp_path / "x.jsonl")])

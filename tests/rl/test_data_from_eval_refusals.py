@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.report_runs import make_eval_runs
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support.report_runs import make_eval_runs
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.scripted_client import ScriptedClient
 from typer.testing import CliRunner
 
 from evalkit.core.types import Completion
@@ -17,7 +18,6 @@ from evalkit.envs import Rubric, SingleTurnEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
 from primekit_cli.app import app
-from support.scripted_client import ScriptedClient
 
 
 def _exact(completion, answer) -> float:
@@ -31,7 +31,9 @@ def _model(messages, sampling, tools):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    env = SingleTurnEnv(eval_dataset=[{"question": f"q{i}", "answer": f"a{i}"} for i in range(6)], rubric=Rubric([_exact]))
+    env = SingleTurnEnv(
+        eval_dataset=[{"question": f"q{i}", "answer": f"a{i}"} for i in range(6)], rubric=Rubric([_exact])
+    )
     config = EvalConfig(env_id="cut", model="cutter", output_dir=str(tmp_path_factory.mktemp("evals")), num_examples=6,
                         rollouts_per_example=1)
     return run_eval(config, client=ScriptedClient(_model, model="cutter"), env=env).run_dir

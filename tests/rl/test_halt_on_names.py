@@ -3,14 +3,13 @@ not hide a typo beside it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support import REPO
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 
-CONFIG = Path(__file__).resolve().parents[3] / "configs" / "rl" / "digit-sums.toml"
+CONFIG = REPO / "configs" / "rl" / "digit-sums.toml"
 KNOWN = "choose from reward_spread, entropy_collapse, kl_growth, truncation_rising, errors_rising, reward_drop or all"
 
 

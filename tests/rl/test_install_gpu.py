@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
@@ -33,11 +32,18 @@ def _pip(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 def _resolve(tmp_path: Path, *requirements: str) -> dict[str, str]:
     report = tmp_path / f"report-{len(list(tmp_path.iterdir()))}.json"
-    result = _pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *requirements, timeout=300)
-    if result.returncode != 0 and re.search(r"(Network is unreachable|Temporary failure|Max retries exceeded|timed out)", result.stderr):
+    result = _pip(
+        "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *requirements, timeout=300
+    )
+    if result.returncode != 0 and re.search(
+        r"(Network is unreachable|Temporary failure|Max retries exceeded|timed out)", result.stderr
+    ):
         pytest.skip(f"the package index is unreachable: {result.stderr.strip().splitlines()[-1]}")
     assert result.returncode == 0, result.stderr[-3000:]
-    return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
+    return {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
 
 
 def test_gpu_extra_resolves_without_holding_vllm_back(tmp_path: Path):

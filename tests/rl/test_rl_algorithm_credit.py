@@ -6,8 +6,20 @@ import pytest
 import torch
 
 from rl_backend.advantages import make_advantage_rule
-from rl_backend.algorithms import (ALGORITHMS, GRPO, OPD, OPSD, RAE, Echo, LengthPenalty, MaxRL, SFTDistill, Span,
-                                   Trace, observation_weights)
+from rl_backend.algorithms import (
+    ALGORITHMS,
+    GRPO,
+    OPD,
+    OPSD,
+    RAE,
+    Echo,
+    LengthPenalty,
+    MaxRL,
+    SFTDistill,
+    Span,
+    Trace,
+    observation_weights,
+)
 from rl_backend.loss_components import ce_token_losses, combine, members, ref_kl_token_losses
 
 

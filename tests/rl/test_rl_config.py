@@ -8,7 +8,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from support import REPO
 from typer.testing import CliRunner
 
@@ -59,7 +58,10 @@ def test_validation_errors_name_the_key(tmp_path, extra, needle):
 def test_cli_config_error_is_one_line_exit_2(tmp_path):
     path = _write(tmp_path, BASE.replace("batch_size = 8", "batch_size = 6"))
     result = subprocess.run(
-        [sys.executable, "-m", "primekit_cli", "rl", "run", str(path), "--dry-run"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "primekit_cli", "rl", "run", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -86,7 +88,9 @@ def test_lora_false_means_full_finetuning_and_roundtrips(tmp_path):
 
 def test_dry_run_prints_config_and_plan(tmp_path):
     path = _write(tmp_path, BASE)
-    result = CliRunner().invoke(app, ["rl", "run", str(path), "--dry-run", "--trainer.lr", "1e-4", "-o", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        app, ["rl", "run", str(path), "--dry-run", "--trainer.lr", "1e-4", "-o", str(tmp_path / "o")]
+    )
     assert result.exit_code == 0, result.output
     assert "lr = 0.0001" in result.output and "# plan" in result.output
     assert "2 examples x 4" in result.output
@@ -140,7 +144,11 @@ def test_dry_run_plans_the_mixture_the_vllm_command_and_the_gpus(tmp_path, monke
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without CUDA
     code, out = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
-    assert code == 2 and out[-1] == "error: trainer.gpus = [1] but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
+    assert (
+        code == 2
+        and out[-1]
+        == "error: trainer.gpus = [1] but torch sees no CUDA GPU here; remove trainer.gpus to train on the CPU"
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     code, plan = _plan(tmp_path, TWO_ENVS + vllm + "[trainer]\ngpus = [1]\n")
@@ -151,5 +159,8 @@ def test_dry_run_plans_the_mixture_the_vllm_command_and_the_gpus(tmp_path, monke
 
     code, plan = _plan(tmp_path, BASE + '[inference]\nbase_url = "http://127.0.0.1:8000/v1"\n')
     assert code == 0 and "the running server at http://127.0.0.1:8000/v1" in " ".join(plan)
-    code, out = _plan(tmp_path, BASE + '[inference]\nvllm_command = ["/no/such/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]\n')
+    code, out = _plan(
+        tmp_path,
+        BASE + '[inference]\nvllm_command = ["/no/such/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]\n',
+    )
     assert code == 2 and "inference.vllm_command: '/no/such/env/bin/python' is not an executable" in out[-1]

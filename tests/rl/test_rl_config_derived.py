@@ -6,11 +6,11 @@ when known), and prime-rl's older ``trainer.tokenizer`` is the model's own token
 from __future__ import annotations
 
 import pytest
-
-from evalkit.core.errors import ConfigError
-from evalkit.core.dotted import deep_merge
-from rl_backend.config import load_rl_config
 from support.rl_shapes import HOSTED, PRIME_RL_EXAMPLE, dry_run, on_embedded_model, shape_file
+
+from evalkit.core.dotted import deep_merge
+from evalkit.core.errors import ConfigError
+from rl_backend.config import load_rl_config
 
 LONG = deep_merge(HOSTED, {"sampling": {"max_tokens": 4096}})
 """The hosted example with long replies and no max_seq_len anywhere."""

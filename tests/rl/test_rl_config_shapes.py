@@ -11,11 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.rl_shapes import (
+    HOSTED,
+    PRIME_RL_EXAMPLE,
+    PRIME_RL_GUIDE,
+    QUICK_START,
+    SHAPES,
+    VF_RL,
+    dry_run,
+    on_embedded_model,
+    shape_file,
+)
 
 from evalkit.core.errors import ConfigError
 from rl_backend.config import RLConfig, load_rl_config
-from support.rl_shapes import (HOSTED, PRIME_RL_EXAMPLE, PRIME_RL_GUIDE, QUICK_START, SHAPES, VF_RL, dry_run,
-                               on_embedded_model, shape_file)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -57,7 +66,9 @@ def test_prime_rl_guide_keys_land_on_ours(tmp_path):
     assert (config.batch_size, config.rollouts_per_example, config.trainer.max_seq_len) == (512, 16, 4096)
     assert config.trainer.zero_truncated_completions and not config.trainer.mask_truncated_completions
     assert config.sampling.max_tokens == 512 and config.filter.enabled and config.filter.oversampling_factor == 2.0
-    assert [e.id for e in config.env] == ["primeintellect/wiki-search"] and config.inference.tool_call_parser == "hermes"
+    assert [e.id for e in config.env] == [
+        "primeintellect/wiki-search"
+    ] and config.inference.tool_call_parser == "hermes"
     assert any("enable_auto_tool_choice" in note for note in config.notes)
 
 
@@ -73,9 +84,20 @@ def test_vf_rl_keys_land_on_ours(tmp_path):
     config = _load(tmp_path, VF_RL)
     assert (config.inference.gpus, config.trainer.gpus, config.inference.tool_call_parser) == ([0], [1], "hermes")
     t = config.trainer
-    assert (t.micro_batch_size, t.max_seq_len, t.lr, t.lr_scheduler_type, t.warmup_steps) == (4, 4096, 1e-5, "cosine", 10)
+    assert (t.micro_batch_size, t.max_seq_len, t.lr, t.lr_scheduler_type, t.warmup_steps) == (
+        4,
+        4096,
+        1e-5,
+        "cosine",
+        10,
+    )
     assert (t.max_grad_norm, t.gradient_checkpointing, t.kl_coef) == (0.5, True, 0.01)
-    assert (config.run_name, config.batch_size, config.rollouts_per_example, config.max_steps) == ("wiki-search", 1024, 16, 500)
+    assert (config.run_name, config.batch_size, config.rollouts_per_example, config.max_steps) == (
+        "wiki-search",
+        1024,
+        16,
+        500,
+    )
     assert (config.sampling.max_tokens, config.sampling.top_k) == (512, 20)
 
 
@@ -90,11 +112,17 @@ def test_quick_start_keys_land_on_ours(tmp_path):
     "patch, needle",
     [
         ({"trainer_gpu_ids": [6, 7]}, "the trainer runs on one GPU"),
-        ({"orchestrator": {"buffer": {"easy_threshold": 1.0}}}, "orchestrator.buffer.easy_threshold: prime-rl's buffer"),
+        (
+            {"orchestrator": {"buffer": {"easy_threshold": 1.0}}},
+            "orchestrator.buffer.easy_threshold: prime-rl's buffer",
+        ),
         ({"trainer": {"optim": {"type": "muon"}}}, "trainer.optim.type = 'muon': primekit's trainer uses AdamW only"),
         ({"trainer": {"model": {"compile": {}}}}, "trainer.model.compile: prime-rl key with no primekit counterpart"),
         ({"trainer": {"model": {"tp": 2}}}, "trainer.model.tp: multi-GPU training"),
-        ({"orchestrator": {"max_async_level": 2, "max_off_policy_steps": 1}}, "max_off_policy_steps = 1 is below the async level (2)"),
+        (
+            {"orchestrator": {"max_async_level": 2, "max_off_policy_steps": 1}},
+            "max_off_policy_steps = 1 is below the async level (2)",
+        ),
         ({"orchestrator": {"mask_env_responses": False}}, "primekit always masks environment responses"),
         ({"ckpt": {"resume_step": 10}}, "ckpt.resume_step: resume with `prime rl run CONFIG --resume STEP`"),
         ({"output_dir": "outputs/x"}, "output_dir: the output folder is `prime rl run -o DIR`"),

@@ -13,8 +13,8 @@ from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a re
 from support.tiny_model import build_tokenizer, write_tiny_model
 from typer.testing import CliRunner
 
-from evalkit.model.threads import ThreadTuner
 from evalkit.core.types import SamplingArgs
+from evalkit.model.threads import ThreadTuner
 from rl_backend import cpu_share
 from rl_backend.cpu_share import CpuShare, split
 
@@ -94,7 +94,9 @@ def test_each_step_runs_the_way_that_gave_the_shortest_step_cycles(tiny_engine):
     assert CpuShare(tiny_engine, overlap=True, cores=1, cuda=False).choices == ["all"]
 
 
-@pytest.mark.parametrize(("overlap", "cuda", "engine"), [(False, False, True), (True, True, True), (True, False, False)])
+@pytest.mark.parametrize(
+    ("overlap", "cuda", "engine"), [(False, False, True), (True, True, True), (True, False, False)]
+)
 def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, overlap, cuda, engine):
     share = CpuShare(tiny_engine if engine else None, overlap=overlap, cores=4, cuda=cuda)
     outside = torch.get_num_threads()
@@ -106,7 +108,8 @@ def test_nothing_is_split_on_policy_on_cuda_or_without_an_engine(tiny_engine, ov
 @pytest.mark.parametrize("async_level", [1, 0])
 def test_overlapped_training_steps_run_on_their_share_at_normal_priority(tmp_path, monkeypatch, async_level):
     """The trainer thread trains with half the (here: 4) cores, then all, then all after waiting for
-    the sampler, while overlapping; all of them on-policy; and is never reniced (the old rule, nice 19, starved it whenever another process wanted the CPU)."""
+    the sampler, while overlapping; all of them on-policy; and is never reniced (the old rule, nice 19, starved it
+    whenever another process wanted the CPU)."""
     from primekit_cli.app import app
     from rl_backend.policy import Policy
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.report_runs import QUICK_RL, write_rl_project
 from typer.testing import CliRunner
 
 from evalkit.report.rl_health import CHECKS, Monitor, diagnose
-from support.report_runs import QUICK_RL, write_rl_project
 
 
 def _rows(**series: list[float]) -> list[dict]:
@@ -79,7 +79,20 @@ def test_halt_on_stops_a_collapsed_run_with_its_checkpoint_and_metrics_saved(tmp
 
     config = write_rl_project(tmp_path, CONSTANT_ENV)
     out = tmp_path / "out"
-    args = ["rl", "run", str(config), "-o", str(out), *QUICK_RL, "--max-steps", "6", "--eval.interval", "6", "--filter.enabled", "false"]
+    args = [
+        "rl",
+        "run",
+        str(config),
+        "-o",
+        str(out),
+        *QUICK_RL,
+        "--max-steps",
+        "6",
+        "--eval.interval",
+        "6",
+        "--filter.enabled",
+        "false",
+    ]
     watched = CliRunner().invoke(app, [*args, "--run-name", "watched"])
     assert watched.exit_code == 0, watched.output
     assert watched.output.count("health: reward_spread at step 3") == 1  # printed once, the run goes on

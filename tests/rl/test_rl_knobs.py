@@ -15,16 +15,25 @@ from typing import Any
 
 import pytest
 import torch
+from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
 
 from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from rl_backend.config import RLConfig, TrainerConfig
 from rl_backend.policy import Policy, Sample, lr_at
-from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
 
 
 def _config(tiny_model: Path, **trainer: Any) -> RLConfig:
-    return RLConfig.model_validate({"model": str(tiny_model), "env": [{"id": "x"}], "batch_size": 4, "rollouts_per_example": 2,
-                                    "max_steps": 10, "sampling": {"max_tokens": 8}, "trainer": {"lr": 1e-2, **trainer}})
+    return RLConfig.model_validate(
+        {
+            "model": str(tiny_model),
+            "env": [{"id": "x"}],
+            "batch_size": 4,
+            "rollouts_per_example": 2,
+            "max_steps": 10,
+            "sampling": {"max_tokens": 8},
+            "trainer": {"lr": 1e-2, **trainer},
+        }
+    )
 
 
 def _samples(advantage: float = 1.0) -> list[Sample]:
@@ -71,7 +80,9 @@ def test_max_grad_norm_clips_what_the_optimizer_sees(tiny_model):
     clipped, free = Policy(_config(tiny_model, max_grad_norm=1e-3)), Policy(_config(tiny_model, max_grad_norm=0))
     seen_clipped, seen_free = _grad_norm_at_step(clipped), _grad_norm_at_step(free)
     a, b = clipped.train_step(_samples(), 1), free.train_step(_samples(), 1)
-    assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4) and a["grad_norm"] > 1e-2  # reported: before clipping
+    assert (
+        a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4) and a["grad_norm"] > 1e-2
+    )  # reported: before clipping
     assert seen_clipped[0] == pytest.approx(1e-3, rel=1e-3) and seen_free[0] == pytest.approx(b["grad_norm"], rel=1e-4)
 
 
@@ -93,7 +104,9 @@ def test_kl_coef_pulls_the_policy_back_to_the_starting_model(tiny_model):
     _perturb_adapter(plain)
     before = [p.detach().clone() for p in plain.model.parameters() if p.requires_grad]
     stats = plain.train_step(_samples(advantage=0.0), 1)
-    assert "kl_ref" not in stats and all(torch.equal(a, p) for a, p in zip(before, (p for p in plain.model.parameters() if p.requires_grad)))
+    assert "kl_ref" not in stats and all(
+        torch.equal(a, p) for a, p in zip(before, (p for p in plain.model.parameters() if p.requires_grad))
+    )
 
 
 def test_kl_reference_for_full_finetuning_is_a_frozen_copy(tiny_model):
@@ -183,8 +196,13 @@ def _steps(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_async_level_three_runs_up_to_three_steps_behind(tmp_path, tiny_model):
-    run_dir = _run(tmp_path, tiny_model, "max_steps = 7", "[sampling]\nmax_tokens = 4\n[trainer]\nasync_level = 3\n"
-                                                          "micro_batch_size = 4\n[eval]\ninterval = 5\nnum_examples = 2\n")
+    run_dir = _run(
+        tmp_path,
+        tiny_model,
+        "max_steps = 7",
+        "[sampling]\nmax_tokens = 4\n[trainer]\nasync_level = 3\n"
+        "micro_batch_size = 4\n[eval]\ninterval = 5\nnum_examples = 2\n",
+    )
     steps = _steps(run_dir)
     # batches 1-3 are sampled with the starting weights; when the trainer takes batch 3 (2 steps done) the
     # sampler is idle, takes step 2's weights and samples batches 4-6; at batch 6 it takes step 5's for 7
@@ -198,8 +216,13 @@ def test_async_level_three_runs_up_to_three_steps_behind(tmp_path, tiny_model):
 def test_sampling_filters_and_oversampling_reach_the_rollouts(tmp_path, tiny_model):
     """top_k = 1 makes every rollout of a group the same (no variance: all groups filtered), and
     oversampling_factor = 2 rolls out twice the examples in a step's first round."""
-    run_dir = _run(tmp_path, tiny_model, "max_steps = 1", "[sampling]\nmax_tokens = 4\ntop_k = 1\nrepetition_penalty = 1.3\n"
-                                                          "[filter]\nmax_rounds = 1\noversampling_factor = 2.0\n")
+    run_dir = _run(
+        tmp_path,
+        tiny_model,
+        "max_steps = 1",
+        "[sampling]\nmax_tokens = 4\ntop_k = 1\nrepetition_penalty = 1.3\n"
+        "[filter]\nmax_rounds = 1\noversampling_factor = 2.0\n",
+    )
     (step,) = _steps(run_dir)
     assert step["groups_generated"] == 4 and step["groups_kept"] == 0
     rows = [json.loads(line) for line in (run_dir / "rollouts" / "step_1.jsonl").read_text().splitlines()]

@@ -3,8 +3,6 @@ against the trainer's own loss, and num_iterations / the entropy bonus on a tiny
 
 from __future__ import annotations
 
-from support import REPO, with_pythonpath
-
 import json
 import math
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from support import REPO, with_pythonpath
 
 from rl_backend.config import RLConfig
 from rl_backend.losses import LOSSES, clip_range, make_loss
@@ -167,7 +166,9 @@ def test_prime_rl_export_carries_token_level_losses_and_refuses_the_others(monke
         assert f"trainer.loss.type = '{name}' cannot carry" in refused and why in refused
     masked = _export(monkeypatch, "--trainer.loss.clip_eps", "0.1")
     assert "trainer.loss.clip_eps = 0.1 has no prime-rl equivalent with loss.type 'mask'" in masked
-    assert "trainer.num_iterations = 2 has no prime-rl equivalent" in _export(monkeypatch, "--trainer.num_iterations", "2")
+    assert "trainer.num_iterations = 2 has no prime-rl equivalent" in _export(
+        monkeypatch, "--trainer.num_iterations", "2"
+    )
 
 
 LOSS_OF = """
@@ -191,8 +192,14 @@ def test_prime_rls_own_loader_reads_the_custom_loss(tmp_path: Path, monkeypatch:
         pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
     file = tmp_path / "c.toml"
     file.write_text(_export(monkeypatch, "--trainer.loss.type", name, "--trainer.loss.clip_eps", "0.1").text)
-    result = subprocess.run([python, "-c", LOSS_OF, str(file)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                            env=with_pythonpath(REPO / "environments" / "digit_sums"))
+    result = subprocess.run(
+        [python, "-c", LOSS_OF, str(file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env=with_pythonpath(REPO / "environments" / "digit_sums"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     loss = json.loads(result.stdout.strip().splitlines()[-1])
     assert loss == {"type": "custom", "import_path": "rl_backend.prime_rl_loss.primekit_loss",

@@ -10,22 +10,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.report_runs import QUICK_RL, write_rl_project
 from typer.testing import CliRunner
 
-from evalkit.report.rl_names import with_old_names
-from support.report_runs import QUICK_RL, write_rl_project
 from evalkit.core.types import RolloutState, Usage
+from evalkit.report.rl_names import with_old_names
 from rl_backend.prime_metrics import eval_metrics, rollout_metrics, stat
 
 STATS = ("mean", "max", "min", "p10", "p90")
 PRIME_RL_TRAIN = [
     # orchestrator (src/prime_rl/orchestrator/metrics.py: EpisodeMetrics / TraceMetrics.to_dict, Stat.to_dict)
-    *(f"train/agg/all/{m}/{s}" for m in ("num_total_tokens", "num_input_tokens", "num_output_tokens", "num_turns") for s in STATS),
+    *(
+        f"train/agg/all/{m}/{s}"
+        for m in ("num_total_tokens", "num_input_tokens", "num_output_tokens", "num_turns")
+        for s in STATS
+    ),
     *(f"train/agg/all/agent/{m}/{s}" for m in ("reward", "num_output_tokens", "num_turns") for s in STATS),
-    "train/agg/all/agent/is_truncated/mean", "train/agg/all/has_error/mean", "train/agg/all/agent/has_error/mean",
-    "train/agg/effective/agent/reward/mean", "train/agg/effective/num_turns/mean",
+    "train/agg/all/agent/is_truncated/mean",
+    "train/agg/all/has_error/mean",
+    "train/agg/all/agent/has_error/mean",
+    "train/agg/effective/agent/reward/mean",
+    "train/agg/effective/num_turns/mean",
     # trainer (src/prime_rl/trainer/rl/train.py)
-    "loss/mean", "entropy/all/mean", "mismatch_kl/all/mean", "optim/grad_norm", "optim/lr", "time/step", "time/wait_for_batch",
+    "loss/mean",
+    "entropy/all/mean",
+    "mismatch_kl/all/mean",
+    "optim/grad_norm",
+    "optim/lr",
+    "time/step",
+    "time/wait_for_batch",
 ]
 OLD = ["reward_mean", "reward_std", "loss", "entropy", "mismatch_kl", "grad_norm"]
 
@@ -86,13 +99,15 @@ def _wandb_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[st
     else a module with wandb's ``init``/``log``/``Table``/``finish`` surface that only records."""
     logged: list[dict[str, Any]] = []
     try:
-        import wandb
+        import wandb  # noqa: F401  (installed: the real one records)
         from wandb.sdk.wandb_run import Run
 
         monkeypatch.setenv("WANDB_MODE", "offline")
         monkeypatch.setenv("WANDB_DIR", str(tmp_path))
         real = Run.log
-        monkeypatch.setattr(Run, "log", lambda self, data, *a, **k: (logged.append(dict(data)), real(self, data, *a, **k))[1])
+        monkeypatch.setattr(
+            Run, "log", lambda self, data, *a, **k: (logged.append(dict(data)), real(self, data, *a, **k))[1]
+        )
     except ImportError:
         import importlib.machinery
 
@@ -111,16 +126,22 @@ def test_a_runs_wandb_keys_and_metrics_lines_carry_prime_rls_names(tmp_path: Pat
 
     logged = _wandb_keys(monkeypatch, tmp_path)
     config = write_rl_project(tmp_path, BINARY_ENV)
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *QUICK_RL, "--wandb.project", "p"])
+    result = CliRunner().invoke(
+        app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), *QUICK_RL, "--wandb.project", "p"]
+    )
     assert result.exit_code == 0, result.output
-    assert "eval step 2: mean reward" in result.output and "num_total_tokens" not in result.output  # the console line stays short
+    assert (
+        "eval step 2: mean reward" in result.output and "num_total_tokens" not in result.output
+    )  # the console line stays short
     train = [row for row in logged if "loss" in row]
     assert len(train) == 2
     for row in train:
         missing = [key for key in [*PRIME_RL_TRAIN, "train/digits/all/agent/reward/mean", "entropy/digits/mean", *OLD]
                    if key not in row]
         assert not missing, missing
-        assert row["train/agg/all/agent/reward/mean"] == row["reward_mean"] and row["entropy/all/mean"] == row["entropy"]
+        assert (
+            row["train/agg/all/agent/reward/mean"] == row["reward_mean"] and row["entropy/all/mean"] == row["entropy"]
+        )
         table = row["samples"]
         columns = table.columns if hasattr(table, "columns") else table["columns"]
         assert "completion" in columns and "advantage" in columns

@@ -41,7 +41,9 @@ def test_ratios_hold_in_every_window_and_the_order_is_a_function_of_the_cursor()
     for start in range(0, 40, 4):  # every 4 examples: 3 of a, 1 of b
         assert Counter(k for k, _ in picks[start : start + 4]) == {0: 3, 1: 1}
     a_rows = [row["question"] for k, row in picks if k == 0]
-    assert sorted(a_rows[:5]) == [f"a{i}" for i in range(5)]  # each environment walks its own permutation, epoch by epoch
+    assert sorted(a_rows[:5]) == [
+        f"a{i}" for i in range(5)
+    ]  # each environment walks its own permutation, epoch by epoch
     assert sorted(a_rows[5:10]) == [f"a{i}" for i in range(5)] and a_rows[:5] != a_rows[5:10]
     fresh = EnvMixture([a, b], [3, 1], seed=1)  # a resumed run asks for a late cursor first
     assert [fresh.pick(i) for i in (33, 7, 39)] == [picks[33], picks[7], picks[39]]
@@ -71,7 +73,8 @@ def test_an_infinite_taskset_is_drawn_lazily_and_needs_ratios_beside_others():
 def test_env_tables_accept_verifiers_keys_and_need_distinct_names(tmp_path):
     path = tmp_path / "rl.toml"
     path.write_text(
-        'batch_size = 8\nrollouts_per_example = 4\n[[env]]\nenv_id = "reverse-text"\nenv_args = { difficulty = "easy" }\n'
+        'batch_size = 8\nrollouts_per_example = 4\n'
+        '[[env]]\nenv_id = "reverse-text"\nenv_args = { difficulty = "easy" }\n'
         '[[env]]\nid = "reverse-text"\nname = "rt-hard"\n[buffer]\nenv_ratios = [0.75, 0.25]\n'
     )
     config = load_rl_config(path)
@@ -139,7 +142,11 @@ def test_two_builtin_envs_train_together_with_per_env_metrics_baseline_and_evals
             mine = [r["reward"] for r in rows if r["env"] == env]
             assert m[f"reward_mean/{env}"] == pytest.approx(sum(mine) / len(mine), abs=1e-6)
         # each rollout was scored by its own environment's rubric
-        assert all(set(r["metrics"]) == ({"correct_answer", "has_number"} if r["env"] == "arithmetic" else {"lcs_reward", "exact_match"}) for r in rows), rows[0]
+        assert all(
+            set(r["metrics"])
+            == ({"correct_answer", "has_number"} if r["env"] == "arithmetic" else {"lcs_reward", "exact_match"})
+            for r in rows
+        ), rows[0]
     baseline = json.loads((run_dir / "baseline.json").read_text())
     assert baseline["passed"] and set(baseline["envs"]) == set(ENVS) and baseline["attempts"] == 8
     for env in ENVS:
@@ -148,14 +155,19 @@ def test_two_builtin_envs_train_together_with_per_env_metrics_baseline_and_evals
         assert json.loads((run_dir / "evals" / "step_2" / env / "metadata.json").read_text())["split"] == "eval"
     evals = [m for m in metrics if "eval_reward" in m]
     assert [m["step"] for m in evals] == [1, 2]
-    assert all(m["eval_reward"] == pytest.approx((m["eval_reward/arithmetic"] + m["eval_reward/reverse-text"]) / 2) for m in evals)
+    assert all(
+        m["eval_reward"] == pytest.approx((m["eval_reward/arithmetic"] + m["eval_reward/reverse-text"]) / 2)
+        for m in evals
+    )
 
 
 @pytest.mark.slow
 def test_resume_draws_the_same_mixture_and_refusals_name_the_env(tmp_path, tiny_model):
     out = tmp_path / "out"
     runner = CliRunner()
-    straight = runner.invoke(app, ["rl", "run", str(_config(tmp_path, tiny_model, "straight")), "-o", str(out), "--skip-baseline"])
+    straight = runner.invoke(
+        app, ["rl", "run", str(_config(tmp_path, tiny_model, "straight")), "-o", str(out), "--skip-baseline"]
+    )
     assert straight.exit_code == 0, straight.output
     config = _config(tmp_path, tiny_model, "split")
     first = runner.invoke(app, ["rl", "run", str(config), "-o", str(out), "--skip-baseline", "--max-steps", "1"])
@@ -172,7 +184,11 @@ def test_resume_draws_the_same_mixture_and_refusals_name_the_env(tmp_path, tiny_
     refused = runner.invoke(app, ["rl", "run", str(config), "-o", str(out), "--resume", "--max-steps", "3"])
     assert refused.exit_code == 2 and "buffer" in refused.output  # another mixture would not continue the same order
 
-    strict = runner.invoke(app, ["rl", "run", str(_config(tmp_path, tiny_model, "strict", diverse=0.5)), "-o", str(out)])
+    strict = runner.invoke(
+        app, ["rl", "run", str(_config(tmp_path, tiny_model, "strict", diverse=0.5)), "-o", str(out)]
+    )
     assert strict.exit_code == 2
-    assert "error: baseline check failed: env 'arithmetic': only 0/2 groups" in strict.output  # random weights never get sums right
+    assert (
+        "error: baseline check failed: env 'arithmetic': only 0/2 groups" in strict.output
+    )  # random weights never get sums right
     assert json.loads((out / "rl" / "strict" / "baseline.json").read_text())["envs"]["arithmetic"]["passed"] is False

@@ -15,10 +15,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.rl_project import read_metrics, rl_project
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support.rl_project import read_metrics, rl_project
 
 
 def rl(*args: str):

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from support.chromium import Browser, find_chromium
-from primekit_cli.app import app
 from support.report_runs import RL_ENV as ENV_CODE  # rewards the digits in a reply: even random weights vary
 from support.tiny_model import write_tiny_model
+from typer.testing import CliRunner
+
+from primekit_cli.app import app
 
 pytestmark = pytest.mark.slow
 
@@ -70,8 +70,10 @@ def test_sweep_report_plots_reward_by_step_with_the_baseline_in_chromium(trained
         pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
     page = write_report([folder])
     assert page == folder / "report.html"
-    sort_by_reward = ("(() => { const th = Array.from(document.querySelectorAll('#sweep-0 th')).find(h => h.textContent === 'step');"
-                      " th.click(); th.click(); return document.querySelector('#sweep-0 tbody tr').getAttribute('data-step'); })()")
+    sort_by_reward = (
+        "(() => { const th = Array.from(document.querySelectorAll('#sweep-0 th')).find(h => h.textContent === 'step');"
+        " th.click(); th.click(); return document.querySelector('#sweep-0 tbody tr').getAttribute('data-step'); })()"
+    )
     with Browser(tmp_path / "chromium") as browser:
         values, problems = browser.visit(page.as_uri(), [
             "document.body.innerText", "document.querySelector('figure.chart svg').textContent",

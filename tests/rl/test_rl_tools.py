@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.rl_project import ScriptedSource
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
+from evalkit.core.types import Completion, SamplingArgs
+from evalkit.loading.resolve import load_environment
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
-from evalkit.loading.resolve import load_environment
-from evalkit.core.types import Completion, SamplingArgs
 from primekit_cli.app import app
-from support.rl_project import ScriptedSource
 
 ENV_ARGS = {"num_train_examples": 12, "num_eval_examples": 4, "num_docs": 8, "max_turns": 4}
 
@@ -148,10 +148,16 @@ def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch
         assert len(samples) == 12
         kinds = {"search": 0, "read": 0, "answer": 0}
         for sample in samples:
-            reply = sent[(tuple(sample.prompt_ids), tuple(sample.completion_ids))]  # exactly what the sampler saw and drew
-            assert sample.sampler_logprobs == reply.logprobs and len(sample.sampler_logprobs) == len(sample.completion_ids)
+            reply = sent[
+                (tuple(sample.prompt_ids), tuple(sample.completion_ids))
+            ]  # exactly what the sampler saw and drew
+            assert sample.sampler_logprobs == reply.logprobs and len(sample.sampler_logprobs) == len(
+                sample.completion_ids
+            )
             text = decode(sample.completion_ids)
-            kind = next(k for k in ("search", "read") if f'"name": "{k}"' in text) if "<tool_call>" in text else "answer"
+            kind = (
+                next(k for k in ("search", "read") if f'"name": "{k}"' in text) if "<tool_call>" in text else "answer"
+            )
             kinds[kind] += 1
             if kind == "read":  # the turn after a tool call is prompted with the call and the tool's result
                 prompt = decode(sample.prompt_ids)
@@ -165,7 +171,10 @@ def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch
     assert steps[0]["mismatch_kl"] < 1e-5  # step 1 trains the sampler's own weights: the ids line up
     rows = [json.loads(line) for line in (run_dir / "rollouts" / "step_1.jsonl").read_text().splitlines()]
     assert all(row["metrics"]["tool_calls"] == 2.0 and row["metrics"]["read_gold_doc"] in (0.0, 1.0) for row in rows)
-    assert all([m["role"] for m in row["completion"]] == ["assistant", "tool", "assistant", "tool", "assistant"] for row in rows)
+    assert all(
+        [m["role"] for m in row["completion"]] == ["assistant", "tool", "assistant", "tool", "assistant"]
+        for row in rows
+    )
 
 
 @pytest.mark.slow
@@ -173,18 +182,26 @@ def test_baseline_and_evals_are_eval_run_dirs(tmp_path, tiny_model, monkeypatch)
     """The baseline and periodic evals go through the eval runner: same files and summary as `prime eval run`."""
     _scripted_rollouts(tiny_model, monkeypatch)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["rl", "run", str(_config(tmp_path, tiny_model)), "-o", str(out), "--max-steps", "1"])
+    result = CliRunner().invoke(
+        app, ["rl", "run", str(_config(tmp_path, tiny_model)), "-o", str(out), "--max-steps", "1"]
+    )
     assert result.exit_code == 0, result.output
     run_dir = out / "rl" / "tools"
     baseline = json.loads((run_dir / "baseline.json").read_text())
     meta = json.loads((run_dir / "baseline" / "metadata.json").read_text())
-    assert meta["status"] == "complete" and meta["split"] == "train" and meta["num_rollouts"] == baseline["attempts"] == 4
+    assert (
+        meta["status"] == "complete" and meta["split"] == "train" and meta["num_rollouts"] == baseline["attempts"] == 4
+    )
     assert meta["avg_reward"] == pytest.approx(baseline["mean_reward"], abs=1e-6)
     assert len((run_dir / "baseline" / "results.jsonl").read_text().splitlines()) == 4
     eval_meta = json.loads((run_dir / "evals" / "step_1" / "metadata.json").read_text())
     assert eval_meta["status"] == "complete" and eval_meta["split"] == "eval" and eval_meta["num_rollouts"] == 2
-    eval_lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "eval_reward" in line]
-    assert [{k: line[k] for k in ("step", "eval_reward")} for line in eval_lines] == [{"step": 1, "eval_reward": eval_meta["avg_reward"]}]
+    eval_lines = [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "eval_reward" in line
+    ]
+    assert [{k: line[k] for k in ("step", "eval_reward")} for line in eval_lines] == [
+        {"step": 1, "eval_reward": eval_meta["avg_reward"]}
+    ]
     assert eval_lines[0]["eval/fact-search/all/agent/avg@1"] == eval_meta["avg_reward"]  # prime-rl's name beside ours
 
 
@@ -214,7 +231,9 @@ def test_engine_source_client_returns_tool_calls_ids_logprobs_and_seeds_per_requ
     tools = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
 
     async def two():
-        return [await client.chat([{"role": "user", "content": "q"}], SamplingArgs(logprobs=True), tools) for _ in range(2)]
+        return [
+            await client.chat([{"role": "user", "content": "q"}], SamplingArgs(logprobs=True), tools) for _ in range(2)
+        ]
 
     first = asyncio.run(two())
     assert [c.tool_calls[0].name for c in first] == ["search", "search"] and first[0].finish_reason == "tool_calls"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.rl_project import read_metrics, rl_project
 from typer.testing import CliRunner
 
 from evalkit.core.types import SamplingArgs
 from primekit_cli.app import app
 from rl_backend.config import RLConfig
-from support.rl_project import read_metrics, rl_project
 
 
 @pytest.mark.slow
@@ -35,7 +35,17 @@ def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
     assert [m["step"] for m in steps] == [1, 2]
     for m in steps:
         assert math.isfinite(m["loss"]) and m["train_tokens"] > 0 and m["groups_kept"] >= 1
-        for key in ("reward_mean", "reward_std", "filtered_frac", "entropy", "mismatch_kl", "grad_norm", "lr", "tokens_per_s", "step_s"):
+        for key in (
+            "reward_mean",
+            "reward_std",
+            "filtered_frac",
+            "entropy",
+            "mismatch_kl",
+            "grad_norm",
+            "lr",
+            "tokens_per_s",
+            "step_s",
+        ):
             assert key in m
     assert steps[0]["policy_lag"] == 0 and steps[1]["policy_lag"] == 1  # one-step off-policy
     assert {m["step"] for m in read_metrics(run_dir) if "eval_reward" in m} == {1, 2}
@@ -57,28 +67,41 @@ def test_two_steps_then_resume_to_three(tmp_path, tiny_model):
     assert "resumed from checkpoint step 2" in result.output
     assert [m["step"] for m in read_metrics(run_dir) if "loss" in m] == [1, 2, 3]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_2", "step_3"]  # keep_last = 2
-    first_ids = [json.loads(line)["example_id"] for line in (run_dir / "rollouts" / "step_3.jsonl").read_text().splitlines()]
+    first_ids = [
+        json.loads(line)["example_id"] for line in (run_dir / "rollouts" / "step_3.jsonl").read_text().splitlines()
+    ]
     assert min(first_ids) == cursor  # the resumed run continues the data order where the checkpoint left it
 
 
 @pytest.mark.slow
 def test_refuses_without_learning_signal(tmp_path, tiny_model):
     config = rl_project(tmp_path, tiny_model)
-    text = config.read_text().replace("min_diverse_groups = 0.0", "min_diverse_groups = 0.0\n").replace("max_reward = 1.0", "max_reward = 0.0")
+    text = (
+        config.read_text()
+        .replace("min_diverse_groups = 0.0", "min_diverse_groups = 0.0\n")
+        .replace("max_reward = 1.0", "max_reward = 0.0")
+    )
     config.write_text(text)
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "error: baseline check failed: mean reward" in result.output and "above baseline.max_reward" in result.output
     assert json.loads((tmp_path / "out" / "rl" / "t" / "baseline.json").read_text())["passed"] is False
     # the override trains anyway, in the same run folder
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), "--skip-baseline", "--max-steps", "1"])
+    result = CliRunner().invoke(
+        app, ["rl", "run", str(config), "-o", str(tmp_path / "out"), "--skip-baseline", "--max-steps", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert [m["step"] for m in read_metrics(tmp_path / "out" / "rl" / "t") if "loss" in m] == [1]
 
 
 def _config(model: Path, **trainer) -> RLConfig:
     return RLConfig.model_validate(
-        {"model": str(model), "env": [{"id": "x"}], "sampling": {"max_tokens": 60, "temperature": 3.0}, "trainer": {"lr": 1e-2, **trainer}}
+        {
+            "model": str(model),
+            "env": [{"id": "x"}],
+            "sampling": {"max_tokens": 60, "temperature": 3.0},
+            "trainer": {"lr": 1e-2, **trainer},
+        }
     )
 
 
@@ -94,13 +117,16 @@ def test_sampler_logprobs_match_trainer_and_sync_follows_training(tiny_model, en
     source = make_source("torch", config, policy, Path("."))
     from evalkit.clients.local import LocalClient
 
-    # one engine for every architecture: the fused path or the HF-forward fallback, behind the embedded model's own client
+    # one engine for every architecture: the fused path or the HF-forward fallback, behind the embedded model's
+    # own client
     assert type(source).__name__ == "EngineSource" and source.engine.backend == engine
     assert isinstance(source.client, LocalClient)
 
     async def sample():
         messages = [[{"role": "user", "content": "q" * (i + 1)}] for i in range(8)]
-        return await asyncio.gather(*(source.client.chat(m, SamplingArgs(max_tokens=60, temperature=3.0)) for m in messages))
+        return await asyncio.gather(
+            *(source.client.chat(m, SamplingArgs(max_tokens=60, temperature=3.0)) for m in messages)
+        )
 
     completions = asyncio.run(sample())
     # at this temperature some rows hit the end token early: the batch shrinks mid-decode, and the
@@ -108,7 +134,8 @@ def test_sampler_logprobs_match_trainer_and_sync_follows_training(tiny_model, en
     assert "stop" in {c.finish_reason for c in completions}
     assert len({len(c.completion_token_ids) for c in completions}) > 1
     samples = [
-        Sample(c.prompt_token_ids, c.completion_token_ids, c.logprobs, adv) for c, adv in zip(completions, [1.0, -1.0, 0.5, -0.5] * 2)
+        Sample(c.prompt_token_ids, c.completion_token_ids, c.logprobs, adv)
+        for c, adv in zip(completions, [1.0, -1.0, 0.5, -0.5] * 2)
     ]
     stats = policy.train_step(samples, step=1)
     # same weights, same temperature: the trainer reproduces the sampler's log-probabilities

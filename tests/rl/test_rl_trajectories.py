@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.rl_project import ScriptedSource  # a rollout source whose client is a script
+from support.tiny_model import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 from typer.testing import CliRunner
 
 from evalkit.clients.local import to_completion
 from evalkit.core.errors import UserError
+from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from evalkit.model.chat_format import render_messages
 from evalkit.model.requests import GenerationResult
-from evalkit.core.types import Completion, RolloutState, SamplingArgs
 from primekit_cli.app import app
 from rl_backend.trajectories import check_prefix_property, first_break, interleave, refusal
-from support.rl_project import ScriptedSource  # a rollout source whose client is a script
-from support.tiny_model import CHAT_TEMPLATE, build_tokenizer, write_tiny_model
 
 DROPS_REASONING = CHAT_TEMPLATE.replace(
     "{{ message['content'] }}",
@@ -80,7 +80,9 @@ def test_interleaved_samples_mask_the_environment_and_split_only_when_told():
     assert sample.prompt_ids == first.prompt_token_ids
     assert sample.prompt_ids + sample.completion_ids == second.prompt_token_ids + second.completion_token_ids
     between = len(second.prompt_token_ids) - len(first.prompt_token_ids) - len(first.completion_token_ids)
-    assert sample.mask() == [True] * len(first.completion_token_ids) + [False] * between + [True] * len(second.completion_token_ids)
+    assert sample.mask() == [True] * len(first.completion_token_ids) + [False] * between + [True] * len(
+        second.completion_token_ids
+    )
     assert sample.trained_tokens == len(first.completion_token_ids) + len(second.completion_token_ids)
     broken = _rollout(drops)
     with pytest.raises(UserError, match="first differ at token"):
@@ -131,7 +133,9 @@ class ScriptedThinker:
         completion = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
         with torch.no_grad():
             logits = self.model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-            logprobs = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None]).squeeze(1).tolist()
+            logprobs = (
+                torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None]).squeeze(1).tolist()
+            )
         return to_completion(GenerationResult(text, "stop", prompt, completion, logprobs), tools_given=False)
 
 
@@ -148,7 +152,9 @@ def thinking_model(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy, extra, ok", [("interleaved", "", False), ("interleaved", "retokenize = true", True),
                                                  ("branching", "", True)])
-def test_multi_turn_rl_checks_the_template_on_real_rollouts_first(tmp_path, thinking_model, monkeypatch, strategy, extra, ok):
+def test_multi_turn_rl_checks_the_template_on_real_rollouts_first(
+    tmp_path, thinking_model, monkeypatch, strategy, extra, ok
+):
     import rl_backend.sources as sources
 
     script = ScriptedThinker(thinking_model)

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
+pytest.importorskip(
+    "verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)"
+)
 
 
 from primekit_cli.app import app
@@ -126,7 +128,9 @@ def _rows(run_dir: Path, step: int) -> list[dict]:
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    return [m for m in (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in m]
+    return [
+        m for m in (json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in m
+    ]
 
 
 @pytest.mark.slow
@@ -147,9 +151,13 @@ def test_legacy_multi_turn_env_trains_on_every_turn_with_its_token_ids(project, 
             assert all(math.isfinite(lp) and lp <= 0 for lp in sample.sampler_logprobs)
         later = [s for s in samples if "Again, with more digits." in decode(s.prompt_ids)]
         assert len(later) == 4 * 2  # turns 2 and 3 are prompted with the environment's reply
-        said = [tokenizer.decode(s.completion_ids, skip_special_tokens=True).strip() for s in samples]  # as the chat holds it
+        said = [
+            tokenizer.decode(s.completion_ids, skip_special_tokens=True).strip() for s in samples
+        ]  # as the chat holds it
         for sample in later:  # ... and with what the model said before
-            assert any(text and text in decode(sample.prompt_ids) for text, other in zip(said, samples) if other is not sample)
+            assert any(
+                text and text in decode(sample.prompt_ids) for text, other in zip(said, samples) if other is not sample
+            )
     steps = _metrics(run_dir)
     assert [m["step"] for m in steps] == [1, 2] and all(math.isfinite(m["loss"]) for m in steps)
     assert steps[0]["mismatch_kl"] < 1e-5  # step 1 trains the sampler's own weights: ids and logprobs line up

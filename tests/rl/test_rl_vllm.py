@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
+from support import TESTS, free_port
 from support.fake_vllm import FakeVLLM
 
 from evalkit.clients.openai_client import OpenAIClient
@@ -18,8 +18,6 @@ from evalkit.core.errors import UserError
 from evalkit.core.types import SamplingArgs
 from rl_backend.config import RLConfig
 from rl_backend.sources.vllm_source import VLLMSource, server_command
-from support import TESTS, free_port
-
 
 
 class FakePolicy:
@@ -36,7 +34,13 @@ def _config(port: int) -> RLConfig:
             "env": [{"id": "arithmetic"}],
             "batch_size": 8,
             "rollouts_per_example": 4,
-            "inference": {"backend": "vllm", "port": port, "gpu_memory_utilization": 0.4, "startup_timeout_s": 20, "max_model_len": 1024},
+            "inference": {
+                "backend": "vllm",
+                "port": port,
+                "gpu_memory_utilization": 0.4,
+                "startup_timeout_s": 20,
+                "max_model_len": 1024,
+            },
             "trainer": {"lora": {"rank": 12}},
         }
     )
@@ -89,7 +93,11 @@ def test_source_samples_and_hot_loads_adapters(tmp_path, fake):
         source.sync(FakePolicy(), 1)
         source.sync(FakePolicy(), 2)
         paths = [(path, body.get("lora_name")) for path, body in server.calls if "lora" in path]
-        assert paths == [("/v1/load_lora_adapter", "step_1"), ("/v1/load_lora_adapter", "step_2"), ("/v1/unload_lora_adapter", "step_1")]
+        assert paths == [
+            ("/v1/load_lora_adapter", "step_1"),
+            ("/v1/load_lora_adapter", "step_2"),
+            ("/v1/unload_lora_adapter", "step_1"),
+        ]
         assert not (tmp_path / "adapters" / "step_1").exists() and (tmp_path / "adapters" / "step_2").is_dir()
         tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
         extra = SamplingArgs(max_tokens=4, stop=["</answer>"], seed=3, top_k=5, extra={"min_p": 0.1})
@@ -120,7 +128,12 @@ def test_vllm_backend_without_cuda_is_refused():
         pytest.skip("this machine has CUDA")
     with pytest.raises(UserError, match="needs a CUDA GPU and vllm"):
         resolve_backend(config)
-    assert resolve_backend(config.model_copy(update={"inference": config.inference.model_copy(update={"backend": "auto"})})) == "torch"
+    assert (
+        resolve_backend(
+            config.model_copy(update={"inference": config.inference.model_copy(update={"backend": "auto"})})
+        )
+        == "torch"
+    )
 
 
 @pytest.mark.gpu
@@ -191,7 +204,9 @@ def test_vllm_command_starts_the_server_from_another_environment_on_its_gpus(tmp
         assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.9"  # its GPU to itself
         assert "--enable-lora" in argv and argv[argv.index("--logprobs-mode") + 1] == "processed_logprobs"
         source.sync(FakePolicy(), 0)
-        completion = asyncio.run(source.client.chat([{"role": "user", "content": "6*7?"}], source.sampling.merged(None)))
+        completion = asyncio.run(
+            source.client.chat([{"role": "user", "content": "6*7?"}], source.sampling.merged(None))
+        )
         assert completion.text == "42" and completion.completion_token_ids == [52, 50, 2]
     finally:
         source.close()
@@ -228,7 +243,10 @@ def test_base_url_uses_a_running_server_checks_lora_and_leaves_it_running(tmp_pa
         source = VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{port}/v1"), FakePolicy(), tmp_path)
         assert source.server.process is None and source.client.model == "my-qwen"
         probe = [(p, b["lora_name"]) for p, b in server.calls if "lora" in p]
-        assert [p for p, _ in probe] == ["/v1/load_lora_adapter", "/v1/unload_lora_adapter"]  # checked before any rollout
+        assert [p for p, _ in probe] == [
+            "/v1/load_lora_adapter",
+            "/v1/unload_lora_adapter",
+        ]  # checked before any rollout
         assert not (tmp_path / "adapters" / probe[0][1]).exists()
         source.sync(FakePolicy(), 0)
         asyncio.run(source.client.chat([{"role": "user", "content": "x"}], source.sampling.merged(None)))
@@ -250,12 +268,18 @@ async def _health(port: int) -> int:
 
 
 def test_base_url_without_a_server_or_without_runtime_lora_is_refused_with_the_fix(tmp_path):
-    with pytest.raises(UserError, match=r"no vLLM server answers at http://127.0.0.1:\d+/health .*remove inference.base_url"):
+    with pytest.raises(
+        UserError, match=r"no vLLM server answers at http://127.0.0.1:\d+/health .*remove inference.base_url"
+    ):
         VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{free_port()}"), FakePolicy(), tmp_path)
     port = free_port()
     server = FakeVLLM(port, lora_routes=False)
     try:
-        with pytest.raises(UserError, match="runtime LoRA loading is off.*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, --enable-lora --max-lora-rank 16"):
+        with pytest.raises(
+            UserError,
+            match="runtime LoRA loading is off.*"
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, --enable-lora --max-lora-rank 16",
+        ):
             VLLMSource(_external(8765, base_url=f"http://127.0.0.1:{port}"), FakePolicy(), tmp_path)
     finally:
         server.close()
@@ -280,7 +304,11 @@ def test_vllm_from_elsewhere_needs_no_vllm_or_cuda_here(monkeypatch):
         ({"base_url": "http://h:1", "gpus": [0]}, {}, "inference.gpus has no effect on an already running server"),
         ({"base_url": "h:1"}, {}, "must start with http://"),
         ({"vllm_command": ["vllm", "serve"], "backend": "torch"}, {}, "are for backend 'vllm'"),
-        ({"vllm_command": ["vllm", "serve"], "gpu_memory_utilization": 0.9}, {"gpus": [0]}, "share GPU 0, so inference.gpu_memory_utilization (0.9) must be at most 0.8"),
+        (
+            {"vllm_command": ["vllm", "serve"], "gpu_memory_utilization": 0.9},
+            {"gpus": [0]},
+            "share GPU 0, so inference.gpu_memory_utilization (0.9) must be at most 0.8",
+        ),
         ({"vllm_command": ["vllm", "serve"], "gpus": [1], "gpu_memory_utilization": 0.9}, {"gpus": [1]}, "share GPU 1"),
         ({"vllm_command": ["vllm", "serve"]}, {"gpus": [0, 1]}, "the trainer runs on one GPU"),
         ({"vllm_command": []}, {}, "inference.vllm_command is empty"),
@@ -310,8 +338,16 @@ def test_a_shared_gpu_is_checked_once_it_is_known_the_trainer_uses_one(monkeypat
 
 
 def test_prime_rl_gpu_id_keys_are_accepted():
-    config = RLConfig.model_validate({"env": [{"id": "a"}], "batch_size": 8, "rollouts_per_example": 4,
-                                      "inference_gpu_ids": [0], "trainer_gpu_ids": [1], "inference": {"vllm_command": ["vllm", "serve"]}})
+    config = RLConfig.model_validate(
+        {
+            "env": [{"id": "a"}],
+            "batch_size": 8,
+            "rollouts_per_example": 4,
+            "inference_gpu_ids": [0],
+            "trainer_gpu_ids": [1],
+            "inference": {"vllm_command": ["vllm", "serve"]},
+        }
+    )
     assert config.inference.gpus == [0] and config.trainer.gpus == [1]
     from rl_backend.plan import gpu_layout
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support import REPO, with_pythonpath
+from support.tiny_model import build_tokenizer
 from typer.testing import CliRunner
 
 from evalkit.core.runs import ResumeRequest
@@ -18,8 +20,6 @@ from primekit_cli.app import app
 from rl_backend.sft import run
 from rl_backend.sft_config import load_sft_config
 from rl_backend.sft_samples import to_sample
-from support import REPO, with_pythonpath
-from support.tiny_model import build_tokenizer
 
 
 def _dataset(folder: Path, rows: int = 16) -> Path:
@@ -28,9 +28,15 @@ def _dataset(folder: Path, rows: int = 16) -> Path:
     lines = []
     for i in range(rows):
         a, b = i % 10, (i * 7) % 10
-        lines.append(json.dumps({"prompt": [{"role": "system", "content": "Add."}, {"role": "user", "content": f"{a}+{b}="}],
-                                 "completion": [{"role": "assistant", "content": str(a + b)}],
-                                 "provenance": {"example_id": i}}))
+        lines.append(
+            json.dumps(
+                {
+                    "prompt": [{"role": "system", "content": "Add."}, {"role": "user", "content": f"{a}+{b}="}],
+                    "completion": [{"role": "assistant", "content": str(a + b)}],
+                    "provenance": {"example_id": i},
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -73,8 +79,26 @@ def test_sft_lowers_the_loss_and_exports_loadable_weights(tmp_path: Path, tiny_m
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(weights)  # what `prime eval run -m` and `prime rl run`'s model load
-    sweep = CliRunner().invoke(app, ["eval", "run", "arithmetic", "-m", str(summary.run_dir / "weights"), "--steps", "all",
-                                     "-n", "1", "-r", "1", "-t", "2", "-o", str(tmp_path / "sweep")])
+    sweep = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "run",
+            "arithmetic",
+            "-m",
+            str(summary.run_dir / "weights"),
+            "--steps",
+            "all",
+            "-n",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "2",
+            "-o",
+            str(tmp_path / "sweep"),
+        ],
+    )
     assert sweep.exit_code == 0, sweep.output  # the checkpoint sweep takes an SFT run's weights like an RL run's
     swept = {int(p.name[5:]) for p in (tmp_path / "sweep" / "sweeps" / "learn" / "arithmetic").glob("step_*")}
     assert swept == {0, *range(6, 25, 2)}  # the starting model and the 10 kept exports (interval 2, keep_last 10)
@@ -83,7 +107,9 @@ def test_sft_lowers_the_loss_and_exports_loadable_weights(tmp_path: Path, tiny_m
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_losses(tmp_path: Path, tiny_model: Path):
     """kill -9 after checkpoint step 2 of 12, then --resume: steps 3.. repeat the uninterrupted run's losses."""
-    whole = run(load_sft_config(_config(tmp_path / "a", tiny_model, epochs=3, run_name="r")), output_dir=tmp_path / "a" / "out")
+    whole = run(
+        load_sft_config(_config(tmp_path / "a", tiny_model, epochs=3, run_name="r")), output_dir=tmp_path / "a" / "out"
+    )
     config = _config(tmp_path / "b", tiny_model, epochs=3, run_name="r")
     command = [sys.executable, "-m", "primekit_cli", "sft", "run", str(config), "-o", str(tmp_path / "b" / "out")]
     env = with_pythonpath(REPO)
@@ -116,7 +142,8 @@ def test_bad_input_is_one_error_line(tmp_path: Path, tiny_model: Path):
 
 @pytest.mark.slow
 def test_rl_starts_from_an_sft_checkpoint(tmp_path: Path, tiny_model: Path):
-    """`model = <sft run>/weights/step_N` in an RL config: the RL policy starts from exactly those weights, and trains."""
+    """`model = <sft run>/weights/step_N` in an RL config: the RL policy starts from exactly those weights, and
+    trains."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -140,12 +167,25 @@ def test_rl_starts_from_an_sft_checkpoint(tmp_path: Path, tiny_model: Path):
     assert (tmp_path / "out" / "rl" / "rl" / "weights" / "step_1" / "config.json").is_file()
 
 
-@pytest.mark.parametrize("command, text, says", [
-    ("rl", 'model = "m"\ndata = "rows.jsonl"\n', "is an SFT config (it names `data` and no [[env]]); train on it with `prime sft run"),
-    ("sft", 'model = "m"\n[[env]]\nid = "arithmetic"\n', "is an RL config (it names [[env]] and no `data` file); run it with `prime rl run"),
-])
+@pytest.mark.parametrize(
+    "command, text, says",
+    [
+        (
+            "rl",
+            'model = "m"\ndata = "rows.jsonl"\n',
+            "is an SFT config (it names `data` and no [[env]]); train on it with `prime sft run",
+        ),
+        (
+            "sft",
+            'model = "m"\n[[env]]\nid = "arithmetic"\n',
+            "is an RL config (it names [[env]] and no `data` file); run it with `prime rl run",
+        ),
+    ],
+)
 def test_the_other_trainers_config_is_named_in_one_line(tmp_path, command, text, says):
     config = tmp_path / "job.toml"
     config.write_text(text)
-    result = CliRunner().invoke(app, [command, "run", str(config), "--dry-run"] if command == "rl" else [command, "run", str(config)])
+    result = CliRunner().invoke(
+        app, [command, "run", str(config), "--dry-run"] if command == "rl" else [command, "run", str(config)]
+    )
     assert result.exit_code == 2 and says in result.output and len(result.output.strip().splitlines()) == 1

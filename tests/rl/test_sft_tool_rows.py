@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO, with_pythonpath
+from support.solver_server import SolverServer
+from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 from rl_backend.sft_samples import load_samples, read_rows
-from support import REPO, with_pythonpath
-from support.solver_server import SolverServer
-from support.tiny_model import write_tiny_model
 
 ENV = '''
 from evalkit.envs import Rubric, ToolEnv

@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support.tiny_model import write_tiny_model
 
 
 @pytest.mark.slow

@@ -15,10 +15,10 @@ import time
 import urllib.request
 
 import pytest
+from support.app_thread import serve_app
 from typer.testing import CliRunner
 
 from primekit_cli.app import app as cli
-from support.app_thread import serve_app
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,9 @@ async def test_bad_requests_are_400_and_the_server_keeps_serving(client):
     import openai
 
     with pytest.raises(openai.BadRequestError) as bad:
-        await client.chat.completions.create(model="local/smollm2-135m", messages=[{"role": "user", "content": "hi"}], max_tokens=0)
+        await client.chat.completions.create(
+            model="local/smollm2-135m", messages=[{"role": "user", "content": "hi"}], max_tokens=0
+        )
     assert bad.value.status_code == 400 and "max_tokens" in bad.value.message
     assert bad.value.body["type"] == "invalid_request_error"
     with pytest.raises(openai.BadRequestError, match="not served here"):

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from support.app_thread import serve_app
-from evalkit.core.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS, MAX_TOP_K
 from support.tiny_model import build_tokenizer, write_tiny_model
+
+from evalkit.core.sampling_rules import MAX_STOP_CHARS, MAX_STOP_STRINGS, MAX_TOP_K
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -84,12 +84,22 @@ def test_an_out_of_range_request_is_400_and_the_one_in_flight_finishes(tiny_serv
     assert _finished(lines) == ["length"] * 4 and [line for line in lines if line.strip()][-1].strip() == "data: [DONE]"
 
 
-@pytest.mark.parametrize(("bad", "word"), [({"n": 17}, "n"), ({"max_tokens": 0}, "max_tokens"),
-                                           ({"max_tokens": 2**40}, "max_tokens"), ({"top_logprobs": 21}, "top_logprobs"),
-                                           ({"logprobs": "yes"}, "logprobs"), ({"temperature": -1}, "temperature"),
-                                           ({"top_p": 0}, "top_p"), ({"min_p": 2}, "min_p"),
-                                           ({"repetition_penalty": 0}, "repetition_penalty"), ({"top_k": -2}, "top_k"),
-                                           ({"stop": [3]}, "stop")])
+@pytest.mark.parametrize(
+    ("bad", "word"),
+    [
+        ({"n": 17}, "n"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": 2**40}, "max_tokens"),
+        ({"top_logprobs": 21}, "top_logprobs"),
+        ({"logprobs": "yes"}, "logprobs"),
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"min_p": 2}, "min_p"),
+        ({"repetition_penalty": 0}, "repetition_penalty"),
+        ({"top_k": -2}, "top_k"),
+        ({"stop": [3]}, "stop"),
+    ],
+)
 def test_each_sampling_range_is_a_400(tiny_server: int, bad: dict, word: str) -> None:
     status, body, _ = post(tiny_server, {"messages": MESSAGES, "max_tokens": 2, **bad})
     assert status == 400 and word in body["error"]["message"], body
@@ -103,7 +113,9 @@ def test_limits_at_their_bounds_are_served(tiny_server: int) -> None:
     assert status == 200 and len(body["choices"]) == 16, body
 
 
-def test_deep_nesting_huge_numbers_and_lone_surrogates_are_json_400s(tiny_server: int, caplog: pytest.LogCaptureFixture) -> None:
+def test_deep_nesting_huge_numbers_and_lone_surrogates_are_json_400s(
+    tiny_server: int, caplog: pytest.LogCaptureFixture
+) -> None:
     deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     status, body, kind = post(tiny_server, deep)
     assert (status, kind) == (400, "application/json") and "nests too deeply" in body["error"]["message"]

@@ -36,7 +36,9 @@ class Served:
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         args = ["serve", "--port", str(self.port), "--device", "cpu", "--dtype", "fp32", "--max-batch", "8", *extra]
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "primekit_cli", *args], stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "primekit_cli", *args], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         deadline = time.monotonic() + 180
         while not self._healthy():
             assert self.process.poll() is None, f"prime serve exited: {self.log.read_text()}"

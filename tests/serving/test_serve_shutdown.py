@@ -36,9 +36,12 @@ def test_a_signal_during_a_long_prefill_exits_cleanly_and_answers_503(tmp_path: 
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "primekit_cli", "serve", "--port", str(port), "--device", "cpu",
-                                   "--dtype", "fp32"], stdout=out, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        server = subprocess.Popen(
+            [sys.executable, "-m", "primekit_cli", "serve", "--port", str(port), "--device", "cpu", "--dtype", "fp32"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
     try:
         deadline = time.monotonic() + 180
         while _health(port) is None:

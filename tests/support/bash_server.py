@@ -6,7 +6,8 @@ Run as a script (``python tests/support/bash_server.py [--log FILE]``); it print
 usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply differs:
 
 - a ``bash`` tool is offered and no tool result follows the last user message -> one ``bash`` call whose
-  command computes the answer: a command in backquotes in the text -> that command; ``What is A+B?`` -> ``python3 -c 'print(A+B)'``; ``next number after N`` ->
+  command computes the answer: a command in backquotes in the text -> that command; ``What is A+B?`` ->
+  ``python3 -c 'print(A+B)'``; ``next number after N`` ->
   ``python3 -c 'print(N+1)'``; ``The word is: W`` -> ``echo '<word>W</word>'``; anything else -> ``echo`` of the text's
   length. The call id is a hash of the conversation, so it is the same on both sides;
 - a tool result follows the last user message -> the result's text, stripped (what the command printed);

@@ -168,7 +168,9 @@ class _Session:
         if waiter is not None and not waiter.done():
             waiter.set_result(params)
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert", "warning"):
-            self.problems.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
+            self.problems.console_errors.append(
+                " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})
             self.problems.exceptions.append(str(details.get("exception", {}).get("description") or details.get("text")))

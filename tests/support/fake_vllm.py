@@ -24,7 +24,13 @@ REPLY = {
             "message": {"role": "assistant", "content": "42"},
             "finish_reason": "stop",
             "token_ids": [52, 50, 2],
-            "logprobs": {"content": [{"token": "4", "logprob": -0.5}, {"token": "2", "logprob": -0.25}, {"token": "", "logprob": -0.1}]},
+            "logprobs": {
+                "content": [
+                    {"token": "4", "logprob": -0.5},
+                    {"token": "2", "logprob": -0.25},
+                    {"token": "", "logprob": -0.1},
+                ]
+            },
         }
     ],
     "usage": {"prompt_tokens": 3, "completion_tokens": 3},

@@ -9,13 +9,14 @@ k-th request for a prompt gets ``faults[k]`` (then plain success once the list i
 test knows how many retries each prompt needs no matter how requests interleave. A prompt that
 contains ``ALWAYS_FAIL`` always gets HTTP 500; with ``--always FAULT`` every request gets FAULT except
 one-token requests (preflights), so a run gets past its preflight and every rollout fails; with
-``--fail-every K`` every K-th such request gets ``--fail-with`` (default 503). Fault names: ``429`` (with ``Retry-After``),
-``500``, ``503``, ``400``, ``401``, ``timeout`` (sleeps past the client's timeout), ``drop`` (closes the
-connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
+``--fail-every K`` every K-th such request gets ``--fail-with`` (default 503). Fault names: ``429`` (with
+``Retry-After``), ``500``, ``503``, ``400``, ``401``, ``timeout`` (sleeps past the client's timeout), ``drop``
+(closes the connection without a reply), ``badjson`` (200 with a broken body), ``empty`` (200 with no choices),
 ``echo401``/``echo500`` (an error whose message repeats the request's headers, as some gateways
-do), ``surrogate`` (200 with a reply holding a lone UTF-16 surrogate, an emoji cut in half), ``silent`` (never answers), ``drip`` (200 and headers at once, then one body byte every
-``--drip-interval`` seconds, for about a minute: only a whole-reply timeout ends it). ``--reply headers`` answers
-with the request's headers as the reply's text.
+do), ``surrogate`` (200 with a reply holding a lone UTF-16 surrogate, an emoji cut in half), ``silent`` (never
+answers), ``drip`` (200 and headers at once, then one body byte every ``--drip-interval`` seconds, for about a
+minute: only a whole-reply timeout ends it). ``--reply headers`` answers with the request's headers as the
+reply's text.
 """
 
 from __future__ import annotations
@@ -46,8 +47,17 @@ async def _drip(request: web.Request, interval_s: float) -> web.StreamResponse:
     return response
 
 
-def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, timeout_sleep_s: float,
-             drip_interval_s: float = 0.1, always: str = "", fail_every: int = 0, fail_with: str = "503") -> web.Application:
+def make_app(
+    faults: list[str],
+    reply: str,
+    latency_s: float,
+    retry_after: str,
+    timeout_sleep_s: float,
+    drip_interval_s: float = 0.1,
+    always: str = "",
+    fail_every: int = 0,
+    fail_with: str = "503",
+) -> web.Application:
     counts: dict[str, int] = defaultdict(int)
     served = [0]  # non-preflight chat requests so far
     seen_auth: list[str] = []
@@ -75,7 +85,9 @@ def make_app(faults: list[str], reply: str, latency_s: float, retry_after: str, 
         if latency_s:
             await asyncio.sleep(latency_s)
         if fault == "429":
-            return web.json_response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after})
+            return web.json_response(
+                {"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": retry_after}
+            )
         if fault in ("500", "503", "400", "401"):
             return web.json_response({"error": {"message": f"injected {fault}"}}, status=int(fault))
         if fault in ("echo401", "echo500"):
@@ -185,8 +197,17 @@ def main() -> None:
     parser.add_argument("--fail-with", default="503")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
-    app = make_app(faults, args.reply, args.latency, args.retry_after, args.timeout_sleep, args.drip_interval, args.always,
-                   args.fail_every, args.fail_with)
+    app = make_app(
+        faults,
+        args.reply,
+        args.latency,
+        args.retry_after,
+        args.timeout_sleep,
+        args.drip_interval,
+        args.always,
+        args.fail_every,
+        args.fail_with,
+    )
 
     serve_forever(app, args.port)
 

@@ -236,7 +236,12 @@ def answer_completion(body: dict[str, Any]) -> dict[str, Any]:
     text, was_cut = cut(styled_text(prompt, h, prompt), limit_of(body))
     text, stopped = apply_stop(text, body.get("stop"))
     was_cut = was_cut and not stopped
-    choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length" if was_cut else "stop", "logprobs": None}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "finish_reason": "length" if was_cut else "stop",
+        "logprobs": None,
+    }
     return {"id": f"cmpl-{h % 16**12:012x}", "object": "text_completion", "created": 0, "model": body.get("model"),
             "choices": [choice], "usage": {"prompt_tokens": token_count(prompt), "completion_tokens": token_count(text),
                                            "total_tokens": token_count(prompt) + token_count(text)}}
@@ -273,8 +278,12 @@ def completion_chunks(data: dict[str, Any]) -> list[dict[str, Any]]:
     return chunks
 
 
-async def stream(request: web.Request, chunks: list[dict[str, Any]], usage: dict[str, Any] | None) -> web.StreamResponse:
-    response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+async def stream(
+    request: web.Request, chunks: list[dict[str, Any]], usage: dict[str, Any] | None
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
     await response.prepare(request)
     for item in chunks:
         await response.write(f"data: {json.dumps(item)}\n\n".encode())

@@ -14,12 +14,11 @@ import json
 import re
 from pathlib import Path
 
-from support.scripted_client import ScriptedClient, tool_call_reply
-
-from evalkit.envs import Rubric, SingleTurnEnv, ToolEnv
 from evalkit.core.errors import ModelCallError
+from evalkit.envs import Rubric, SingleTurnEnv, ToolEnv
 from evalkit.eval.config import EvalConfig
 from evalkit.eval.runner import run_eval
+from support.scripted_client import ScriptedClient, tool_call_reply
 
 PAIRS = [(1, 2), (3, 4), (5, 6), (7, 8), (9, 1), (2, 2)]
 
@@ -40,7 +39,9 @@ def exact(completion, answer) -> float:
 
 def tool_env() -> ToolEnv:
     rows = [{"question": f"q{i}: what is {a} + {b}?", "answer": str(a + b)} for i, (a, b) in enumerate(PAIRS)]
-    return ToolEnv(eval_dataset=rows, tools=[add], rubric=Rubric([exact]), system_prompt="Use the add tool.", max_turns=4)
+    return ToolEnv(
+        eval_dataset=rows, tools=[add], rubric=Rubric([exact]), system_prompt="Use the add tool.", max_turns=4
+    )
 
 
 def tools_model(messages, sampling, tools):
@@ -65,8 +66,9 @@ def make_eval_runs(out: Path) -> tuple[Path, Path]:
     scores) and 6/12."""
     dirs = []
     for model, reply in (("tools", tools_model), ("even", even_model)):
-        config = EvalConfig(env_id="toy-tools", model=model, output_dir=str(out), num_examples=6, rollouts_per_example=2,
-                            max_retries=0)
+        config = EvalConfig(
+            env_id="toy-tools", model=model, output_dir=str(out), num_examples=6, rollouts_per_example=2, max_retries=0
+        )
         dirs.append(run_eval(config, client=ScriptedClient(reply, model=model), env=tool_env()).run_dir)
     return dirs[0], dirs[1]
 
@@ -130,8 +132,18 @@ def make_rl_run(tmp: Path, env_code: str = RL_ENV) -> Path:
     return tmp / "out" / "rl" / "viewtest"
 
 
-QUICK_RL = ["--trainer.on_policy", "true", "--baseline.enabled", "false", "--eval.interval", "2", "--eval.at_start", "false",
-            "--eval.rollouts_per_example", "2"]
+QUICK_RL = [
+    "--trainer.on_policy",
+    "true",
+    "--baseline.enabled",
+    "false",
+    "--eval.interval",
+    "2",
+    "--eval.at_start",
+    "false",
+    "--eval.rollouts_per_example",
+    "2",
+]
 """`prime rl run` overrides of :func:`write_rl_project`'s config for a quick run: on-policy, no baseline, one eval at
 the end (step 2) with groups of 2."""
 

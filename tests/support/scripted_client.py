@@ -65,4 +65,6 @@ class ScriptedClient:
 
 def tool_call_reply(name: str, arguments: str, call_id: str = "call_0", text: str = "") -> Completion:
     """A Completion asking for one tool call (helper for scripted tool-using tests)."""
-    return Completion(text=text, tool_calls=[ToolCall(id=call_id, name=name, arguments=arguments)], finish_reason="tool_calls")
+    return Completion(
+        text=text, tool_calls=[ToolCall(id=call_id, name=name, arguments=arguments)], finish_reason="tool_calls"
+    )

@@ -25,13 +25,17 @@ def build_arch(kind: str, seed: int = 0):
                                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                                     "original_max_position_embeddings": 64}}  # fmt: skip
     elif kind in ("linear-rope", "yarn-rope"):
-        name, extra = "Llama", {"rope_parameters": {"rope_type": kind.split("-")[0], "rope_theta": 10000.0, "factor": 4.0}}
+        name, extra = (
+            "Llama",
+            {"rope_parameters": {"rope_type": kind.split("-")[0], "rope_theta": 10000.0, "factor": 4.0}},
+        )
     elif kind == "qwen3":
         name, extra = "Qwen3", {"head_dim": 16}
     elif kind == "gemma":
         name, extra = "Gemma", {"head_dim": 16, "hidden_act": "gelu_pytorch_tanh"}
     elif kind == "gemma2":
-        name, extra = "Gemma2", {"head_dim": 16, "sliding_window": 6, "layer_types": ["sliding_attention", "full_attention"],
+        name, extra = "Gemma2", {"head_dim": 16, "sliding_window": 6,
+                                 "layer_types": ["sliding_attention", "full_attention"],
                                  "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # fmt: skip
     elif kind == "mistral-window":
         name, extra = "Mistral", {"sliding_window": 6}

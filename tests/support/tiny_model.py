@@ -1,7 +1,7 @@
 """A tiny random-weight Llama and a character-level chat tokenizer, built offline in seconds.
 
-Test-only (under tests/, not shipped). Tests use it where real tensors are needed but the 135M model would be slow: the same code
-paths (chat template, sampling, LoRA, checkpoints, merged export) run on a 2-layer, 64-wide model.
+Test-only (under tests/, not shipped). Tests use it where real tensors are needed but the 135M model would be slow: the
+same code paths (chat template, sampling, LoRA, checkpoints, merged export) run on a 2-layer, 64-wide model.
 """
 
 from __future__ import annotations

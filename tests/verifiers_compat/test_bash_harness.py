@@ -10,17 +10,21 @@ needs the package index for its uv) is in test_bash_harness_parity.py.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 
-from evalkit.core.errors import UserError
-from support.bash_server import BashServer
-from support.cli import assert_user_error, prime_process
+from support import REPO, with_pythonpath  # noqa: E402  (after the importorskip above)
+from support.bash_server import BashServer  # noqa: E402  (after the importorskip above)
+from support.cli import assert_user_error, prime_process  # noqa: E402  (after the importorskip above)
+
+from evalkit.core.errors import UserError  # noqa: E402  (after the importorskip above)
 
 pytestmark = [pytest.mark.verifiers,
               pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")]
@@ -51,8 +55,13 @@ def server():
 def rows(project: Path, out: str) -> list[dict]:
     (results,) = (project / out).glob("evals/*/*/results.jsonl")
     found = [json.loads(line) for line in results.read_text().splitlines()]
-    return sorted(({"example": r["example_id"], "reward": r["reward"], "error": r["error"], "completion": r["completion"]}
-                   for r in found), key=lambda r: r["example"])
+    return sorted(
+        (
+            {"example": r["example_id"], "reward": r["reward"], "error": r["error"], "completion": r["completion"]}
+            for r in found
+        ),
+        key=lambda r: r["example"],
+    )
 
 
 def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_project, server):
@@ -67,7 +76,10 @@ def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_projec
     by_flags = rows(project, "flags")
     assert [r["reward"] for r in by_flags] == [1.0, 1.0, 1.0] and not any(r["error"] for r in by_flags)
     call, result, reply = by_flags[1]["completion"]
-    assert call["tool_calls"][0]["function"] == {"name": "bash", "arguments": json.dumps({"command": "python3 -c 'print(1+2)'"})}
+    assert call["tool_calls"][0]["function"] == {
+        "name": "bash",
+        "arguments": json.dumps({"command": "python3 -c 'print(1+2)'"}),
+    }
     assert (result["role"], result["content"], reply["content"]) == ("tool", "3\n", "3")  # the command ran here
     (project / "eval.toml").write_text(
         f'model = "hash-model"\nbase_url = "{server.base_url}"\napi_key_var = "{KEY_VAR}"\nnum_examples = 3\n'
@@ -177,7 +189,7 @@ async def main():
         await inner.teardown()
 
 asyncio.run(main())
-""" % STDIN_PROBE
+""" % STDIN_PROBE  # noqa: UP031  (a script with braces of its own)
 
 
 def test_a_harness_program_gets_an_empty_stdin_however_it_starts(tmp_path):

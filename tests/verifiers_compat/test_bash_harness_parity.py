@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
-verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra (0.4): pip install 'primekit[verifiers]'")
+verifiers = pytest.importorskip(
+    "verifiers", reason="needs the verifiers extra (0.4): pip install 'primekit[verifiers]'"
+)
 
-from support import REPO
-from support.bash_server import BashServer
+from support import REPO  # noqa: E402  (after the importorskip above)
+from support.bash_server import BashServer  # noqa: E402  (after the importorskip above)
 
 pytestmark = [pytest.mark.verifiers, pytest.mark.network,
               pytest.mark.skipif(not str(verifiers.__version__).startswith("0.4."),
@@ -128,5 +130,8 @@ def test_null_harness_gives_the_rows_verifiers_eval_gives(verifiers_project, ser
     """primekit's default seat program (verifiers' ``null`` chat program, run offline) against verifiers' own eval
     with ``--env.agent.harness.id null``: the same comparison, no shell."""
     vf_rows, pk_rows = rows_of_both(verifiers_project, server, home, taskset, "null")
-    print(f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, first difference: {first_difference(vf_rows, pk_rows)}")
+    print(
+        f"PARITY null {taskset}: rows {len(vf_rows)}/{len(pk_rows)}, "
+        f"first difference: {first_difference(vf_rows, pk_rows)}"
+    )
     assert first_difference(vf_rows, pk_rows) is None, first_difference(vf_rows, pk_rows)

@@ -15,8 +15,6 @@ run is mid-rollout when it is killed).
 
 from __future__ import annotations
 
-from support import VERIFIERS_ENVS, with_pythonpath
-
 import asyncio
 import json
 import os
@@ -27,18 +25,24 @@ import time
 from pathlib import Path
 
 import pytest
+from support import VERIFIERS_ENVS, with_pythonpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
-SECRETS = {"HF_TOKEN": "hf_secretvalue0123", "GITHUB_TOKEN": "ghp_secretvalue4567", "JUDGE_PASSWORD_VALUE": "judge-89ab"}
+SECRETS = {
+    "HF_TOKEN": "hf_secretvalue0123",
+    "GITHUB_TOKEN": "ghp_secretvalue4567",
+    "JUDGE_PASSWORD_VALUE": "judge-89ab",
+}
 
 PROBE = """\
 import json, os
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 environ = open("/proc/self/environ", "rb").read()
-print(json.dumps({"extra": sorted(k for k in os.environ if k not in BASE_ENV), "declared": os.environ.get("DECLARED_VAR"),
+print(json.dumps({"extra": sorted(k for k in os.environ if k not in BASE_ENV),
+                  "declared": os.environ.get("DECLARED_VAR"),
                   "leaked": [v for v in %r if v.encode() in environ]}))
-""" % (list(SECRETS.values()),)
+""" % (list(SECRETS.values()),)  # noqa: UP031  (a script with braces of its own)
 
 
 @pytest.mark.verifiers
@@ -47,9 +51,9 @@ def test_every_way_a_harness_program_starts_gets_the_allowlist_and_what_the_harn
     from verifiers.v1.runtimes import SubprocessConfig
     from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
+    from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
     from evalkit.verifiers_compat.v1.harness_workers import fallback_command, program_command
     from evalkit.verifiers_compat.v1.harness_workers.harness_env import DECLARED
-    from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
@@ -63,8 +67,12 @@ def test_every_way_a_harness_program_starts_gets_the_allowlist_and_what_the_harn
         runtime = LocalInterpreterRuntime(inner)
         try:
             await inner.write("allowlist_probe.py", PROBE.encode())
-            seen = [await runtime.run_program(program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"})]  # in-process
-            process = await runtime.open_process(program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"})  # launcher
+            seen = [
+                await runtime.run_program(program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"})
+            ]  # in-process
+            process = await runtime.open_process(
+                program_command("allowlist_probe.py"), {"DECLARED_VAR": "yes"}
+            )  # launcher
             out = b"".join([chunk async for chunk in process.stdout])
             err = b"".join([chunk async for chunk in process.stderr])
             seen.append((await process.wait(), out.decode(), err.decode()))
@@ -94,10 +102,35 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
     server = FaultServer("--always", "silent")
     try:
         prime = subprocess.Popen(
-            [sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-math", "-m", "m", "-b", server.base_url,
-             "-k", "NO_KEY", "-n", "1", "-r", "1"],
-            cwd=tmp_path, stdout=(tmp_path / "prime.log").open("wb"), stderr=subprocess.STDOUT,
-            env={**os.environ, "TMPDIR": str(temp), "NO_KEY": "x", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path / "home")})
+            [
+                sys.executable,
+                "-m",
+                "primekit_cli",
+                "eval",
+                "run",
+                "vf-v1-math",
+                "-m",
+                "m",
+                "-b",
+                server.base_url,
+                "-k",
+                "NO_KEY",
+                "-n",
+                "1",
+                "-r",
+                "1",
+            ],
+            cwd=tmp_path,
+            stdout=(tmp_path / "prime.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "TMPDIR": str(temp),
+                "NO_KEY": "x",
+                "HF_HUB_OFFLINE": "1",
+                "HOME": str(tmp_path / "home"),
+            },
+        )
         deadline = time.monotonic() + 120
         while not list(temp.glob("primekit-harness-*/fork.sock")) and time.monotonic() < deadline:
             assert prime.poll() is None
@@ -125,9 +158,16 @@ def test_kill_9_prime_leaves_no_harness_folder_and_stale_ones_are_swept(tmp_path
         made.mkdir()
         (made / "fork.sock").write_text("")
     done = subprocess.run(
-        [sys.executable, "-c", "from evalkit.verifiers_compat.v1.harness_workers import ForkServer; ForkServer().close()"],
-        env=with_pythonpath(Path.cwd()) | {"TMPDIR": str(temp)}, capture_output=True, text=True,
-        timeout=120)
+        [
+            sys.executable,
+            "-c",
+            "from evalkit.verifiers_compat.v1.harness_workers import ForkServer; ForkServer().close()",
+        ],
+        env=with_pythonpath(Path.cwd()) | {"TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert not stale.exists() and live.exists()
     shutil.rmtree(temp, ignore_errors=True)

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support import with_pythonpath
 
 from evalkit.verifiers_compat.v1.harness_workers import ForkServer
 from evalkit.verifiers_compat.v1.harness_workers.client import run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import declare
-from support import with_pythonpath
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
@@ -306,8 +306,8 @@ sys.exit(4)
 @pytest.mark.verifiers
 def test_the_harness_runtime_runs_a_forked_program_itself_with_the_subprocess_runtimes_env(tmp_path, monkeypatch):
     pytest.importorskip("verifiers.v1")
-    from evalkit.verifiers_compat.v1.harness_workers import program_command
     from evalkit.verifiers_compat.v1.harness import LocalInterpreterRuntime
+    from evalkit.verifiers_compat.v1.harness_workers import program_command
 
     monkeypatch.setenv("PRIMEKIT_TEST_API_KEY", "sk-never-here")  # SubprocessRuntime.run drops *API_KEY* names
 

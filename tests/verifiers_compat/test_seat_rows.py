@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from evalkit.eval.results import read_rows
-from evalkit.eval.summary import summarize
 from evalkit.core.runs import RESULTS
 from evalkit.core.types import RolloutState
+from evalkit.eval.results import read_rows
+from evalkit.eval.summary import summarize
 
 
 def _seat(agent: str, trainable: bool, reward: float) -> RolloutState:

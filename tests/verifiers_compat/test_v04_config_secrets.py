@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.fault_server import FaultServer
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")

@@ -13,15 +13,15 @@ import os
 
 import pytest
 from aiohttp import ClientSession
-
 from support.scripted_client import ScriptedClient
 from support.solver_server import SolverServer
 
 pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
+from support.cli import prime_process
+
 from evalkit.loading.resolve import load_environment  # noqa: E402
 from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
-from support.cli import prime_process
 
 pytestmark = pytest.mark.verifiers
 SEED = "Add two integers."
@@ -87,8 +87,9 @@ def test_a_tool_server_per_rollout_is_listed_and_described_too(verifiers_project
                          "-r", "1", "--tools-file", "tools.json", project=verifiers_project)
     assert done.returncode == 0, done.stderr[-3000:]
     sent = [request for request in solver.requests()[before:] if request.get("tools")]
-    assert len(sent) == 4 and {(t["function"]["name"], t["function"]["description"]) for r in sent for t in r["tools"]} == {
-        ("add", "Adds. CALL ME.")}
+    assert len(sent) == 4 and {
+        (t["function"]["name"], t["function"]["description"]) for r in sent for t in r["tools"]
+    } == {("add", "Adds. CALL ME.")}
 
 
 async def test_the_bridge_rewrites_only_the_tools_a_set_names():
@@ -102,7 +103,9 @@ async def test_the_bridge_rewrites_only_the_tools_a_set_names():
             for base in (bridge.url_for({"a": "new a", "zzz": "unknown"}), bridge.base_url, bridge.url_for({})):
                 async with http.post(f"{base}/chat/completions", json=body) as response:
                     assert response.status == 200
-            async with http.post(bridge.base_url.replace("/v1", "/described/nokey/v1/chat/completions"), json=body) as response:
+            async with http.post(
+                bridge.base_url.replace("/v1", "/described/nokey/v1/chat/completions"), json=body
+            ) as response:
                 assert response.status == 404
     assert [[t["function"]["description"] for t in r["tools"]] for r in client.requests] == [
         ["new a", "b as is"], ["a as is", "b as is"], ["a as is", "b as is"]]

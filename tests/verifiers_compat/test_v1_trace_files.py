@@ -13,17 +13,15 @@ verifiers' own reader.
 
 from __future__ import annotations
 
-from support import VERIFIERS_ENVS
-
 import json
 import os
 import re
 import subprocess
 import sys
 import tracemalloc
-from pathlib import Path
 
 import pytest
+from support import VERIFIERS_ENVS
 
 KEY = "pk-live-0a1b2c3d4e5f60718293"
 """The value of the variable `-k` names (registered as a secret where the client reads it)."""

@@ -7,19 +7,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support import VERIFIERS_ENVS
 
 from evalkit.core.defaults import RolloutLimits
 
-pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
+pytest.importorskip(
+    "verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)"
+)
 
 from support.scripted_client import ScriptedClient, tool_call_reply
 
 from evalkit.core.errors import ModelCallError, UserError
-from evalkit.loading.resolve import load_environment
-from evalkit.eval.rollouts import run_groups
 from evalkit.core.types import Completion, SamplingArgs, Usage
+from evalkit.eval.rollouts import run_groups
+from evalkit.loading.resolve import load_environment
 from evalkit.verifiers_compat.v1.env import TasksetEnvironment
 
 ENVS = VERIFIERS_ENVS
@@ -122,7 +123,9 @@ async def test_slow_sync_reward_function_of_a_verifiers_env_runs_off_the_loop(en
     groups = await run_groups(env, ScriptedClient(["a"]), env.get_eval_dataset(), rollouts_per_example=1)
     assert time.perf_counter() - started < 3.0  # 4 x 1 s one after the other on the event loop before
     assert [g[0].reward for g in groups] == [1.0] * 4
-    state = await env.rollout(ScriptedClient(["a"]), env.get_eval_dataset(n=1)[0], limits=RolloutLimits(score_timeout=0.2))
+    state = await env.rollout(
+        ScriptedClient(["a"]), env.get_eval_dataset(n=1)[0], limits=RolloutLimits(score_timeout=0.2)
+    )
     assert state.error_kind == "timeout" and "scoring timed out after 0.2 s" in state.error and not state.scored
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.clients.endpoints import load_endpoints
-from evalkit.loading.install import HUB_INDEX, plan_install
 from evalkit.core.errors import ConfigError, UserError
 from evalkit.eval.config import load_eval_file
+from evalkit.loading.install import HUB_INDEX, plan_install
 from evalkit.loading.resolve import resolve
 from gepa_cli.config import load_gepa_toml, toml_to_job_fields
 
@@ -61,7 +61,9 @@ def test_eval_toml_spelling_conflicts_are_one_line(tmp_path, body, message):
 
 def test_gepa_toml_accepts_env_id_and_env_args(tmp_path):
     config = tmp_path / "gepa.toml"
-    config.write_text('[[env]]\nenv_id = "arithmetic"\nenv_args = { difficulty = "easy" }\n[[env]]\nid = "reverse-text"\n')
+    config.write_text(
+        '[[env]]\nenv_id = "arithmetic"\nenv_args = { difficulty = "easy" }\n[[env]]\nid = "reverse-text"\n'
+    )
     parsed, base = load_gepa_toml(config)
     assert toml_to_job_fields(parsed, base)["envs"] == [
         {"id": "arithmetic", "args": {"difficulty": "easy"}, "extra_env_kwargs": {}},
@@ -132,7 +134,10 @@ def test_python_endpoint_registry_is_read_as_data(tmp_path, monkeypatch):
 
 
 # ----- resolution order -----------------------------------------------------------------------------
-ENV_MODULE = "from evalkit.envs import SingleTurnEnv\n\ndef load_environment():\n    return SingleTurnEnv(dataset=[{'question': 'q', 'answer': '{tag}'}])\n"
+ENV_MODULE = (
+    "from evalkit.envs import SingleTurnEnv\n\n"
+    "def load_environment():\n    return SingleTurnEnv(dataset=[{'question': 'q', 'answer': '{tag}'}])\n"
+)
 
 
 def test_installed_module_wins_over_local_folder_then_builtins_last(tmp_path, monkeypatch):
@@ -173,7 +178,9 @@ BLOCK_VERIFIERS = textwrap.dedent("""\
 def test_missing_verifiers_says_to_install_the_extra(tmp_path):
     folder = tmp_path / "environments" / "vf_needs"
     folder.mkdir(parents=True)
-    (folder / "vf_needs.py").write_text("import verifiers as vf\n\ndef load_environment():\n    return vf.SingleTurnEnv()\n")
+    (folder / "vf_needs.py").write_text(
+        "import verifiers as vf\n\ndef load_environment():\n    return vf.SingleTurnEnv()\n"
+    )
     done = subprocess.run([sys.executable, "-c", BLOCK_VERIFIERS], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2, done.stderr
@@ -219,7 +226,9 @@ def _wheel(folder: Path, name: str, module_source: str) -> Path:
 
 def test_env_install_by_package_name_then_run_from_anywhere(tmp_path):
     name = "primekit-test-installed-env"
-    _wheel(tmp_path, name, '"""An environment installed from a package index."""\n' + ENV_MODULE.replace("{tag}", "pkg"))
+    _wheel(
+        tmp_path, name, '"""An environment installed from a package index."""\n' + ENV_MODULE.replace("{tag}", "pkg")
+    )
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path), "HF_HUB_OFFLINE": "1",
            "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     prime = [sys.executable, "-m", "primekit_cli"]
@@ -227,8 +236,13 @@ def test_env_install_by_package_name_then_run_from_anywhere(tmp_path):
         done = subprocess.run([*prime, "env", "install", f"someone/{name}"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-        assert f"running: pip install {name} --extra-index-url https://hub.primeintellect.ai/someone/simple/" in done.stdout
-        listed = subprocess.run([*prime, "env", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert (
+            f"running: pip install {name} --extra-index-url https://hub.primeintellect.ai/someone/simple/"
+            in done.stdout
+        )
+        listed = subprocess.run(
+            [*prime, "env", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         assert f"{name}  installed  An environment installed from a package index." in listed.stdout
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", name], capture_output=True, timeout=300)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from support.cli import prime_process
 
-pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
+pytest.importorskip(
+    "verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)"
+)
 
 
 @pytest.fixture
@@ -124,7 +126,9 @@ def test_buggy_reward_function_gives_error_rows_not_a_crash(project, solver):
     done = prime_process("eval", "run", "vf-buggy", "-m", "solver", "-b", solver.base_url, "-n", "2", "-r", "1",
                          project=project)
     assert "Traceback" not in done.stderr
-    assert done.returncode == 1 and "error: every rollout of vf-buggy errored (2/2); first error: [reward]" in done.stderr
+    assert (
+        done.returncode == 1 and "error: every rollout of vf-buggy errored (2/2); first error: [reward]" in done.stderr
+    )
     rows, meta = run_rows(project, "vf-buggy")
     assert len(rows) == 2 and meta["num_errors"] == 2 and meta["status"] == "complete_with_errors"
     assert meta["errors_by_kind"] == {"reward": 2} and meta["num_scored"] == 2  # scored, the raising function 0

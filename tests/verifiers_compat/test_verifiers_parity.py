@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)")
+pytest.importorskip(
+    "verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]' (make test installs it)"
+)
 
 from support.hash_server import HashServer
 from support.verifiers_parity import KEY_VAR, TOML, comparable, rows_of, run
@@ -84,7 +86,10 @@ def test_v1_package_with_absolute_self_imports_runs_through_the_path_form(projec
     assert len(rows) == 4 and all(r["error"] is None for r in rows)
     assert set(rows[0]["metrics"]) == {"repeated", "tagged_chars"}
     assert max(r["reward"] for r in rows) > 0  # scored by vf_v1_pkg.scoring, imported by absolute name
-    assert rows[0]["prompt"][0] == {"role": "system", "content": "Repeat the word you are given inside <word></word> tags."}
+    assert rows[0]["prompt"][0] == {
+        "role": "system",
+        "content": "Repeat the word you are given inside <word></word> tags.",
+    }
 
 
 def test_the_path_form_imports_the_package_under_its_own_name(project, monkeypatch):
@@ -106,5 +111,7 @@ def test_the_path_form_imports_the_package_under_its_own_name(project, monkeypat
     assert len(env.get_dataset(n=2)) == 2
 
     legacy = load_environment(str(project / "environments" / "vf_task_str"))
-    assert sys.modules["vf_task_str_rows"].__file__ == str(project / "environments" / "vf_task_str" / "vf_task_str_rows.py")
+    assert sys.modules["vf_task_str_rows"].__file__ == str(
+        project / "environments" / "vf_task_str" / "vf_task_str_rows.py"
+    )
     assert [r["prompt"][0]["role"] for r in legacy.get_eval_dataset(n=2)] == ["user", "user"]

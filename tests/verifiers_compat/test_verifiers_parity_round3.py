@@ -121,9 +121,31 @@ def test_v1_input_tokens_are_counted_as_verifiers_counts_them(verifiers_project)
     solver = SolverServer()
     try:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(verifiers_project / "home")}
-        done = subprocess.run([sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-shared", "-m", "solver", "-b",
-                               solver.base_url, "-n", "2", "-r", "1", "-o", "out"], cwd=verifiers_project, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "primekit_cli",
+                "eval",
+                "run",
+                "vf-v1-shared",
+                "-m",
+                "solver",
+                "-b",
+                solver.base_url,
+                "-n",
+                "2",
+                "-r",
+                "1",
+                "-o",
+                "out",
+            ],
+            cwd=verifiers_project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         solver.stop()
     assert done.returncode == 0, done.stderr[-3000:]

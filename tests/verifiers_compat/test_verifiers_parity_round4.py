@@ -93,7 +93,9 @@ def test_a_task_payload_id_keys_the_rows_as_vf_eval_writes_it(verifiers_project,
     done = prime(project, "eval", "run", str(project / "pk.toml"), "-R")
     assert done.returncode == 0 and "resuming" in done.stdout, done.stderr[-3000:]
     resumed = [json.loads(line) for line in (pk_dir / "results.jsonl").read_text().splitlines()]
-    assert sorted((r["example_id"], r["rollout_idx"]) for r in resumed) == [(eid, i % 2) for i, eid in enumerate(TASK_IDS)]
+    assert sorted((r["example_id"], r["rollout_idx"]) for r in resumed) == [
+        (eid, i % 2) for i, eid in enumerate(TASK_IDS)
+    ]
 
 
 @pytest.mark.skipif(not LEGACY, reason="legacy environments need verifiers 0.3.1")

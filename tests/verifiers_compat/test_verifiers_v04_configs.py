@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.cli import assert_user_error, prime_process
 
 from evalkit.core.errors import UserError
 from primekit_cli.dialect.args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
-from support.cli import assert_user_error, prime_process
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
@@ -102,7 +102,9 @@ def test_v1_files_are_told_apart_from_primekits_own_toml():
     assert is_v1_file({"env": {"player": {"max_turns": 8}}})
     assert is_v1_file({"model": "m", "num_rollouts": 2})
     assert not is_v1_file({"model": "m", "eval": [{"env_id": "x"}]})
-    assert not is_v1_file({"env": {"id": "x", "args": {"a": 1}, "taskset": {"split": "train"}}})  # primekit's GEPA [env]
+    assert not is_v1_file(
+        {"env": {"id": "x", "args": {"a": 1}, "taskset": {"split": "train"}}}
+    )  # primekit's GEPA [env]
     assert not is_v1_file({"env": [{"id": "x"}], "gepa": {"max_calls": 5}})
 
 
@@ -137,7 +139,11 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
         "vf-v1-chat", "hash", "http://127.0.0.1:9/v1", "HASH_KEY")
     assert (plan["num_examples"], plan["rollouts_per_example"], plan["max_concurrent"]) == (2, 1, 4)
     assert plan["sampling"] == {"temperature": 0.0, "max_tokens": 24}
-    assert plan["env_args"] == {"taskset": {}, "harness": {"max_turns": 4, "id": "null"}, "runtime": {"type": "subprocess"}}
+    assert plan["env_args"] == {
+        "taskset": {},
+        "harness": {"max_turns": 4, "id": "null"},
+        "runtime": {"type": "subprocess"},
+    }
 
 
 @needs_04
@@ -168,23 +174,30 @@ def test_keys_primekit_does_not_use_are_notes(project):
                      "run.name/run.dir: no effect"):
         assert any(expected in note for note in notes), (expected, notes)
     (plan,) = json.loads(done.stdout)["evals"]
-    assert plan["model"] is None and plan["num_examples"] == -1 and plan["rollouts_per_example"] == 1  # verifiers' defaults
+    assert (
+        plan["model"] is None and plan["num_examples"] == -1 and plan["rollouts_per_example"] == 1
+    )  # verifiers' defaults
 
 
 # ----- verifiers 0.4: refusals, one line each --------------------------------------------------------
 REFUSED = [
-    ('[env.agent.harness]\nid = "bash"\n', "the 'bash' harness runs the model's shell commands on this machine, so it "
-                                           "runs only on a runtime you choose"),
+    (
+        '[env.agent.harness]\nid = "bash"\n',
+        "the 'bash' harness runs the model's shell commands on this machine, so it runs only on a runtime you choose",
+    ),
     ('[env.agent.harness]\nid = "codex"\n', "env.agent.harness.id = 'codex': harness 'codex' runs only in a container"),
-    ('[env.agent.harness]\nid = "compact"\n', "env.agent.harness.id = 'compact'"),  # refused before verifiers imports it
+    (
+        '[env.agent.harness]\nid = "compact"\n',
+        "env.agent.harness.id = 'compact'",
+    ),  # refused before verifiers imports it
     ('[env.agent.runtime]\ntype = "docker"\n', "env.agent.runtime: runtime 'docker' needs a docker daemon"),
     ('[env]\nid = "best-of-n"\n', "[env] id = 'best-of-n': primekit runs the taskset's own env"),
     ('[run]\nattach = "ev-1"\n', "run.attach streams into a run on the Prime Intellect platform"),
-    ('[select]\nskip = 1\n', "select.skip: primekit takes the first num_tasks tasks"),
+    ("[select]\nskip = 1\n", "select.skip: primekit takes the first num_tasks tasks"),
     ('[client]\nheaders_from_env = { X-Team = "TEAM" }\n', "client.headers_from_env is not supported"),
     ('max_concurrent = "None"\n', "max_concurrent = None (no limit) is not supported"),
-    ('[env.agent]\nmax_turn = 4\n', "unknown key 'env.agent.max_turn'"),
-    ('[env.timeout]\nfinalize = 5.0\n', "[env] timeout.finalize: primekit runs one agent at a time"),
+    ("[env.agent]\nmax_turn = 4\n", "unknown key 'env.agent.max_turn'"),
+    ("[env.timeout]\nfinalize = 5.0\n", "[env] timeout.finalize: primekit runs one agent at a time"),
 ]
 
 
@@ -278,14 +291,18 @@ initial_prompt = "Answer with the number only."
 num_train = 2
 num_val = 2
 reflection_model = "hash"
-""" + CHAT_TOML.replace("num_tasks = 2\n", "").replace("num_rollouts = 1\n", "").replace('id = "vf-v1-chat"\n', 'id = "vf-v1-chat"\nnum_tasks = 6\n')
+""" + CHAT_TOML.replace("num_tasks = 2\n", "").replace("num_rollouts = 1\n", "").replace(
+    'id = "vf-v1-chat"\n', 'id = "vf-v1-chat"\nnum_tasks = 6\n'
+)
 
 
 @needs_04
 def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
     from primekit_cli.dialect.config import gepa_plan
 
-    toml = GEPA_TOML.replace("[sampling]", "[reflection_client]\nbase_url = \"{url}\"\napi_key_var = \"HASH_KEY\"\n\n[sampling]")
+    toml = GEPA_TOML.replace(
+        "[sampling]", '[reflection_client]\nbase_url = "{url}"\napi_key_var = "HASH_KEY"\n\n[sampling]'
+    )
     (project / "gepa.toml").write_text(toml.format(url="http://127.0.0.1:9/v1"))
     done = ran(project, "gepa", "run", "@", "gepa.toml", "--dry-run")
     assert "budget 12 buys" in done.stderr and "minibatch 2" in done.stderr and "train 2, val 2" in done.stderr
@@ -307,6 +324,6 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
 @pytest.mark.slow
 def test_the_initial_prompt_is_the_seed_candidate(project, hash_server):
     (project / "gepa.toml").write_text(GEPA_TOML.format(url=hash_server.base_url))
-    done = ran(project, "gepa", "run", "@", "gepa.toml", "-o", "gepa_run")
+    ran(project, "gepa", "run", "@", "gepa.toml", "-o", "gepa_run")
     first = json.loads((project / "gepa_run" / "results.jsonl").read_text().splitlines()[0])
     assert first["info"]["system_prompt"] == "Answer with the number only."

@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import VERIFIERS_ENVS, with_pythonpath
 
 verifiers = pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
 
-from evalkit.core.errors import UserError
-from evalkit.loading.resolve import load_environment
-from support.cli import prime_process
+from support.cli import prime_process  # noqa: E402  (after the importorskip above)
+
+from evalkit.core.errors import UserError  # noqa: E402  (after the importorskip above)
+from evalkit.loading.resolve import load_environment  # noqa: E402  (after the importorskip above)
 
 pytestmark = pytest.mark.verifiers
 CURRENT = str(verifiers.__version__).startswith("0.4.")
@@ -69,7 +69,10 @@ def test_shared_tool_server_serves_the_whole_run_and_traces_read_back_with_verif
     assert len(episodes) == 4 and len({e.id for e in episodes}) == 4
     assert all(e.ok and e.run.id == folder.name and len(e.traces) == 1 for e in episodes)
     assert sorted(e.traces[0].rewards["correct"].score for e in episodes) == [1.0] * 4
-    assert json.loads((folder / "configs" / "resolved" / "eval.json").read_text())["env"]["taskset"]["id"] == "vf_v1_shared"
+    assert (
+        json.loads((folder / "configs" / "resolved" / "eval.json").read_text())["env"]["taskset"]["id"]
+        == "vf_v1_shared"
+    )
 
     # verifiers' replay re-scores the saved traces offline from the run dir alone
     replay = subprocess.run(
@@ -100,7 +103,9 @@ def test_multi_agent_env_runs_every_seat_through_primekits_client(project, solve
     sent = solver.requests()[before:]
     asked = sorted(r["messages"][-1]["content"] for r in sent if r.get("max_tokens") != 1)  # not the preflight
     assert asked == ["What is 0+1?", "What is 1+2?", "What is 1+2?", "What is 3+2?"]
-    episodes = [json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()]
+    episodes = [
+        json.loads(line) for line in (run_dir(project, "vf-v1-seats") / "traces.jsonl").read_text().splitlines()
+    ]
     assert sorted(t["agent"]["name"] for e in episodes for t in e["traces"]) == ["checker"] * 2 + ["solver"] * 2
     view = prime_process("eval", "view", str(run_dir(project, "vf-v1-seats")), project=project)
     shown = re.findall(r"completion/assistant: (\S+)", view.stdout)  # 3 samples of the 4 seat rows (all tied at 1.0)

@@ -81,14 +81,19 @@ class ModelClientBridge(Client):
             id=response_id,
             created=int(time.time()),
             model=str(getattr(self.client, "model", "")),
-            usage=VfUsage(prompt_tokens=usage.input_tokens, reasoning_tokens=0, completion_tokens=usage.output_tokens,
-                          total_tokens=usage.input_tokens + usage.output_tokens),
+            usage=VfUsage(
+                prompt_tokens=usage.input_tokens,
+                reasoning_tokens=0,
+                completion_tokens=usage.output_tokens,
+                total_tokens=usage.input_tokens + usage.output_tokens,
+            ),
             message=ResponseMessage(
                 content=response.text or None,  # a reply that only calls tools has no content, as in verifiers' client
                 finish_reason=finish,
                 is_truncated=response.finish_reason == "length",
                 tokens=_tokens(response),
-                tool_calls=[VfToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls] or None,
+                tool_calls=[VfToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in response.tool_calls]
+                or None,
             ),
         )
 

@@ -43,14 +43,14 @@ import time
 from typing import Any
 
 from evalkit.clients.base import ModelClient
-from evalkit.envs.base import Environment
-from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.core.errors import ENVIRONMENT, MODEL, REWARD, TIMEOUT, UserError
 from evalkit.core.types import Completion, ExampleId, Message, RolloutState, SamplingArgs
+from evalkit.envs.base import Environment
+from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS
 from evalkit.verifiers_compat import signature_cache
 from evalkit.verifiers_compat.convert import to_openai_messages, to_sampling_args, to_vf_sampling
-from evalkit.verifiers_compat.legacy.env_group import leaf_envs, routed_env
 from evalkit.verifiers_compat.legacy.bridge import ModelClientBridge
+from evalkit.verifiers_compat.legacy.env_group import leaf_envs, routed_env
 from evalkit.verifiers_compat.legacy.reward_errors import record_reward_errors, reward_errors
 
 PENDING_GROUP_SCORE = "primekit_pending_group_score"
@@ -205,7 +205,9 @@ class VerifiersEnvironment(Environment):
                 await self._score([state])
         except TimeoutError:
             state.reward, state.metrics, state.stop_condition = 0.0, {}, state.stop_condition or "error"
-            state.record_error(TIMEOUT, f"scoring timed out after {timeout:g} s (raise --score-timeout if it needs longer)")
+            state.record_error(
+                TIMEOUT, f"scoring timed out after {timeout:g} s (raise --score-timeout if it needs longer)"
+            )
 
     def set_kwargs(self, **kwargs: Any) -> None:
         """vf-eval's ``-x/--extra-env-kwargs``: verifiers' own ``set_kwargs`` on the wrapped environment."""
@@ -216,7 +218,8 @@ class VerifiersEnvironment(Environment):
         self.group_scored = self.group_scored and not value
 
     async def score_group(self, states: list[RolloutState]) -> None:
-        """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for it)."""
+        """Score a finished group with verifiers' group scoring (only rubrics with group-level functions wait for
+        it)."""
         pending = [s for s in states if _vf_state(s) is not None and s.extra.pop(PENDING_GROUP_SCORE, False)]
         if not pending:
             return
@@ -340,11 +343,14 @@ def _completion(step: Any, bridge: Any) -> Completion:
     if known is not None:
         return known
     message = getattr(response, "message", None)
-    return Completion(text=str(getattr(message, "content", "") or ""), finish_reason=getattr(message, "finish_reason", None) or "stop")
+    return Completion(
+        text=str(getattr(message, "content", "") or ""), finish_reason=getattr(message, "finish_reason", None) or "stop"
+    )
 
 
 def _describe(error: BaseException) -> tuple[str, str]:
-    """The kind (verifiers' ``ModelError``: ``model``; any other: ``environment``) and message of an error verifiers recorded."""
+    """The kind (verifiers' ``ModelError``: ``model``; any other: ``environment``) and message of an error verifiers
+    recorded."""
     from verifiers.legacy.errors import ModelError
 
     cause = error.__cause__

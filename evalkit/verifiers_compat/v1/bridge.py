@@ -14,7 +14,8 @@ One bridge serves every rollout of a run on one ModelClient (:meth:`TasksetEnvir
 verifiers' interception server sees one endpoint and keeps one HTTP client for it: a bridge per rollout gave
 each rollout a new base URL, and verifiers built a new client (an SSL context: ~25 ms of CPU) for each. A
 rollout's requests are told apart by the trace id verifiers' interception sends with every upstream request
-(``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model call is answered HTTP 502 with the (already redacted) error
+(``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model
+call is answered HTTP 502 with the (already redacted) error
 text, which verifiers records on the trace as a provider error. Requests must carry the process's bridge
 token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
 use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps
@@ -39,10 +40,10 @@ from typing import Any
 from aiohttp import web
 
 from evalkit.clients.base import ModelClient
+from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 from evalkit.core.errors import ModelCallError
 from evalkit.core.types import Completion
 from evalkit.envs.tool_descriptions import describe
-from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 
 BRIDGE_KEY_VAR = "PRIMEKIT_BRIDGE_API_KEY"
 SESSION_HEADER = "X-Session-ID"
@@ -72,7 +73,7 @@ class ModelBridgeServer:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
-    async def start(self) -> "ModelBridgeServer":
+    async def start(self) -> ModelBridgeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/described/{key}/v1/chat/completions", self._chat)
@@ -107,7 +108,7 @@ class ModelBridgeServer:
                  for number, completion in self._calls.pop(trace_id, [])]
         return [(trace_id, completion) for _, trace_id, completion in sorted(taken, key=lambda call: call[0])]
 
-    async def __aenter__(self) -> "ModelBridgeServer":
+    async def __aenter__(self) -> ModelBridgeServer:
         return await self.start()
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -182,8 +182,11 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
         check_sandbox(where, {k: v for k, v in (knobs or {}).items() if k in extra})
         return
     if runtime_type != RUNTIME:
-        docker = ("a docker daemon (one answers here, but primekit does not drive the docker runtime yet)"
-                  if runtime_type == "docker" and _docker_answers() else "a docker daemon (`docker info` does not answer here)")
+        docker = (
+            "a docker daemon (one answers here, but primekit does not drive the docker runtime yet)"
+            if runtime_type == "docker" and _docker_answers()
+            else "a docker daemon (`docker info` does not answer here)"
+        )
         needs = {"docker": docker, "modal": "a Modal account", "prime": "a Prime Intellect account (hosted sandboxes)"}
         need = needs.get(str(runtime_type), "a runtime primekit does not run")
         raise UserError(f"{where}: runtime '{runtime_type}' needs {need}; primekit runs harness programs on the local "

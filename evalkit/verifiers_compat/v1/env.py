@@ -9,8 +9,8 @@ How it runs (verifiers' v1 stack, 0.3.1 or 0.4.x, driven the way its own ``eval`
 - **offline by default**: every seat runs primekit's harness ``primekit-harness`` (verifiers' ``null`` chat
   program started with this interpreter, see :mod:`~evalkit.verifiers_compat.v1.harness`) on the ``subprocess``
   runtime, or ``primekit-bash-harness`` (verifiers' ``bash`` harness, the same program with shell tools) when the
-  env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes) need a login, the network and
-  a ``uv`` it installs with pip; primekit never asks for them.
+  env args choose ``bash`` and the runtime. verifiers' defaults (the ``bash`` harness on hosted ``prime`` sandboxes)
+  need a login, the network and a ``uv`` it installs with pip; primekit never asks for them.
 - **serving**: :meth:`TasksetEnvironment.serving` holds verifiers' ``Env.serving()`` (the taskset-wide shared
   tool servers from ``Taskset.toolsets``, the interception server) while a batch of rollouts runs, as verifiers'
   eval holds it for a run; a rollout outside a batch holds it for itself.
@@ -38,17 +38,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from evalkit.clients.base import ModelClient
-from evalkit.envs.base import Environment
 from evalkit.core.errors import ENVIRONMENT, UserError
 from evalkit.core.types import Message, RolloutState, SamplingArgs
+from evalkit.envs.base import Environment
 from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe, schema_descriptions
-from evalkit.verifiers_compat.v1 import api as v1_api
 from evalkit.verifiers_compat.convert import to_openai_messages
+from evalkit.verifiers_compat.v1 import api as v1_api
 from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
 from evalkit.verifiers_compat.v1.episode import copy_episode
 
@@ -56,7 +57,7 @@ _TASK = "primekit_v1_task"
 logger = logging.getLogger(__name__)
 
 
-def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any]) -> "TasksetEnvironment":
+def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any]) -> TasksetEnvironment:
     """Build verifiers' v1 env for the taskset module ``source`` names, wrapped (UserError for bad config)."""
     import verifiers.v1 as vf
     from pydantic import ValidationError
@@ -103,7 +104,9 @@ class TasksetEnvironment(Environment):
         try:
             return list(view)
         except Exception as exc:
-            raise UserError(f"v1 taskset '{self.env_id}' failed to load its tasks: {type(exc).__name__}: {exc}") from exc
+            raise UserError(
+                f"v1 taskset '{self.env_id}' failed to load its tasks: {type(exc).__name__}: {exc}"
+            ) from exc
 
     # ----- data -----------------------------------------------------------------------------
     @property
@@ -173,7 +176,7 @@ class TasksetEnvironment(Environment):
 
     # ----- lifecycle -----------------------------------------------------------------------
     @asynccontextmanager
-    async def serving(self) -> AsyncIterator["_Serving"]:
+    async def serving(self) -> AsyncIterator[_Serving]:
         """verifiers' ``Env.serving()`` (shared tool servers, interception) held while any caller holds this:
         the first brings it up, the last takes it down. It runs in a task of its own (what it enters, it exits
         there), on one event loop: a second loop using the environment at the same time is refused. A failed
@@ -202,7 +205,9 @@ class TasksetEnvironment(Environment):
         return TraceFiles(run_dir, kept, self.vf_env.config)
 
     # ----- rollout hooks (the skeleton is Environment.rollout) ---------------------------------
-    def new_state(self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None) -> RolloutState:
+    def new_state(
+        self, row: dict[str, Any], example_id: int, rollout_idx: int, system_prompt: str | None
+    ) -> RolloutState:
         """The opening state, holding the row's task (with the candidate system prompt, if any) for ``generate``."""
         state = super().new_state(row, example_id, rollout_idx, system_prompt)
         task = self._tasks.get(str(state.info.get("task_key")))
@@ -252,7 +257,8 @@ class TasksetEnvironment(Environment):
 
 
 class _Serving:
-    """verifiers' ``Env.serving()`` entered and exited in one task of its own (see :meth:`TasksetEnvironment.serving`)."""
+    """verifiers' ``Env.serving()`` entered and exited in one task of its own (see
+    :meth:`TasksetEnvironment.serving`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, vf_env: Any):
         self.loop = loop

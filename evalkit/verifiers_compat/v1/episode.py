@@ -91,12 +91,20 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         state.seats = [_seat_state(state, trace, episode, calls) for trace in traces]
 
 
-def _seat_state(state: RolloutState, trace: Any, episode: Any, calls: list[tuple[str | None, Completion]]) -> RolloutState:
+def _seat_state(
+    state: RolloutState, trace: Any, episode: Any, calls: list[tuple[str | None, Completion]]
+) -> RolloutState:
     """One seat's row of a multi-seat episode, as verifiers writes it (one sample per trace): the trace's own
     prompt, conversation, reward, metrics, errors (and the episode's) and usage, with ``episode_id``,
     ``agent`` and ``trainable`` columns so the episode can be grouped."""
-    seat = RolloutState(example_id=state.example_id, rollout_idx=state.rollout_idx, prompt=_opening(trace) or state.prompt,
-                        answer=state.answer, info=state.info, task=state.task)
+    seat = RolloutState(
+        example_id=state.example_id,
+        rollout_idx=state.rollout_idx,
+        prompt=_opening(trace) or state.prompt,
+        answer=state.answer,
+        info=state.info,
+        task=state.task,
+    )
     seat.completion = [cap_message(message, state.max_message_chars) for message in _messages(trace, False)]
     seat.turns, seat.stop_condition = trace.num_turns, trace.stop_condition
     seat.is_truncated = bool(trace.is_truncated)

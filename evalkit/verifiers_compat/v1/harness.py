@@ -11,7 +11,8 @@ verifiers itself depends on, so they are installed wherever verifiers is.
 :class:`OfflineChatHarness` is that harness with one change: on the ``subprocess`` runtime the program is
 written into the rollout's working directory and run by this interpreter instead of a uv environment:
 forked, with its imports already loaded, from one server per primekit process
-(:mod:`~evalkit.verifiers_compat.v1.harness_workers`), so a rollout does not pay an interpreter start-up. Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
+(:mod:`~evalkit.verifiers_compat.v1.harness_workers`), so a rollout does not pay an interpreter start-up.
+Everything else (arguments, system prompt, MCP config, the interception endpoint every model call
 goes through) is verifiers' ``NullHarness.launch``. On container runtimes it behaves exactly like ``null``.
 
 :class:`OfflineBashHarness` does the same for verifiers' ``bash`` harness, which in verifiers is that same chat
@@ -106,7 +107,9 @@ class LocalInterpreterRuntime:
             return await wrapped(fresh, self._declared(fresh, env))
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
-    async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True) -> list[str]:
+    async def prepare_uv_script(
+        self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True
+    ) -> list[str]:
         data = script.encode() if isinstance(script, str) else script
         path = f".primekit-program-{hashlib.sha256(data).hexdigest()[:16]}.py"
         await self._runtime.write(path, data)

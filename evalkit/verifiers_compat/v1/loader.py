@@ -3,8 +3,8 @@
 verifiers names a v1 taskset by module: the id's last ``/`` part, without ``@version``, ``-`` -> ``_``,
 lower-cased; the module exports exactly one ``Taskset`` subclass through ``__all__``; the package's folder
 must be on ``sys.path`` (a file path is not accepted). primekit resolves and imports the module first (installed,
-then ``./environments/<name>/`` or a path, see :mod:`evalkit.loading.resolve`, which imports a local folder under its own
-name with its root on ``sys.path``), then hands verifiers the module's name, so verifiers' own import finds that
+then ``./environments/<name>/`` or a path, see :mod:`evalkit.loading.resolve`, which imports a local folder under its
+own name with its root on ``sys.path``), then hands verifiers the module's name, so verifiers' own import finds that
 same module.
 """
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.core.fileio import keep_lines_atomic, write_json_atomic
-from evalkit.core.types import RolloutState
 from evalkit.core.redact import contains_secret
+from evalkit.core.types import RolloutState
 from evalkit.core.untrusted import cap_strings, clean
 from evalkit.verifiers_compat.v1 import api as v1_api
 from evalkit.verifiers_compat.v1.episode import EPISODE_KEY

@@ -3,13 +3,12 @@ symlink the file written is the one it points to, which is also the path the pri
 
 from __future__ import annotations
 
-from support import REPO
-
 import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
+from support import REPO
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
@@ -24,7 +23,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path(shutil.copy(REPO / "configs" / "rl" / "digit-sums.toml", tmp_path / "digit-sums.toml"))
 
 
-def _export(*args: str) -> "object":
+def _export(*args: str) -> object:
     return CliRunner().invoke(app, ["rl", "export", *args, "--target", "prime-rl"])
 
 

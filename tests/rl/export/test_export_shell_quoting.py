@@ -5,8 +5,6 @@ command run. The stubs are a fake ``python`` and ``uv`` first on PATH that recor
 
 from __future__ import annotations
 
-from support import REPO
-
 import importlib.util
 import json
 import os
@@ -14,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 from rl_backend.config import load_rl_config
 from rl_backend.export import export_config, write_export
@@ -30,8 +29,10 @@ def _toml(value: str) -> str:
 
 
 def _config(tmp_path: Path, env_id: str, args: dict[str, str] | None) -> Path:
-    text = (f'model = "Org/Model"\nmax_steps = 2\nbatch_size = 8\nrollouts_per_example = 2\nrun_name = {_toml(HOSTILE)}\n'
-            f"[[env]]\nid = {_toml(env_id)}\n")
+    text = (
+        f'model = "Org/Model"\nmax_steps = 2\nbatch_size = 8\nrollouts_per_example = 2\nrun_name = {_toml(HOSTILE)}\n'
+        f"[[env]]\nid = {_toml(env_id)}\n"
+    )
     if args:
         text += "args = { " + ", ".join(f"{key} = {_toml(value)}" for key, value in args.items()) + " }\n"
     path = tmp_path / "c.toml"

@@ -1,14 +1,15 @@
-"""`--halt-on` (health.halt_on) cannot carry to prime-rl, Tinker or SkyRL: refused in one line, never silently dropped."""
+"""`--halt-on` (health.halt_on) cannot carry to prime-rl, Tinker or SkyRL: refused in one line, never silently
+dropped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from support import REPO
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
-from support import REPO
 
 needs_verifiers = pytest.mark.skipif(
     __import__("importlib.util").util.find_spec("verifiers") is None,
@@ -34,8 +35,13 @@ def test_backend_prime_rl_refuses_halt_on_before_anything_runs(tmp_path: Path, m
 
 
 @needs_verifiers
-@pytest.mark.parametrize(("config", "target"), [("digit-sums", "prime-rl"), ("digit-sums-vf", "tinker"), ("digit-sums-vf", "skyrl")])
+@pytest.mark.parametrize(
+    ("config", "target"), [("digit-sums", "prime-rl"), ("digit-sums-vf", "tinker"), ("digit-sums-vf", "skyrl")]
+)
 def test_exports_refuse_halt_on(monkeypatch: pytest.MonkeyPatch, config: str, target: str) -> None:
     monkeypatch.chdir(REPO)
     line = _error_line(["rl", "export", f"configs/rl/{config}.toml", "--target", target, "--health.halt_on", '["all"]'])
-    assert "health.halt_on = ['reward_spread', 'entropy_collapse'" in line and f"has no {target} equivalent (--halt-on" in line
+    assert (
+        "health.halt_on = ['reward_spread', 'entropy_collapse'" in line
+        and f"has no {target} equivalent (--halt-on" in line
+    )

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import tomllib
-from pathlib import Path
 
 import pytest
+from support import REPO
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 
-REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None,
                                 reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
 TEACHER = ["--algo.teacher.name", "Qwen/Qwen3-4B", "--algo.teacher.base_url", "http://localhost:8001/v1",

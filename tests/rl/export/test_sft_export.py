@@ -15,15 +15,15 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from support import TESTS
+from support.prime_rl import prime_rl_python
+from support.report_runs import make_eval_runs
 from typer.testing import CliRunner
 
 from primekit_cli.app import app
 from rl_backend.export import prime_rl_sft
 from rl_backend.export.common import covered, leaf_paths
 from rl_backend.sft_config import SFTConfig
-from support import TESTS
-from support.prime_rl import prime_rl_python
-from support.report_runs import make_eval_runs
 
 GOLDEN = TESTS / "golden" / "export" / "sft.prime-rl.toml"
 CONFIG = """
@@ -69,7 +69,9 @@ def _export(tmp_path: Path, dataset: Path, *args: str, config: str = CONFIG) -> 
     (tmp_path / "good.jsonl").write_bytes(dataset.read_bytes())
     (tmp_path / "sft.toml").write_text(config)
     out = tmp_path / "sft.prime-rl.toml"
-    result = CliRunner().invoke(app, ["rl", "export", str(tmp_path / "sft.toml"), "--target", "prime-rl", "-o", str(out), *args])
+    result = CliRunner().invoke(
+        app, ["rl", "export", str(tmp_path / "sft.toml"), "--target", "prime-rl", "-o", str(out), *args]
+    )
     return result.exit_code, result.output, out
 
 
@@ -91,9 +93,22 @@ def test_the_export_matches_the_golden_file_and_carries_every_value(tmp_path: Pa
     assert data["max_steps"] == 11  # ceil(3 epochs * 14 rows / 4), as `prime sft run` counts
     assert data["run"] == {"name": "try1"} and data["model"]["name"] == "Qwen/Qwen3-0.6B"
     assert data["model"]["lora"] == {"rank": 8, "alpha": 16.0, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
-    assert data["data"] == {"type": "sft", "name": str(tmp_path / "sft.prime-rl.data"), "batch_size": 4, "seq_len": 1024,
-                            "seed": 7, "shuffle": True}
-    assert data["optim"] == {"type": "adamw", "lr": 2e-4, "weight_decay": 0.01, "max_norm": 0.5, "betas1": 0.9, "betas2": 0.95}
+    assert data["data"] == {
+        "type": "sft",
+        "name": str(tmp_path / "sft.prime-rl.data"),
+        "batch_size": 4,
+        "seq_len": 1024,
+        "seed": 7,
+        "shuffle": True,
+    }
+    assert data["optim"] == {
+        "type": "adamw",
+        "lr": 2e-4,
+        "weight_decay": 0.01,
+        "max_norm": 0.5,
+        "betas1": 0.9,
+        "betas2": 0.95,
+    }
     assert data["scheduler"] == {"type": "linear", "warmup_steps": 2, "decay_steps": 9, "min_lr": 1e-5}
     assert data["ckpt"] == {"interval": 5, "keep_last": 3}
     copied = tmp_path / "sft.prime-rl.data" / "train.jsonl"
@@ -162,12 +177,29 @@ def test_prime_rls_own_sft_config_accepts_the_export(tmp_path: Path, dataset: Pa
     python = prime_rl_python("prime_rl.configs.sft")
     if python is None:
         pytest.skip("prime-rl's config package is not importable (set PRIME_RL_PYTHON; docs/cluster.md)")
-    args = [] if variant == "golden" else ["--trainer.lora", "false", "--max-steps", "6", "--trainer.lr_scheduler_type",
-                                           "cosine", "--ckpt.interval", "0", "--model", "meta-llama/Llama-3.2-1B-Instruct",
-                                           "--trainer.max_grad_norm", "0"]
+    args = (
+        []
+        if variant == "golden"
+        else [
+            "--trainer.lora",
+            "false",
+            "--max-steps",
+            "6",
+            "--trainer.lr_scheduler_type",
+            "cosine",
+            "--ckpt.interval",
+            "0",
+            "--model",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            "--trainer.max_grad_norm",
+            "0",
+        ]
+    )
     code, output, out = _export(tmp_path, dataset, *args)
     assert code == 0, output
-    result = subprocess.run([python, "-c", VALIDATE, str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [python, "-c", VALIDATE, str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert sorted(prime_rl_sft.TYPED_RENDERER_MODELS) == got["typed"]

@@ -15,7 +15,9 @@ def load_environment():
         return 1.0 if prompt[-1]["content"].split()[-1] in str(completion[-1]["content"]) else 0.0
 
     sums = vf.SingleTurnEnv(
-        dataset=Dataset.from_list([{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in [(2, 3), (7, 5)]]),
+        dataset=Dataset.from_list(
+            [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in [(2, 3), (7, 5)]]
+        ),
         system_prompt="Put the final answer in \\boxed{}.",
         parser=parser,
         rubric=vf.Rubric(funcs=[sum_correct, parser.get_format_reward_func()], weights=[1.0, 0.0], parser=parser),

@@ -4,7 +4,6 @@ rows imported from a sibling module, a boxed-answer reward."""
 import verifiers as vf
 from datasets import Dataset
 from verifiers.utils.data_utils import extract_boxed_answer
-
 from vf_task_str_rows import ROWS
 
 

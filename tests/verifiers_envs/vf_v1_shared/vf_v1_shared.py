@@ -34,7 +34,11 @@ class CalcToolset(vf.Toolset[CalcToolsConfig]):
     def add(self, a: int, b: int) -> str:
         """Add two integers."""
         self._note(f"add {os.getpid()}")
-        extra = [self.config.echo, os.environ.get(self.config.echo_env, "") if self.config.echo_env else "", "x" * self.config.big]
+        extra = [
+            self.config.echo,
+            os.environ.get(self.config.echo_env, "") if self.config.echo_env else "",
+            "x" * self.config.big,
+        ]
         return " ".join([str(a + b), *filter(None, extra)])
 
 

@@ -37,6 +37,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from evalkit.core.pid_folders import remove_orphans
 from evalkit.model.registry import primekit_home
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import BASE_ENV
 
@@ -85,25 +86,7 @@ class ForkServer:
 def remove_stale_folders() -> None:
     """Remove the socket folders (``primekit-harness-<pid>-*``, this user's) of primekit processes that are gone
     and whose server could not remove them itself (it was killed too)."""
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob(f"{FOLDER_PREFIX}*-*"):
-        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
-        try:
-            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _alive(int(pid)):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    remove_orphans(FOLDER_PREFIX)
 
 
 def _read_line(process: subprocess.Popen, timeout: float) -> bytes:

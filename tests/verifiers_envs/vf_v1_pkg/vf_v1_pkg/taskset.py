@@ -1,6 +1,7 @@
 """Repeat a word inside <word> tags; rewarded by how much of it came back."""
 
 import verifiers.v1 as vf
+
 from vf_v1_pkg.scoring import overlap, tagged
 
 SYSTEM = "Repeat the word you are given inside <word></word> tags."
