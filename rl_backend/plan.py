@@ -143,7 +143,7 @@ def check_algorithms(config: RLConfig) -> None:
                               "distillation toward itself has no signal; name a stronger model as the teacher")
 
 
-def _same_model(teacher: "FrozenModelConfig", model: str) -> bool:
+def _same_model(teacher: FrozenModelConfig, model: str) -> bool:
     """Whether a teacher names the policy's model (the same name, or for a local one the same folder)."""
     if teacher.name == model:
         return True

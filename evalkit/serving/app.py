@@ -164,7 +164,7 @@ def build_app(engine: Engine, model_name: str | None = None, *, api_key: str | N
     return app
 
 
-def _prepare_completion(body: bytes, engine: "Engine", served: str,
+def _prepare_completion(body: bytes, engine: Engine, served: str,
                         accepted: set[str]) -> tuple[CompletionRequest, list[int]]:
     """The checked ``/v1/completions`` request and its prompt ids (a text prompt tokenized as is, no template)."""
     try:
@@ -180,7 +180,7 @@ def _prepare_completion(body: bytes, engine: "Engine", served: str,
     return req, [int(i) for i in engine.tokenizer.encode(req.prompt, add_special_tokens=False)]
 
 
-def _prompt_logprobs(engine: "Engine", prompt_ids: list[int], top: int) -> list[dict[str, Any] | None]:
+def _prompt_logprobs(engine: Engine, prompt_ids: list[int], top: int) -> list[dict[str, Any] | None]:
     """vLLM's ``prompt_logprobs`` of the prompt (blocking: a forward over it; run on a worker thread)."""
     from evalkit.model.requests import InvalidRequest
 
@@ -191,7 +191,7 @@ def _prompt_logprobs(engine: "Engine", prompt_ids: list[int], top: int) -> list[
     return prompt_logprobs_body(scores, lambda token: engine.tokenizer.decode([token]))
 
 
-def _completions_response(model: str, prompt_ids: list[int], result: "GenerationResult",
+def _completions_response(model: str, prompt_ids: list[int], result: GenerationResult,
                           scored: list[dict[str, Any] | None] | None) -> dict[str, Any]:
     """A ``text_completion`` body with vLLM's extensions (``token_ids``, ``prompt_token_ids``, ``prompt_logprobs``)."""
     import uuid

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rl_backend.algorithms.base import Algorithm, Trace
 
+
 class OPD(Algorithm):
     """On-policy distillation: the policy samples; each sampled token's reverse KL to a frozen teacher,
     ``log p_teacher - log p_policy``, is its signal (the ``ref_kl`` component). No advantages. The teacher's
