@@ -16,8 +16,9 @@ from support.bash_server import BashServer
 
 KEY_VAR = "BASH_SERVER_KEY"
 MARKER = "primekit-environ-marker-4711"
-SLEEP = "98765"
-"""A `sleep` argument only the detached processes of these runs have: none may be left afterwards."""
+SLEEP = str(90000 + os.getpid() % 9000)
+"""A `sleep` argument only the detached processes of this test process's runs have (by its pid, so that another
+pytest running the same tests at once is not counted): none may be left afterwards."""
 
 
 def run_commands(project: Path, server: BashServer, commands: list[str], runtime: dict, out: str,
