@@ -34,12 +34,13 @@ class LengthPenaltyConfig(_Strict):
 
 
 class FrozenModelConfig(_Strict):
-    """A frozen model behind an OpenAI-compatible endpoint (prime-rl's ``FrozenModelConfig``)."""
+    """A frozen model behind an OpenAI-compatible endpoint (prime-rl's ``FrozenModelConfig``), or, without
+    ``base_url``, a local model or checkpoint folder that primekit loads and scores in-process."""
 
     name: str
-    """The served model name, sent as ``model``."""
-    base_url: str
-    """The endpoint, e.g. ``http://localhost:8001/v1``."""
+    """The served model name, sent as ``model``; without ``base_url``, a model name or folder to load."""
+    base_url: str | None = None
+    """The endpoint, e.g. ``http://localhost:8001/v1`` (prime-rl requires one; unset: ``name`` is loaded here)."""
     api_key_var: str | None = None
     """The environment variable holding its key (never the key itself)."""
 
@@ -134,6 +135,12 @@ class AlgoConfig(_Strict):
             return cls(rule, penalty)
         return cls()
 
+    def action_component_name(self) -> str:
+        """The loss component this algorithm's sampled tokens feed (``rl``, ``ce`` or ``ref_kl``)."""
+        from rl_backend.algorithms import ALGORITHMS
+
+        return ALGORITHMS[self.type].action_component
+
     def summary(self) -> str:
         """The plan's words for it: the name, the component its tokens feed, the settings that differ."""
         from rl_backend.algorithms import ALGORITHMS
@@ -148,7 +155,8 @@ class AlgoConfig(_Strict):
             parts.append(f"length penalty out {lp.num_output_tokens_weight:g} / in {lp.num_input_tokens_weight:g} "
                          f"/ turns {lp.num_turns_weight:g}")
         if self.teacher is not None:
-            parts.append(f"teacher {self.teacher.name} at {self.teacher.base_url}")
+            where = f"at {self.teacher.base_url}" if self.teacher.base_url else "(local, scored in-process)"
+            parts.append(f"teacher {self.teacher.name} {where}")
         if isinstance(self.sampling.source, FrozenModelConfig):
             parts.append(f"samples from {self.sampling.source.name} at {self.sampling.source.base_url}")
         if self.roles:
@@ -164,4 +172,4 @@ def unavailable(algo: AlgoConfig, where: str = "algo") -> str | None:
     if cls.available():
         return None
     return (f"{where}.type = '{algo.type}' is not available in primekit yet: it needs {cls.missing}; "
-            "train with grpo, max_rl or rae here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")
+            "train with grpo, max_rl, rae or opd here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")

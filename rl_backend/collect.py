@@ -24,6 +24,7 @@ from rl_backend.config import RLConfig
 from rl_backend.filtering import filter_groups
 from rl_backend.mixture import EnvMixture
 from rl_backend.policy import Sample
+from rl_backend.teacher import TeacherError
 
 
 @dataclass
@@ -43,6 +44,9 @@ class StepBatch:
     """The environment label of each example id (the global cursor of the example)."""
     algo_state: dict[str, Any] = field(default_factory=dict)
     """Each environment's algorithm state once this batch's credit is assigned (what a checkpoint after it keeps)."""
+    ref_logprobs: dict[tuple[int, int, int], list[float]] = field(default_factory=dict)
+    """``(example id, rollout index, turn) ->`` the teacher's log-probability of each completion token: the rollouts
+    of an ``opd`` environment, which train on the ``ref_kl`` component instead of an advantage."""
 
 
 class BatchCollector:
@@ -63,6 +67,8 @@ class BatchCollector:
         self.algorithms: dict[str, Algorithm] = {
             env.label: config.algo_of(env).build(config.trainer) for env in config.env}
         """One algorithm per environment (its own ``algo`` or the run's), keyed by its label."""
+        self.teachers: dict[str, Any] = {}
+        """The teacher of each ``opd`` environment (:mod:`rl_backend.teacher`), set once checked."""
 
     def collect(self, step: int, cursor: int, weights_step: int) -> StepBatch:
         """Roll out groups until ``examples_per_step`` have reward variance or ``max_rounds`` are spent."""
@@ -105,8 +111,31 @@ class BatchCollector:
             for state, advantage in zip(scored, credit or []):
                 if not (masked and state.is_truncated):  # still in the group's mean, out of the loss
                     batch.advantages[(state.example_id, state.rollout_idx)] = advantage
+        self._score_with_teachers(batch)
         batch.algo_state = self.state_dict()
         return batch
+
+    def _score_with_teachers(self, batch: StepBatch) -> None:
+        """The teacher's log-probabilities of every sampled token of the kept rollouts of ``ref_kl`` environments
+        (errored and, with ``mask_truncated_completions``, truncated ones left out, as for advantages)."""
+        masked = self.config.trainer.mask_truncated_completions
+        for label, teacher in self.teachers.items():
+            keys, pairs = [], []
+            for group in batch.kept:
+                if len(self.algorithms) > 1 and batch.env_of.get(group[0].example_id) != label:
+                    continue
+                for state in group:
+                    if not state.scored or (masked and state.is_truncated):
+                        continue
+                    for turn, response in enumerate(state.responses):
+                        checked = checked_sample(response, 0.0)
+                        keys.append((state.example_id, state.rollout_idx, turn))
+                        pairs.append((checked.prompt_ids, checked.completion_ids))
+            try:
+                scores = teacher.score_many(pairs)
+            except TeacherError as exc:
+                raise UserError(f"step {batch.step}: {exc}") from None
+            batch.ref_logprobs.update(zip(keys, scores))
 
     def _algorithm_of(self, group: list[RolloutState], env_of: dict[int, str]) -> Algorithm:
         """The algorithm of the environment that rolled the group out."""
@@ -192,10 +221,14 @@ def to_samples(batch: StepBatch) -> list[Sample]:
     for group in batch.kept:
         for state in group:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
-            if advantage is None:  # errored without a score, or masked as truncated: nothing to learn from
+            distilled = (state.example_id, state.rollout_idx, 0) in batch.ref_logprobs
+            if advantage is None and not distilled:  # errored without a score, or masked as truncated
                 continue
-            for response in state.responses:
-                samples.append(checked_sample(response, advantage, batch.env_of.get(state.example_id)))
+            for turn, response in enumerate(state.responses):
+                sample = checked_sample(response, advantage or 0.0, batch.env_of.get(state.example_id))
+                if distilled:  # the ref_kl component: the teacher's view of each token, no advantage
+                    sample.ref_logprobs = batch.ref_logprobs[(state.example_id, state.rollout_idx, turn)]
+                samples.append(sample)
     return samples
 
 

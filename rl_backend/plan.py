@@ -13,6 +13,7 @@ from pathlib import Path
 
 from evalkit.core.errors import ConfigError
 from evalkit.model.devices import cuda_available, resolve_device
+from rl_backend.algo_config import FrozenModelConfig
 from rl_backend.config import RLConfig
 from rl_backend.gpus import GpuLayout, plan_gpus
 from rl_backend.mixture import mixture_line
@@ -134,6 +135,22 @@ def check_algorithms(config: RLConfig) -> None:
         why = unavailable(algo, where)
         if why:
             raise ConfigError(why)
+        if algo.type == "opd" and config.trajectory_strategy == "interleaved":
+            raise ConfigError(f"{where}.type = 'opd' scores each model turn as its own sample; remove "
+                              "trajectory_strategy = 'interleaved' (the default 'branching' does that)")
+        if algo.type == "opd" and algo.teacher is not None and _same_model(algo.teacher, config.model):
+            raise ConfigError(f"{where}.teacher '{algo.teacher.name}' is the policy model itself: on-policy "
+                              "distillation toward itself has no signal; name a stronger model as the teacher")
+
+
+def _same_model(teacher: FrozenModelConfig, model: str) -> bool:
+    """Whether a teacher names the policy's model (the same name, or for a local one the same folder)."""
+    if teacher.name == model:
+        return True
+    if teacher.base_url:
+        return False
+    mine, theirs = Path(model).expanduser(), Path(teacher.name).expanduser()
+    return mine.exists() and theirs.exists() and mine.resolve() == theirs.resolve()
 
 
 def algo_lines(config: RLConfig) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_backend.config import RLConfig
+from rl_backend.loss_components import REF_KL_MASK_LOW
 from rl_backend.losses import make_loss
 from rl_backend.model_io import load_model_and_tokenizer
 
@@ -132,6 +133,14 @@ class Sample:
     env: str | None = None
     """The environment the rollout came from (its ``[[env]]`` label): the trainer's per-environment statistics
     (``entropy/<env>/mean``, as prime-rl's trainer names them)."""
+    ref_logprobs: list[float] | None = None
+    """A teacher's log-probability of each completion token (``opd``): the sample then feeds the ``ref_kl`` loss
+    component, not ``rl`` (its advantage is unused)."""
+
+    @property
+    def component(self) -> str:
+        """The loss component this sample's tokens feed (:mod:`rl_backend.loss_components`)."""
+        return "ref_kl" if self.ref_logprobs is not None else "rl"
 
     def mask(self) -> list[bool]:
         return list(self.loss_mask) if self.loss_mask is not None else [True] * len(self.completion_ids)
@@ -213,14 +222,18 @@ class Policy:
         import torch
 
         total_tokens = sum(s.trained_tokens for s in usable)
-        sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0}
+        counts = {component: sum(s.trained_tokens for s in usable if s.component == component)
+                  for component in ("rl", "ref_kl")}
+        rl_sequences = sum(1 for s in usable if s.component == "rl")
+        sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0,
+                "ref_kl": 0.0, "ref_kl_masked": 0.0}
         by_env: dict[str, list[float]] = {}  # env -> [entropy summed over its trained tokens, those tokens]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         size = self.config.trainer.micro_batch_size
         ordered = sorted(usable, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
         for start in range(0, len(ordered), size):
-            out = self._micro_step(ordered[start : start + size], total_tokens, len(ordered))
+            out = self._micro_step(ordered[start : start + size], total_tokens, counts, rl_sequences)
             for key in sums:
                 sums[key] += out[key]
             for env, (entropy, tokens) in out["entropy_by_env"].items():
@@ -243,14 +256,22 @@ class Policy:
             masked_frac=sums["masked"] / denom,
             clipped_frac=sums["clipped"] / denom,
             **({"kl_ref": sums["kl_ref"] / denom} if self.config.trainer.kl_coef > 0 else {}),
+            **({"ref_kl": sums["ref_kl"] / counts["ref_kl"],
+                "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]} if counts["ref_kl"] else {}),
             **{f"entropy/{env}/mean": entropy / max(1.0, tokens) for env, (entropy, tokens) in sorted(by_env.items())},
             grad_norm=grad_norm,
             lr=lr,
             train_tokens=float(total_tokens),
         )
 
-    def _micro_step(self, batch: list[Sample], total_tokens: int, total_sequences: int) -> dict[str, float]:
+    def _micro_step(self, batch: list[Sample], total_tokens: int, counts: dict[str, int],
+                    rl_sequences: int) -> dict[str, float]:
+        """One micro-batch's gradients: each sample's tokens feed its component (``rl``: the policy loss of
+        ``[trainer.loss]``, normalised by it over the step's ``rl`` tokens and sequences; ``ref_kl``: summed, over
+        the step's ``ref_kl`` tokens, :func:`rl_backend.loss_components.combine`)."""
         import torch
+
+        from rl_backend.loss_components import combine, ref_kl_token_losses
 
         lay = layout(batch, self.tokenizer.pad_token_id or 0, self.device)
         inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
@@ -263,8 +284,31 @@ class Policy:
         dev = self.device
         logp_all = self._log_softmax(self.model, inputs, comp_width)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        result = self.loss_fn(logprobs, old.to(dev), advantages.to(dev), mask, total_tokens, total_sequences)
-        loss, kl_sum = result.loss, 0.0
+        old = old.to(dev)
+        rl_rows = [r for r, s in enumerate(batch) if s.component == "rl"]
+        ref_rows = [r for r, s in enumerate(batch) if s.component == "ref_kl"]
+        loss, kl_sum = logprobs.sum() * 0.0, 0.0
+        mismatch, masked, clipped, ref_kl_sum, ref_masked = 0.0, 0.0, 0.0, 0.0, 0.0
+        if rl_rows:
+            rows = torch.tensor(rl_rows, device=dev)
+            result = self.loss_fn(logprobs[rows], old[rows], advantages.to(dev)[rows], mask[rows], counts["rl"],
+                                  rl_sequences)
+            loss = loss + result.loss
+            mismatch, masked, clipped = result.mismatch_kl, result.masked_tokens, result.clipped_tokens
+        if ref_rows:
+            rows = torch.tensor(ref_rows, device=dev)
+            ref = torch.zeros((len(ref_rows), comp_width), dtype=torch.float32)
+            for i, r in enumerate(ref_rows):
+                values = batch[r].ref_logprobs or []
+                ref[i, : len(values)] = torch.tensor(values[:comp_width], dtype=torch.float32)
+            ref, lp, sampled, ref_mask = ref.to(dev), logprobs[rows], old[rows], mask[rows]
+            token_losses = ref_kl_token_losses(lp, sampled, ref, ref_mask)
+            loss = loss + combine({"ref_kl": token_losses.sum()}, {"ref_kl": counts["ref_kl"]})
+            with torch.no_grad():
+                ref_kl_sum = float(((ref - lp) * ref_mask).sum())
+                ref_masked = float((((lp.exp() - sampled.exp()) < -REF_KL_MASK_LOW).float() * ref_mask).sum())
+                detached = (lp - sampled).detach()
+                mismatch += float(((detached.exp() - 1 - detached) * ref_mask).sum())
         if self.config.trainer.kl_coef > 0:
             kl = self._reference_kl(inputs, comp_width, targets, logprobs)
             loss = loss + self.config.trainer.kl_coef * (kl * mask).sum() / max(1, total_tokens)
@@ -285,18 +329,19 @@ class Policy:
             "loss": float(loss.detach()),
             "entropy": sum(per_row),
             "entropy_by_env": by_env,
-            "mismatch_kl": result.mismatch_kl,
-            "masked": result.masked_tokens,
-            "clipped": result.clipped_tokens,
+            "mismatch_kl": mismatch,
+            "masked": masked,
+            "clipped": clipped,
             "kl_ref": kl_sum,
+            "ref_kl": ref_kl_sum,
+            "ref_kl_masked": ref_masked,
         }
 
     def _log_softmax(self, model: Any, inputs: dict[str, Any], comp_width: int) -> Any:
         """Temperature-scaled log-probabilities over the vocabulary at the ``comp_width`` completion positions."""
-        import torch
+        from evalkit.model.scoring import completion_logprobs
 
-        out = model(**inputs, logits_to_keep=comp_width + 1, use_cache=False)
-        return torch.log_softmax(out.logits[:, :comp_width].float() / self.temperature, dim=-1)
+        return completion_logprobs(model, inputs, comp_width, self.temperature)
 
     def _reference_kl(self, inputs: dict[str, Any], comp_width: int, targets: Any, logprobs: Any) -> Any:
         """Per-token k3 estimate of KL(policy || reference) at the sampled tokens (>= 0, gradient through ``logprobs``).

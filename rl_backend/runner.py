@@ -201,14 +201,43 @@ class Trainer:
         self.eval_members = [load_train_env(spec) for spec in self.config.eval.env] if self.config.eval.env else members
         torch.manual_seed(self.config.seed)
         self.policy = Policy(self.config, device=trainer_device(self.config))
+        self.teachers = self._teachers()
         self.loop = LoopThread("rl-asyncio")  # no torch work here: the engine decodes on its own thread
         self.source = make_source(backend, self.config, self.policy, self.run_dir)
         engine = getattr(self.source, "engine", None)
         if engine is not None:
             self.console.print(f"sampler      {engine.dtype_choice.line()}", markup=False, highlight=False)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
+        self.collector.teachers = self.teachers
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
+
+    def _teachers(self) -> dict[str, Any]:
+        """Each ``opd`` environment's teacher (:mod:`rl_backend.teacher`), checked before any rollout: it answers,
+        scores given tokens, shares the policy's tokenizer and is not the policy. One per distinct teacher."""
+        from rl_backend.teacher import check_teacher, make_teacher
+
+        made: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for env in self.config.env:
+            algo = self.config.algo_of(env)
+            if algo.action_component_name() != "ref_kl" or algo.teacher is None:
+                continue
+            key = algo.teacher.model_dump_json()
+            if key not in made:
+                where = f"env '{env.label}' algo.teacher" if env.algo is not None else "algo.teacher"
+                teacher = make_teacher(algo.teacher, where)
+                made[key] = teacher
+                try:
+                    check_teacher(teacher, self.policy.tokenizer, self.policy.model)
+                except BaseException:
+                    for held in made.values():
+                        held.close()
+                    raise
+                self.console.print(f"teacher      {teacher.describe()}: scores the policy's tokens", markup=False,
+                                   highlight=False)
+            out[env.label] = made[key]
+        return out
 
     # ----- baseline and evals: eval run dirs inside the run -----------------------------------------
     def eval_dir(self, name: str, member: Any, members: list[Any] | None = None) -> str:
@@ -399,7 +428,8 @@ class Trainer:
                         f"step {step:>4}  reward {last['reward_mean']:.3f}  "
                         f"kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
-                        f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
+                        + (f"ref_kl {last['ref_kl']:+.4f}  " if "ref_kl" in last else "")
+                        + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
                         f"wait {last['wait_s']:.1f}s"
                     )
                     self.check_health(last, step, batch.cursor_after, progress.console)
@@ -538,6 +568,8 @@ class Trainer:
     def close(self) -> None:
         """Close the client on its loop, then the source, the loop and W&B (each even if another fails)."""
         source = getattr(self, "source", None)
+        for teacher in {id(t): t for t in getattr(self, "teachers", {}).values()}.values():
+            teacher.close()
         try:
             if source is not None and self.loop is not None:
                 self.loop.run(source.client.aclose())

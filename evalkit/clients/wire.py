@@ -45,7 +45,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 SSE_DONE = b"data: [DONE]\n\n"
 
 _NOT_SAMPLING = frozenset({"model", "messages", "tools", "tool_choice", "stream", "stream_options", "n", "user",
-                           "top_logprobs"})
+                           "top_logprobs", "prompt_logprobs", "prompt", "echo"})
 """Request keys that are not sampling settings (``top_logprobs`` is accepted and not served)."""
 
 
@@ -95,6 +95,12 @@ class ChatRequest:
     sampling: SamplingArgs
     stream: bool
     include_usage: bool
+    prompt_logprobs: int | None = None
+    """vLLM's extension: score the prompt's tokens too, with this many alternatives at each (``None``: do not)."""
+
+
+MAX_PROMPT_LOGPROBS = 20
+"""The most alternatives per prompt position (vLLM's default ``--max-logprobs``)."""
 
 
 def parse_request(body: Any, *, max_choices: int = 1) -> ChatRequest:
@@ -120,7 +126,52 @@ def parse_request(body: Any, *, max_choices: int = 1) -> ChatRequest:
         sampling=_sampling(body),
         stream=bool(body.get("stream")),
         include_usage=bool((options or {}).get("include_usage")),
+        prompt_logprobs=_prompt_logprobs(body),
     )
+
+
+@dataclass
+class CompletionRequest:
+    """A parsed ``/v1/completions`` request: a text prompt or the prompt's token ids (vLLM accepts both)."""
+
+    model: str | None
+    prompt: str | list[int]
+    sampling: SamplingArgs
+    prompt_logprobs: int | None
+
+
+def parse_completions_request(body: Any) -> CompletionRequest:
+    """A ``/v1/completions`` body: ``prompt`` a string or a list of token ids (one prompt), ``n`` 1, no stream
+    and no ``echo``; ``max_tokens`` defaults to 16 as OpenAI's. Raises :class:`WireError`."""
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise WireError(f"model must be a string, got {type(model).__name__}", "model")
+    prompt = body.get("prompt")
+    ids = isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    if not (isinstance(prompt, str) and prompt) and not ids:
+        raise WireError("prompt must be a non-empty string or a non-empty list of token ids (one prompt)", "prompt")
+    for key in ("stream", "echo"):
+        if body.get(key):
+            raise WireError(f"{key} is not served on /v1/completions here", key)
+    _choices(body.get("n"), 1)
+    values = {"max_tokens": 16, **{k: v for k, v in body.items() if k not in _NOT_SAMPLING and k != "logprobs"
+                                   and v is not None}}
+    try:
+        sampling = SamplingArgs.from_dict(values)
+    except ConfigError as exc:
+        raise WireError(str(exc).removeprefix("sampling args: ")) from None
+    return CompletionRequest(model=model, prompt=prompt, sampling=sampling, prompt_logprobs=_prompt_logprobs(body))
+
+
+def _prompt_logprobs(body: dict[str, Any]) -> int | None:
+    value = body.get("prompt_logprobs")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PROMPT_LOGPROBS:
+        raise WireError(f"prompt_logprobs must be an integer from 0 to {MAX_PROMPT_LOGPROBS}", "prompt_logprobs")
+    return value
 
 
 def _messages(messages: Any) -> list[Message]:
@@ -182,6 +233,41 @@ def assistant_message(text: str, tool_calls: Sequence[ToolCall]) -> dict[str, An
 def logprob_entry(token: str, logprob: float) -> dict[str, Any]:
     """One ``choices[i].logprobs.content`` item (no alternatives are reported)."""
     return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")), "top_logprobs": []}
+
+
+def prompt_logprobs_body(scores: Sequence[Any], decode: Any) -> list[dict[str, Any] | None]:
+    """vLLM's ``prompt_logprobs``: per prompt position ``None`` (the first) or ``{"<token id>": {"logprob", "rank",
+    "decoded_token"}}``, the given token first, then the ``top`` alternatives. ``scores`` are
+    :class:`evalkit.model.scoring.TokenScore`-shaped; ``decode(id)`` is a token's text."""
+    out: list[dict[str, Any] | None] = []
+    for score in scores:
+        if score is None:
+            out.append(None)
+            continue
+        entry = {str(score.token_id): {"logprob": score.logprob, "rank": score.rank,
+                                       "decoded_token": decode(score.token_id)}}
+        for rank, (token, logprob) in enumerate(score.top, start=1):
+            entry.setdefault(str(token), {"logprob": logprob, "rank": rank, "decoded_token": decode(token)})
+        out.append(entry)
+    return out
+
+
+def given_logprobs(entries: Any, token_ids: Sequence[int]) -> list[float | None]:
+    """The given tokens' log-probabilities read back from a ``prompt_logprobs`` list (``None`` where the
+    position has none: the first). Raises ``ValueError`` when its length or a position's token does not match."""
+    if not isinstance(entries, list) or len(entries) != len(token_ids):
+        size = len(entries) if isinstance(entries, list) else type(entries).__name__
+        raise ValueError(f"prompt_logprobs has {size} positions for {len(token_ids)} tokens")
+    out: list[float | None] = []
+    for position, (entry, token) in enumerate(zip(entries, token_ids)):
+        if entry is None:
+            out.append(None)
+            continue
+        item = entry.get(str(token)) if isinstance(entry, dict) else None
+        if not isinstance(item, dict) or not isinstance(item.get("logprob"), (int, float)):
+            raise ValueError(f"prompt_logprobs[{position}] does not score the given token {token}")
+        out.append(float(item["logprob"]))
+    return out
 
 
 def response_body(model: str, choices: list[dict[str, Any]], usage: Usage,

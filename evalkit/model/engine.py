@@ -196,6 +196,8 @@ class Engine:
         self._cond = threading.Condition()
         self._pending: deque[ScheduledSequence] = deque()
         self._update: _WeightUpdate | None = None
+        self._score_lock = threading.Lock()
+        """One scoring forward at a time on the master copy (:meth:`score`)."""
         self._closed = False
         self._admitting: list[ScheduledSequence] = []
         """Sequences the worker took from the queue and is prefilling (in neither the queue nor the batch)."""
@@ -297,6 +299,20 @@ class Engine:
         sequences = [self._sequence(p, sampling, None) for p in prompts]
         self._enqueue(sequences)
         return [s.future.result() for s in sequences]
+
+    def score(self, token_ids: Sequence[int], top: int = 0) -> list[Any]:
+        """Each given token's log-probability after the ones before it (vLLM's ``prompt_logprobs``;
+        :func:`evalkit.model.scoring.score_tokens`), from the master copy, on the calling thread (blocking: call it
+        from a worker thread). Raises :class:`InvalidRequest` for ids outside the vocabulary or the context."""
+        from evalkit.model.scoring import score_tokens
+
+        ids = [int(t) for t in token_ids]
+        if any(t < 0 or t >= self.vocab_size for t in ids):
+            raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})")
+        if len(ids) > self.context_length:
+            raise InvalidRequest(f"the prompt has {len(ids)} tokens, over the context window of {self.context_length}")
+        with self._score_lock:
+            return score_tokens(self.model, ids, top)
 
     # -- weights ---------------------------------------------------------------------------------
 

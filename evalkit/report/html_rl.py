@@ -100,17 +100,11 @@ def _plain(value: Any) -> str:
 
 def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
     charts = [{"title": "Reward by step (training batch ± std; ◆ held-out eval)", "svg": _reward_plot(runs)}]
-    for key, title, log in (
+    charts += plots.step_charts(runs, (
         ("loss", "Loss", False),
         ("entropy", "Entropy", False),
         ("mismatch_kl", "KL (trainer vs sampler)", True),
-    ):
-        series = [
-            (run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m])
-            for run in runs
-        ]
-        if any(xs for _, xs, _ in series):
-            charts.append({"title": title, "svg": plots.lines(series, "step", key, integer_x=True, log_y=log)})
+    ))
     kept = [
         (f"{run.label} kept", [m["step"] for m in run.steps], [m.get("groups_kept", 0) for m in run.steps])
         for run in runs

@@ -300,3 +300,17 @@ def _step_axes(fig: Any, ax: Any, ylabel: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)
+
+
+def step_charts(runs: Sequence[Any], metrics: Sequence[tuple[str, str, bool]]) -> list[dict[str, str]]:
+    """One line chart per ``(key, title, log_y)`` of ``metrics`` over the runs' steps (``run.label``, ``run.steps``:
+    one dict a step), one line a run; a metric no step of any run has gets no chart."""
+    charts = []
+    for key, title, log in metrics:
+        series = [
+            (run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m])
+            for run in runs
+        ]
+        if any(xs for _, xs, _ in series):
+            charts.append({"title": title, "svg": lines(series, "step", key, integer_x=True, log_y=log)})
+    return charts

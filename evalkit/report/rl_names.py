@@ -30,6 +30,7 @@ OLD_NAMES: dict[str, str] = {
     "loss/mean": "loss",
     "entropy/all/mean": "entropy",
     "mismatch_kl/all/mean": "mismatch_kl",
+    "ref_kl/mean": "ref_kl",
     "optim/grad_norm": "grad_norm",
     "optim/lr": "lr",
     "time/step": "step_s",

@@ -51,18 +51,11 @@ def sft_context(runs: list[RLRun]) -> dict[str, Any]:
     """The HTML template's context: facts, curves and the step table of each run."""
     from evalkit.report import plots
 
-    charts = []
-    for key, title, log in (
+    charts = plots.step_charts(runs, (
         ("loss", "Loss (assistant tokens)", False),
         ("grad_norm", "Gradient norm (before clipping)", True),
         ("lr", "Learning rate", False),
-    ):
-        series = [
-            (run.label, [m["step"] for m in run.steps if key in m], [m[key] for m in run.steps if key in m])
-            for run in runs
-        ]
-        if any(xs for _, xs, _ in series):
-            charts.append({"title": title, "svg": plots.lines(series, "step", key, integer_x=True, log_y=log)})
+    ))
     return {
         "kind": "sft",
         "title": f"SFT · {runs[0].label}" if len(runs) == 1 else f"SFT · {len(runs)} runs compared",

@@ -7,6 +7,11 @@ answers SSE chunks as tokens are sampled, see :mod:`evalkit.serving.stream`; the
 ``choices[i].logprobs.content[{token, logprob, bytes, top_logprobs: []}]``. vLLM-style extra body
 keys ``top_k`` and ``ignore_eos`` are honoured.
 
+Scoring given tokens (a teacher for on-policy distillation): vLLM's ``prompt_logprobs: k`` on
+``/v1/chat/completions`` (top-level ``prompt_logprobs`` of the rendered prompt) and on ``POST /v1/completions``
+(``prompt`` a text or token ids; ``choices[0].prompt_logprobs``): per position ``None`` (the first) or
+``{"<token id>": {"logprob", "rank", "decoded_token"}}`` with the given token and the ``k`` most likely ones.
+
 A bad request (unknown model, prompt beyond the context window, ``max_tokens`` < 1, malformed
 body) is answered 400 with ``{"error": {"message", "type": "invalid_request_error"}}`` and never
 disturbs the requests being generated for others.
@@ -41,11 +46,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from evalkit.clients.wire import (
     SSE_MEDIA_TYPE,
     ChatRequest,
+    CompletionRequest,
     WireError,
     assistant_message,
     error_body,
+    parse_completions_request,
     parse_request,
+    prompt_logprobs_body,
     response_body,
+    usage_body,
 )
 from evalkit.core.types import SamplingArgs, Usage
 from evalkit.model.chat_format import parse_tool_calls
@@ -112,6 +121,8 @@ def build_app(engine: Engine, model_name: str | None = None, *, api_key: str | N
         chat, prompt_ids = await asyncio.to_thread(_prepare, body, engine, served, accepted)
         from evalkit.model.engine import EngineError
 
+        if chat.stream and chat.prompt_logprobs is not None:
+            raise BadRequest("prompt_logprobs is not served with stream: true", "prompt_logprobs")
         try:
             if chat.stream:
                 stream = EngineStream(engine, chat, served)
@@ -123,9 +134,72 @@ def build_app(engine: Engine, model_name: str | None = None, *, api_key: str | N
             return _error(503, str(exc), "server_error")
         if results is None:  # the client left; nobody reads this
             return _error(499, "client closed the request", "client_closed_request")
-        return JSONResponse(_response(engine, served, chat, prompt_ids, results))
+        body = _response(engine, served, chat, prompt_ids, results)
+        if chat.prompt_logprobs is not None:
+            top = chat.prompt_logprobs
+            body["prompt_logprobs"] = await asyncio.to_thread(_prompt_logprobs, engine, prompt_ids, top)
+        return JSONResponse(body)
+
+    @app.post("/v1/completions", dependencies=authorized)
+    async def completions(request: Request) -> Response:
+        body = await _body(request)
+        req, prompt_ids = await asyncio.to_thread(_prepare_completion, body, engine, served, accepted)
+        from evalkit.model.engine import EngineError
+        from evalkit.model.requests import InvalidRequest
+
+        try:
+            futures = [engine.submit(prompt_ids, req.sampling)]
+            results = await _until_done_or_gone(request, futures)
+        except InvalidRequest as exc:
+            raise BadRequest(str(exc)) from None
+        except EngineError as exc:
+            return _error(503, str(exc), "server_error")
+        if results is None:
+            return _error(499, "client closed the request", "client_closed_request")
+        scored = None
+        if req.prompt_logprobs is not None:
+            scored = await asyncio.to_thread(_prompt_logprobs, engine, prompt_ids, req.prompt_logprobs)
+        return JSONResponse(_completions_response(served, prompt_ids, results[0], scored))
 
     return app
+
+
+def _prepare_completion(body: bytes, engine: Engine, served: str,
+                        accepted: set[str]) -> tuple[CompletionRequest, list[int]]:
+    """The checked ``/v1/completions`` request and its prompt ids (a text prompt tokenized as is, no template)."""
+    try:
+        parsed = parse_body(body)
+        check_text(parsed)
+        req = parse_completions_request(parsed)
+    except WireError as exc:
+        raise BadRequest(str(exc), exc.param) from None
+    if req.model is not None and req.model not in accepted:
+        raise BadRequest(f"model '{req.model}' is not served here (serving: {served})", "model")
+    if isinstance(req.prompt, list):
+        return req, list(req.prompt)
+    return req, [int(i) for i in engine.tokenizer.encode(req.prompt, add_special_tokens=False)]
+
+
+def _prompt_logprobs(engine: Engine, prompt_ids: list[int], top: int) -> list[dict[str, Any] | None]:
+    """vLLM's ``prompt_logprobs`` of the prompt (blocking: a forward over it; run on a worker thread)."""
+    from evalkit.model.requests import InvalidRequest
+
+    try:
+        scores = engine.score(prompt_ids, top)
+    except InvalidRequest as exc:
+        raise BadRequest(str(exc), "prompt") from None
+    return prompt_logprobs_body(scores, lambda token: engine.tokenizer.decode([token]))
+
+
+def _completions_response(model: str, prompt_ids: list[int], result: GenerationResult,
+                          scored: list[dict[str, Any] | None] | None) -> dict[str, Any]:
+    """A ``text_completion`` body with vLLM's extensions (``token_ids``, ``prompt_token_ids``, ``prompt_logprobs``)."""
+    import uuid
+
+    choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason,
+              "token_ids": result.token_ids, "prompt_token_ids": prompt_ids, "prompt_logprobs": scored}
+    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()), "model": model,
+            "choices": [choice], "usage": usage_body(Usage(len(prompt_ids), len(result.token_ids)))}
 
 
 def _install_error_handlers(app: FastAPI) -> None:

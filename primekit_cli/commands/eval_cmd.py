@@ -243,15 +243,15 @@ def _configs(env_or_config: str | None, overrides: dict[str, Any], ctx: Any) -> 
     from evalkit.core.errors import UserError
     from evalkit.core.tomlio import validate
     from evalkit.eval.config import EvalConfig, load_eval_file
-    from primekit_cli import any_env_flags
     from primekit_cli.argv import dialect_args
+    from primekit_cli.dialect import any_env
     from primekit_cli.dialect.args import DialectArgs
     from primekit_cli.dialect.plans import eval_configs, plain_file, wants_dialect
 
     env_or_config, dialect = plain_file(env_or_config, dialect_args(ctx))
-    if dialect.overrides and any_env_flags.applies(env_or_config, dialect.files, overrides.get("env_dir_path",
+    if dialect.overrides and any_env.applies(env_or_config, dialect.files, overrides.get("env_dir_path",
                                                                                               "environments")):
-        overrides = any_env_flags.laid_under(any_env_flags.fields(str(env_or_config), dialect.overrides), overrides)
+        overrides = any_env.laid_under(any_env.fields(str(env_or_config), dialect.overrides), overrides)
         dialect = DialectArgs()
     if wants_dialect(env_or_config, dialect):
         return eval_configs(env_or_config, dialect, overrides)

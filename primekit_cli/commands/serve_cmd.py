@@ -38,7 +38,8 @@ def serve(
     ),
 ) -> None:
     """Serve a model through the embedded engine as an OpenAI-compatible HTTP server (`/v1/chat/completions`, streamed
-    with `stream: true` or not; `/v1/models`, `/health`).
+    with `stream: true` or not; `/v1/completions`; vLLM's `prompt_logprobs`, so it can be an opd teacher; `/v1/models`,
+    `/health`).
 
     Examples:
 

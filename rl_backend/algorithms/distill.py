@@ -6,19 +6,16 @@ from collections.abc import Sequence
 
 from rl_backend.algorithms.base import Algorithm, Trace
 
-_TEACHER = ("a teacher endpoint that returns the log-probabilities of given tokens (vLLM's prompt_logprobs), "
-            "which primekit's trainer does not call yet")
-
 
 class OPD(Algorithm):
     """On-policy distillation: the policy samples; each sampled token's reverse KL to a frozen teacher,
-    ``log p_teacher - log p_policy``, is its signal (the ``ref_kl`` component). No advantages."""
+    ``log p_teacher - log p_policy``, is its signal (the ``ref_kl`` component). No advantages. The teacher's
+    log-probabilities come from :mod:`rl_backend.teacher` (an endpoint's ``prompt_logprobs``, or a local model)."""
 
     name = "opd"
     paper = "Thinking Machines, On-Policy Distillation (2025); Agarwal et al. 2024, GKD (arXiv:2306.13649)"
     action_component = "ref_kl"
     group_relative = False
-    missing = _TEACHER
 
     def credit(self, group: Sequence[Trace]) -> None:
         return None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, with_pythonpath
+from support.cli import assert_user_error
 
 PRIME = Path(sys.executable).parent / "prime"
 WORKING = textwrap.dedent('''
@@ -57,32 +58,25 @@ def prime(*args: str, path: Path | None = None) -> subprocess.CompletedProcess[s
     return subprocess.run([str(PRIME), *args], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
 
 
-def only_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    return lines[0]
-
-
 def test_a_broken_prime_cli_is_one_line(tmp_path: Path):
     folder = installed(tmp_path, 'raise RuntimeError("half-installed")\n')
-    line = only_line(prime("login", path=folder))
+    line = assert_user_error(prime("login", path=folder))
     assert line == ("error: the prime CLI installed here (prime 0.18.0) fails to start (RuntimeError: half-installed); "
                     "reinstall it with `pip install --force-reinstall prime`, or run primekit's commands as "
                     "`primekit ...`")
-    assert "No such command 'frob'" in only_line(prime("eval", "frob", path=folder))  # a typo is still primekit's
+    typo = assert_user_error(prime("eval", "frob", path=folder))
+    assert "No such command 'frob'" in typo  # a typo is still primekit's
 
 
 def test_a_typo_is_primekits_no_such_command_not_the_prime_clis(tmp_path: Path):
-    line = only_line(prime("eval", "frob"))
+    line = assert_user_error(prime("eval", "frob"))
     assert line == "error: No such command 'frob'; see `prime eval --help`"
     folder = installed(tmp_path, WORKING)
-    assert only_line(prime("eval", "frob", path=folder)) == line
+    assert assert_user_error(prime("eval", "frob", path=folder)) == line
 
 
 def test_the_prime_clis_own_commands_still_reach_it(tmp_path: Path):
-    hint = only_line(prime("eval", "logs", "r1"))  # not installed: what to install
+    hint = assert_user_error(prime("eval", "logs", "r1"))  # not installed: what to install
     assert hint.startswith("error: `prime eval logs` is a command of the prime CLI, which is not installed here")
     folder = installed(tmp_path, WORKING)
     done = prime("eval", "logs", "r1", path=folder)

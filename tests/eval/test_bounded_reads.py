@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, with_pythonpath
+from support.cli import assert_user_error, prime_process
 from support.report_runs import make_eval_runs
 
 MEMORY = 3 << 30
@@ -26,19 +25,11 @@ def _limited() -> None:
 
 
 def prime(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = with_pythonpath(REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    """``prime ARGS`` as a child under :func:`_limited`: a read without a bound fails it instead of the host."""
     try:
-        return subprocess.run([sys.executable, "-m", "primekit_cli", *args], capture_output=True, text=True, timeout=90,
-                              env=env, cwd=cwd, preexec_fn=_limited)
+        return prime_process(*args, cwd=cwd, timeout=90, preexec_fn=_limited)
     except subprocess.TimeoutExpired:
         pytest.fail(f"`prime {' '.join(args)}` was still running after 90 s (blocked on a FIFO?)")
-
-
-def only_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
-    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    return line
 
 
 def odd_files(folder: Path) -> dict[str, Path]:
@@ -61,7 +52,8 @@ WHY = {
 @pytest.mark.parametrize("kind", ["fifo", "zero", "big"])
 def test_a_user_file_that_is_not_a_bounded_regular_file_is_one_line(tmp_path: Path, flag: str, kind: str):
     path = odd_files(tmp_path)[kind]
-    line = only_line(prime("eval", "run", "reverse-text", "-n", "1", flag, str(path), "--dry-run", cwd=tmp_path))
+    done = prime("eval", "run", "reverse-text", "-n", "1", flag, str(path), "--dry-run", cwd=tmp_path)
+    line = assert_user_error(done)
     assert line == f"error: {flag} {path}: {WHY[kind]}"
 
 

@@ -11,13 +11,7 @@ import shutil
 
 import pytest
 from support import VERIFIERS_ENVS
-from typer.testing import CliRunner
-
-from primekit_cli.app import app
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+from support.cli import prime
 
 
 def planned(result) -> dict:

@@ -8,7 +8,6 @@ headers (``--reply headers``) or failing with an error that repeats them (``echo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, with_pythonpath
+from support.cli import prime_process
 from support.fault_server import FaultServer
 
 SECRETS = {"X-Custom-Auth": "custom-auth-value-1", "Cookie": "session=cookie-value-22", "X-Tenant": "tenant-value-333"}
@@ -24,12 +24,12 @@ counted, so all three were printed and written as they were."""
 
 
 def _prime(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """An eval of reverse-text with every header of SECRETS (and a benign one) set on the command line."""
     headers = [arg for name, value in SECRETS.items() for arg in ("--header", f"{name}: {value}")]
-    return subprocess.run([sys.executable, "-m", "primekit_cli", "eval", "run", "reverse-text", "-m", "stub", "-k",
-                           "STUB_KEY", "-n", "2", "-r", "1", "--max-retries", "0", "-o", str(tmp_path / "out"),
-                           *headers, "--header", "Accept: application/json", *args],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=with_pythonpath(REPO, env={**os.environ, "STUB_KEY": "stub-key-4444"}))
+    return prime_process("eval", "run", "reverse-text", "-m", "stub", "-k", "STUB_KEY", "-n", "2", "-r", "1",
+                         "--max-retries", "0", "-o", str(tmp_path / "out"), *headers,
+                         "--header", "Accept: application/json", *args,
+                         cwd=tmp_path, env={"STUB_KEY": "stub-key-4444"})
 
 
 def _leaks(text: str) -> list[str]:

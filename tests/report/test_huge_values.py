@@ -12,10 +12,9 @@ import math
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from support.cli import prime
 
 from evalkit.core.stats import mean, pstdev
-from primekit_cli.app import app
 from rl_backend.advantages import GroupRelative, LeaveOneOut
 
 ENV = '''
@@ -29,10 +28,6 @@ def load_environment(big: float = 1e200, **kwargs):
     rows = [{"question": f"q{i}", "answer": "a", "info": {"i": i}} for i in range(6)]
     return SingleTurnEnv(dataset=rows, eval_dataset=rows, rubric=Rubric([huge]))
 '''
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 @pytest.fixture

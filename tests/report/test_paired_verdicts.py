@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.cli import prime
 from support.fault_server import FaultServer
-from typer.testing import CliRunner
 
 from evalkit.report.paired import MIN_PAIRED_EXAMPLES, compare, summary_line
-from primekit_cli.app import app
 
 ENV = '''
 from evalkit.envs import Rubric, SingleTurnEnv
@@ -43,10 +42,6 @@ def project(tmp_path, monkeypatch) -> Path:
     (tmp_path / "environments" / "backwards" / "backwards.py").write_text(ENV)
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def prime(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def _run(out: str, *args: str) -> Path:

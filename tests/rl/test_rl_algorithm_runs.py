@@ -45,8 +45,6 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("table, needle", [
-    ('[algo]\ntype = "opd"\n[algo.teacher]\nname = "t"\nbase_url = "http://127.0.0.1:9/v1"\n',
-     "algo.type = 'opd' is not available in primekit yet: it needs a teacher endpoint"),
     ('[algo]\ntype = "opsd"\n', "algo.type = 'opsd' is not available in primekit yet"),
     ('[algo]\ntype = "echo"\n[algo.roles.user]\nalpha = 0.05\n', "algo.type = 'echo' is not available in primekit yet"),
     ('[algo]\ntype = "sft"\n[algo.sampling.source]\nname = "t"\nbase_url = "http://127.0.0.1:9/v1"\n',

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from click.testing import Result
 
@@ -30,20 +31,21 @@ def prime(*args: str, env: Mapping[str, str] | None = None, catch_exceptions: bo
 
 
 def prime_process(*args: str, cwd: Path | str | None = None, project: Path | None = None,
-                  env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+                  env: Mapping[str, str] | None = None, timeout: float = 300,
+                  **run: Any) -> subprocess.CompletedProcess[str]:
     """``python -m primekit_cli ARGS`` as a child process (its own interpreter, signals, exit code), waited for.
 
     The child is offline (``HF_HUB_OFFLINE=1``), unbuffered (what it printed survives a timeout) and imports this
     checkout first (the repository ahead on its ``PYTHONPATH``); ``env`` goes over this process's environment.
     ``project`` is a folder laid out as the ``verifiers_project`` fixture makes it: the child runs there, with
-    ``HOME`` at its ``home/``.
+    ``HOME`` at its ``home/``. ``run`` goes to :func:`subprocess.run` (e.g. ``preexec_fn`` for a child's limits).
     """
     child = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     if project is not None:
         cwd, child["HOME"] = project, str(project / "home")
     child |= dict(env or {})
     return subprocess.run([sys.executable, "-m", "primekit_cli", *args], cwd=cwd, env=child, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, **run)
 
 
 def assert_user_error(result: Result | subprocess.CompletedProcess[str], *fragments: str) -> str:

@@ -36,6 +36,12 @@ def test_opd_and_a_per_source_algo_export(monkeypatch):
     assert [s.get("algo") for s in data["orchestrator"]["train"]["source"]] == [{"type": "max_rl"}, None]
 
 
+def test_a_local_teacher_folder_is_not_exported(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "opd", "--algo.teacher.name", "./teacher")
+    assert code == 2 and "algo.teacher './teacher' is a local folder, and prime-rl reaches a teacher only as an " \
+        "endpoint" in out, out
+
+
 def test_echo_roles_and_length_penalty_keep_prime_rls_names(monkeypatch):
     code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "echo", "--algo.roles.user.alpha", "0.05",
                         "--algo.length_penalty.num_turns_weight", "0")
@@ -97,13 +103,13 @@ type = "max_rl"
 
 
 def test_a_prime_rl_opd_config_with_a_per_source_algo_plans_for_prime_rl_and_exports_back(tmp_path, monkeypatch):
-    """primekit cannot train opd itself (one line says so), but hands it to prime-rl as it was written."""
+    """primekit plans opd itself (the teacher is checked when the run starts) and hands it to prime-rl as written."""
     config = tmp_path / "opd.toml"
     config.write_text(PRIME_RL_OPD)
     monkeypatch.chdir(REPO)
     own = CliRunner().invoke(app, ["rl", "run", str(config), "--dry-run", "-o", str(tmp_path / "o"),
                                    "--buffer.env_ratios", "[1, 1]"])
-    assert own.exit_code == 2 and "algo.type = 'opd' is not available in primekit yet" in own.output
+    assert own.exit_code == 0 and "teacher Qwen/Qwen3-4B at http://localhost:8001/v1" in own.output, own.output
     result = CliRunner().invoke(app, ["rl", "run", str(config), "--backend", "prime-rl", "--dry-run", "--skip-baseline",
                                       "-o", str(tmp_path / "o"), "--buffer.env_ratios", "[1, 1]"])
     assert result.exit_code == 0, result.output
