@@ -9,8 +9,6 @@ same commands in :func:`test_the_same_commands_on_subprocess_reach_what_the_tabl
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import socket
 import subprocess
 import sys
@@ -22,18 +20,13 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from support import REPO, with_pythonpath
 from support.bash_server import BashServer
+from support.shell_runs import KEY_VAR, MARKER, SLEEP, leftovers, outputs, run_commands
 
 from evalkit.sandbox import bwrap
 
 WHY_NOT = bwrap.unavailable()
 pytestmark = [pytest.mark.verifiers,
               pytest.mark.skipif(WHY_NOT is not None, reason=f"needs bubblewrap: {WHY_NOT}")]
-
-KEY_VAR = "BASH_SERVER_KEY"
-MARKER = "primekit-environ-marker-4711"
-SLEEP = "98765"
-"""A `sleep` argument only the detached processes of these runs have: none may be left afterwards."""
-
 
 @pytest.fixture(scope="module")
 def server():
@@ -50,31 +43,6 @@ def listener():
     sock.listen(8)
     yield sock.getsockname()[1]
     sock.close()
-
-
-def run_commands(project: Path, server: BashServer, commands: list[str], runtime: dict, out: str,
-                 extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``prime eval run vf-v1-shell`` with one task per command; ``@PID@`` in a command becomes primekit's pid."""
-    args = {"commands": commands, "harness": {"id": "bash"}, "runtime": runtime}
-    cli = [sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-shell", "-m", "hash-model",
-           "-b", server.base_url, "-k", KEY_VAR, "-n", str(len(commands)), "-r", "1", "-c", "4", "-o", out]
-    # exec keeps the shell's pid, so $$ is primekit's own pid when the args are built
-    script = f'exec {shlex.join(cli)} -a "$(printf %s "$ARGS" | sed "s/@PID@/$$/g")"'
-    env = with_pythonpath(REPO) | {"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key",
-                                   "PRIMEKIT_TEST_SECRET": MARKER, "ARGS": json.dumps(args), **(extra_env or {})}
-    return subprocess.run(["sh", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=600)
-
-
-def outputs(project: Path, out: str) -> dict[int, dict]:
-    """Per task index: what its command printed (the tool result), the row's error and error kind."""
-    (results,) = (project / out).glob("evals/*/*/results.jsonl")
-    found = {}
-    for line in results.read_text().splitlines():
-        row = json.loads(line)
-        tool = [m for m in row["completion"] if m.get("role") == "tool"]
-        found[row["example_id"]] = {"printed": tool[0]["content"] if tool else None, "error": row["error"],
-                                    "kind": row["error_kind"]}
-    return found
 
 
 def plant(project: Path) -> dict[str, Path]:
@@ -97,19 +65,6 @@ def isolation_commands(project: Path, planted: dict[str, Path], port: int) -> li
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\"; echo rc=$?",
         f"(setsid sleep {SLEEP} >/dev/null 2>&1 &); (sleep {SLEEP} >/dev/null 2>&1 &); echo started",
     ]
-
-
-def leftovers() -> list[str]:
-    """Processes of these runs still alive on the host (the detached sleeps)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmdline[:2] == [b"sleep", SLEEP.encode()]:
-            found.append(pid)
-    return found
 
 
 def test_the_models_commands_stay_in_the_sandbox(verifiers_project, server, listener):
@@ -215,10 +170,7 @@ def test_the_same_commands_on_subprocess_reach_what_the_table_says(verifiers_pro
     assert "rc=0" in port
     for stray in [*Path("/tmp").glob("primekit-sandbox-escape-*"), Path("/usr/primekit-escaped")]:
         stray.unlink(missing_ok=True)  # what the commands wrote on the host (/usr only when the tests run as root)
-    stray_pids = leftovers()
-    for pid in stray_pids:  # this test's own detached sleeps: subprocess lets them outlive the rollout
-        os.kill(int(pid), 9)
-    assert stray_pids, "subprocess keeps detached processes (the table's line); if none are left, update the table"
+    assert not leftovers(), "the rollout's detached sleeps outlived it (the child is a subreaper)"
 
 
 @pytest.mark.skipif(not str(pytest.importorskip("verifiers").__version__).startswith("0.4."),

@@ -51,7 +51,7 @@ from evalkit.envs.tool_descriptions import TOOL_DESCRIPTIONS, describe, schema_d
 from evalkit.verifiers_compat.convert import to_openai_messages
 from evalkit.verifiers_compat.v1 import api as v1_api
 from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var
-from evalkit.verifiers_compat.v1.episode import copy_episode
+from evalkit.verifiers_compat.v1.episode import copy_episode, copy_partial
 
 _TASK = "primekit_v1_task"
 logger = logging.getLogger(__name__)
@@ -240,6 +240,11 @@ class TasksetEnvironment(Environment):
             try:
                 episode = await self.vf_env.run_slot(slot, ctx, **self._trace_hook(minted))
                 minted.update(trace.id for trace in episode.traces)
+            except asyncio.CancelledError:  # a rollout timeout (or Ctrl-C): keep the turns done so far
+                live = list(slot.traces or ())
+                minted.update(trace.id for trace in live)
+                copy_partial(live, state, bridge.take(minted), self.multi_seat)
+                raise
             finally:
                 calls = bridge.take(minted)
         copy_episode(episode, state, calls, self.multi_seat)

@@ -91,6 +91,26 @@ def copy_episode(episode: Any, state: RolloutState, calls: list[tuple[str | None
         state.seats = [_seat_state(state, trace, episode, calls) for trace in traces]
 
 
+def copy_partial(traces: list[Any], state: RolloutState, calls: list[tuple[str | None, Completion]],
+                 multi_seat: bool) -> None:
+    """Fill ``state`` with what an episode cut short (a rollout timeout cancelled it) did so far: ``traces`` are
+    verifiers' live ones (``RunSlot.traces``: the messages of every model turn done), ``calls`` the bridge's for
+    them. The prompt, completion, turn count, responses and an unfinished ``Episode`` for ``traces.jsonl``; no
+    reward, metrics nor errors (the caller records why it stopped)."""
+    from verifiers.v1 import Episode
+
+    traces = list(traces)
+    if traces:
+        opening = _opening(traces[0])
+        if opening:
+            state.prompt = opening
+        state.completion = [message for trace in traces for message in _messages(trace, multi_seat)]
+        state.turns = sum(trace.num_turns for trace in traces)
+        state.extra = {**traces[-1].info, "trace_id": traces[-1].id,
+                       EPISODE_KEY: Episode.model_construct(task=traces[0].task, traces=traces, ok=False)}
+    state.responses = [completion for _, completion in calls]
+
+
 def _seat_state(
     state: RolloutState, trace: Any, episode: Any, calls: list[tuple[str | None, Completion]]
 ) -> RolloutState:

@@ -36,6 +36,7 @@ loaded, a few milliseconds at a time, so a request never waits for more than one
 from __future__ import annotations
 
 import ast
+import ctypes
 import hashlib
 import importlib
 import json
@@ -64,6 +65,53 @@ REPORT_LIMIT = 60_000
 """The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
 BUILD_SLICE_S = 0.01
 """CPU seconds of model building between two looks for requests."""
+PR_SET_CHILD_SUBREAPER = 36
+END_ROUNDS = 10_000
+"""The most rounds of killing children :func:`end_descendants` makes (each round kills all it finds)."""
+
+
+def become_subreaper() -> None:
+    """Make this process the parent of its orphaned descendants (``PR_SET_CHILD_SUBREAPER``), so that what a
+    command detached with ``setsid`` or ``setpgid`` stays findable here instead of becoming init's. Best effort."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def children(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (from ``/proc/<pid>/stat``: any thread's children count)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(b")") + 2:].split()[1]) == parent:
+            found.append(int(name))
+    return found
+
+
+def end_descendants(keep: frozenset[int] = frozenset()) -> None:
+    """SIGKILL and reap this process's children but ``keep``, round after round: a killed child's own children
+    are orphaned to this process (a subreaper), so the next round finds them, until none is left."""
+    for _ in range(END_ROUNDS):
+        found = [pid for pid in children(os.getpid()) if pid not in keep]
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in found:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 def import_roots() -> tuple[str, ...]:
@@ -265,6 +313,7 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
     status = 1
     try:
         os.setsid()
+        become_subreaper()  # what the program's commands detach is orphaned to it, and ended with it (finally)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         for fd in inherited:
@@ -315,6 +364,10 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
                 stream.flush()
             except BaseException:  # noqa: BLE001
                 pass
+        try:
+            end_descendants()
+        except BaseException:  # noqa: BLE001 - whatever is left, the server ends with the run's group
+            pass
         if run_dirs:
             try:
                 report_fd, roots = learning
@@ -342,6 +395,7 @@ class Server:
         self.modules_seen = 0
 
     def serve(self) -> None:
+        become_subreaper()  # a killed run's detached descendants are orphaned here, and ended in reap()
         print("READY", flush=True)
         while True:
             if len(sys.modules) != self.modules_seen:
@@ -410,6 +464,7 @@ class Server:
         self.selector.unregister(pidfd)
         os.close(pidfd)
         self.signal(pid, signal.SIGKILL)  # the program's own children live only as long as its run
+        end_descendants(frozenset(self.children))  # and those it detached, orphaned here when it was killed
         try:
             conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
         except OSError:
