@@ -54,6 +54,10 @@ class Bridge:
             return
         try:
             await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+        except asyncio.CancelledError:
+            # only close() cancels this task; asyncio's server callback calls task.exception() on it, which for a
+            # cancelled task logs "Exception in callback ... CancelledError" with a traceback (seen on Ctrl-C)
+            pass
         finally:
             for w in (writer, up_writer):
                 w.close()

@@ -152,3 +152,35 @@ def test_rollout_folders_of_a_killed_process_are_swept_by_the_next_and_only_thos
     assert not dead_work.exists() and not records.exists() and not private.exists()
     assert live_work.exists() and outside.exists()
     assert (home / sweep.FOLDER / str(os.getpid()) / "vf-live").read_text() == str(live_work)
+
+
+def test_closing_the_bridge_mid_connection_logs_no_traceback(tmp_path):
+    """Ctrl-C closes the bridge while a connection is open: that ends quietly (asyncio once logged a CancelledError
+    traceback from the cancelled forwarding task)."""
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(1)
+    port = upstream.getsockname()[1]
+
+    async def scenario() -> list[dict]:
+        errors: list[dict] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+        bridge = Bridge(str(tmp_path), [port])
+        await bridge.start()
+        reader, writer = await asyncio.open_unix_connection(str(tmp_path / f"port-{port}.sock"))
+        writer.write(b"hello")
+        await writer.drain()
+        for _ in range(100):  # the forwarding task is connected upstream and pumping
+            if bridge._tasks:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        await bridge.close()
+        await asyncio.sleep(0.1)
+        writer.close()
+        return errors
+
+    try:
+        assert asyncio.run(scenario()) == []
+    finally:
+        upstream.close()
