@@ -149,6 +149,11 @@ def _arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--threads-to-try", default="1,2",
         help="--vs-llama-cpp: thread counts probed on each side per level, the faster kept (default 1,2)",
     )  # fmt: skip
+    parser.add_argument(
+        "--llama-no-extra-bufts", action="store_true",
+        help="--vs-llama-cpp: llama.cpp without its extra weight buffers (repacked/AMX layouts; those crashed with "
+        "SIGILL on an AMX Xeon), i.e. its plain CPU kernels",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.vs_llama_cpp else 2
@@ -284,6 +289,20 @@ def _decode_rate(stamps: list[tuple[float, int]]) -> float:
     return after_first / max(stamps[-1][0] - stamps[0][0], 1e-9)
 
 
+def plain_cpu_buffers(llama_cpp: Any) -> None:
+    """Every model llama-cpp-python loads from now on skips llama.cpp's extra buffer types (``use_extra_bufts``,
+    which its ``Llama`` does not take as an argument: it starts from ``llama_model_default_params``)."""
+    low_level = llama_cpp.llama_cpp
+    default = low_level.llama_model_default_params
+
+    def without_extra_bufts() -> Any:
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    low_level.llama_model_default_params = without_extra_bufts
+
+
 def llama_path(llama_cpp: Any, gguf: Path) -> tuple[str, list[str]]:
     """(llama.cpp's system-info string, its load log's buffer lines): which CPU kernels and which weight
     buffers (``CPU_REPACK``, ``AMX``: repacked layouts) it uses for this file."""
@@ -335,12 +354,15 @@ def vs_llama_cpp(args: argparse.Namespace) -> None:
         raise UserError(f"--vs-llama-cpp runs {DEFAULT_MODEL}'s GGUF file on the CPU; leave --model and --device out")
     gguf = KNOWN_MODELS[DEFAULT_MODEL].require_gguf()
     levels = args.levels or [1, 8, 32]
+    if args.llama_no_extra_bufts:
+        plain_cpu_buffers(llama_cpp)
     info, buffers = llama_path(llama_cpp, gguf)
     print(f"cpu={_cpu_name()} cores={os.cpu_count()} torch={torch.__version__} "
           f"llama-cpp-python={getattr(llama_cpp, '__version__', '?')} load_avg_1m={_load():.1f}")  # fmt: skip
     print(f"file (both sides): {gguf}; {args.tokens} greedy tokens a request, EOS ignored; prompt token ids from "
           "primekit's chat template, fed to both")  # fmt: skip
-    print(f"llama.cpp path: {_kernels(info)}; system info: {info}")
+    extra = "off (--llama-no-extra-bufts)" if args.llama_no_extra_bufts else "llama.cpp's default"
+    print(f"llama.cpp path: {_kernels(info)}; extra weight buffers {extra}; system info: {info}")
     for line in buffers:
         print(f"llama.cpp weights: {line}")
     print("llama.cpp at c > 1: one request after another in this process (llama_cpp.server serves one at a time; "
@@ -365,7 +387,7 @@ def vs_llama_cpp(args: argparse.Namespace) -> None:
         probe = prompts(first, level, next(numbering))
         mine = _best_threads("primekit", level, {t: lambda e=e: primekit_run(e, probe, args.tokens)
                                                 for t, e in engines.items()})  # fmt: skip
-        theirs = _best_threads("llama.cpp", level, {t: lambda m=m: llama_run(m, probe[:4], args.tokens)
+        theirs = _best_threads("llama.cpp", level, {t: lambda m=m: llama_run(m, probe[:2], args.tokens)
                                                    for t, m in llamas.items()})  # fmt: skip
         rows: list[tuple[Run, Run]] = []
         for number in range(args.rounds):
