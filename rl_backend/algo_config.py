@@ -158,7 +158,9 @@ class AlgoConfig(_Strict):
             where = f"at {self.teacher.base_url}" if self.teacher.base_url else "(local, scored in-process)"
             parts.append(f"teacher {self.teacher.name} {where}")
         if isinstance(self.sampling.source, FrozenModelConfig):
-            parts.append(f"samples from {self.sampling.source.name} at {self.sampling.source.base_url}")
+            source = self.sampling.source
+            where = f"at {source.base_url}" if source.base_url else "(local, served in-process)"
+            parts.append(f"samples from {source.name} {where}")
         if self.roles:
             parts.append("roles " + ", ".join(f"{r} {c.alpha:g}" for r, c in self.roles.items()))
         return ", ".join(parts)
@@ -171,5 +173,6 @@ def unavailable(algo: AlgoConfig, where: str = "algo") -> str | None:
     cls = ALGORITHMS[algo.type]
     if cls.available():
         return None
+    here = ", ".join(name for name, other in ALGORITHMS.items() if other.available())
     return (f"{where}.type = '{algo.type}' is not available in primekit yet: it needs {cls.missing}; "
-            "train with grpo, max_rl, rae or opd here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")
+            f"train with {here} here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")

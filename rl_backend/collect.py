@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalkit.core.aio import LoopThread
@@ -47,6 +47,9 @@ class StepBatch:
     ref_logprobs: dict[tuple[int, int, int], list[float]] = field(default_factory=dict)
     """``(example id, rollout index, turn) ->`` the teacher's log-probability of each completion token: the rollouts
     of an ``opd`` environment, which train on the ``ref_kl`` component instead of an advantage."""
+    imitated: set[tuple[int, int]] = field(default_factory=set)
+    """``(example id, rollout index)`` of the rollouts a frozen teacher sampled (``sft``): their tokens feed the
+    ``ce`` component at weight 1, no advantage."""
 
 
 class BatchCollector:
@@ -69,6 +72,9 @@ class BatchCollector:
         """One algorithm per environment (its own ``algo`` or the run's), keyed by its label."""
         self.teachers: dict[str, Any] = {}
         """The teacher of each ``opd`` environment (:mod:`rl_backend.teacher`), set once checked."""
+        self.samplers: dict[str, Any] = {}
+        """The frozen model that samples each ``sft`` environment's rollouts (:mod:`rl_backend.teacher_sampler`),
+        set once checked; the other environments sample from the policy (``source``)."""
 
     def collect(self, step: int, cursor: int, weights_step: int) -> StepBatch:
         """Roll out groups until ``examples_per_step`` have reward variance or ``max_rounds`` are spent."""
@@ -82,7 +88,8 @@ class BatchCollector:
         while len(kept) < need and rounds < self.config.filter.max_rounds:
             ids = list(range(cursor, cursor + (first if rounds == 0 else need - len(kept))))
             cursor += len(ids)
-            self.source.reseed(self.config.seed * 7_919 + step * 101 + rounds)
+            for sampler in [self.source, *self.samplers.values()]:
+                sampler.reseed(self.config.seed * 7_919 + step * 101 + rounds)
             groups = self.loop.run(self._roll_out(ids, env_of))
             if self.config.trainer.zero_truncated_completions:
                 _zero_truncated(groups)
@@ -107,6 +114,10 @@ class BatchCollector:
         for group in batch.kept:
             scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
             algorithm = self._algorithm_of(group, env_of)
+            if algorithm.action_component == "ce":  # a teacher's tokens, imitated: no credit
+                batch.imitated.update((s.example_id, s.rollout_idx) for s in scored
+                                      if not (masked and s.is_truncated))
+                continue
             credit = algorithm.credit([trace_of(s) for s in scored]) if scored else []
             for state, advantage in zip(scored, credit or []):
                 if not (masked and state.is_truncated):  # still in the group's mean, out of the loss
@@ -157,6 +168,17 @@ class BatchCollector:
             if label in self.algorithms:
                 self.algorithms[label].load_state_dict(algorithm_state)
 
+    def _sampler_of(self, label: str) -> Any:
+        """Who samples an environment's rollouts: its ``sft`` teacher, else the policy's source."""
+        return self.samplers.get(label, self.source)
+
+    def _sampling_of(self, label: str) -> SamplingArgs:
+        """The sampling settings of the run over what that sampler's requests need."""
+        sampler = self.samplers.get(label)
+        if sampler is None:
+            return self.sampling
+        return sampler.sampling.merged(SamplingArgs.from_dict(self.config.sampling.request_args()))
+
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
         """The groups of examples ``ids`` in their order, each run by its own environment under one bound."""
         picks = [self.mixture.pick(i) for i in ids]
@@ -167,11 +189,11 @@ class BatchCollector:
         calls = [
             run_groups(
                 self.mixture.members[k].env,
-                self.source.client,
+                self._sampler_of(self.mixture.members[k].name).client,
                 [picks[p][1] for p in where],
                 example_ids=[ids[p] for p in where],
                 rollouts_per_example=self.config.rollouts_per_example,
-                sampling=self.sampling,
+                sampling=self._sampling_of(self.mixture.members[k].name),
                 system_prompt=self.config.system_prompt,
                 bound=bound,
                 limits=self.config.limits(),
@@ -222,18 +244,25 @@ def to_samples(batch: StepBatch) -> list[Sample]:
         for state in group:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
             distilled = (state.example_id, state.rollout_idx, 0) in batch.ref_logprobs
-            if advantage is None and not distilled:  # errored without a score, or masked as truncated
+            imitated = (state.example_id, state.rollout_idx) in batch.imitated
+            if advantage is None and not distilled and not imitated:  # errored, or masked as truncated
                 continue
             for turn, response in enumerate(state.responses):
-                sample = checked_sample(response, advantage or 0.0, batch.env_of.get(state.example_id))
+                sample = checked_sample(response, advantage or 0.0, batch.env_of.get(state.example_id),
+                                        sampled_here=not imitated)
+                sample.ce_actions = imitated  # the ce component: the teacher's tokens at weight 1
                 if distilled:  # the ref_kl component: the teacher's view of each token, no advantage
                     sample.ref_logprobs = batch.ref_logprobs[(state.example_id, state.rollout_idx, turn)]
                 samples.append(sample)
     return samples
 
 
-def checked_sample(response: Completion, advantage: float, env: str | None = None) -> Sample:
-    """One model turn as a sample; a UserError when the backend gave no token ids or a logprob per token."""
+def checked_sample(response: Completion, advantage: float, env: str | None = None, *,
+                   sampled_here: bool = True) -> Sample:
+    """One model turn as a sample; a UserError when the backend gave no token ids or a logprob per token.
+    ``sampled_here=False`` (a frozen teacher's turn, trained with ``ce``): its logprobs are not needed."""
+    if not sampled_here and response.logprobs is None and response.completion_token_ids is not None:
+        response = replace(response, logprobs=[0.0] * len(response.completion_token_ids))
     if response.completion_token_ids is None or response.logprobs is None or response.prompt_token_ids is None:
         raise UserError(
             "the rollout backend returned completions without token ids/logprobs; "

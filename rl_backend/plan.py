@@ -135,8 +135,8 @@ def check_algorithms(config: RLConfig) -> None:
         why = unavailable(algo, where)
         if why:
             raise ConfigError(why)
-        if algo.type == "opd" and config.trajectory_strategy == "interleaved":
-            raise ConfigError(f"{where}.type = 'opd' scores each model turn as its own sample; remove "
+        if algo.type in ("opd", "sft") and config.trajectory_strategy == "interleaved":
+            raise ConfigError(f"{where}.type = '{algo.type}' trains each model turn as its own sample; remove "
                               "trajectory_strategy = 'interleaved' (the default 'branching' does that)")
         if algo.type == "opd" and algo.teacher is not None and _same_model(algo.teacher, config.model):
             raise ConfigError(f"{where}.teacher '{algo.teacher.name}' is the policy model itself: on-policy "

@@ -209,6 +209,8 @@ class Trainer:
             self.console.print(f"sampler      {engine.dtype_choice.line()}", markup=False, highlight=False)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         self.collector.teachers = self.teachers
+        self.samplers = self._samplers()
+        self.collector.samplers = self.samplers
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
 
@@ -236,6 +238,39 @@ class Trainer:
                     raise
                 self.console.print(f"teacher      {teacher.describe()}: scores the policy's tokens", markup=False,
                                    highlight=False)
+            out[env.label] = made[key]
+        return out
+
+    def _samplers(self) -> dict[str, Any]:
+        """Each ``sft`` environment's frozen teacher that samples its rollouts (:mod:`rl_backend.teacher_sampler`),
+        checked before any rollout: it answers a chat, returns token ids, and renders it as the policy does. One
+        per distinct teacher."""
+        from rl_backend.teacher_sampler import TeacherSampler, check_sampler, probe
+
+        assert self.loop is not None
+        made: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for env in self.config.env:
+            algo = self.config.algo_of(env)
+            source = algo.sampling.source
+            if source == "policy":
+                continue
+            key = source.model_dump_json()
+            if key not in made:
+                where = f"env '{env.label}' algo.sampling.source" if env.algo is not None else "algo.sampling.source"
+                sampler = TeacherSampler(source, where, dtype=self.config.inference.dtype,
+                                         device=trainer_device(self.config),
+                                         max_batch=self.config.inference.max_batch_size)
+                made[key] = sampler
+                try:
+                    check_sampler(self.loop.run(probe(sampler)), sampler, self.policy.tokenizer)
+                except BaseException:
+                    for held in made.values():
+                        self.loop.run(held.aclose())
+                        held.close()
+                    raise
+                self.console.print(f"teacher      {sampler.describe()}: samples the rollouts the policy imitates",
+                                   markup=False, highlight=False)
             out[env.label] = made[key]
         return out
 
@@ -429,6 +464,7 @@ class Trainer:
                         f"kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
                         + (f"ref_kl {last['ref_kl']:+.4f}  " if "ref_kl" in last else "")
+                        + (f"ce {last['ce']:.4f}  " if "ce" in last else "")
                         + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
                         f"wait {last['wait_s']:.1f}s"
                     )
@@ -570,6 +606,10 @@ class Trainer:
         source = getattr(self, "source", None)
         for teacher in {id(t): t for t in getattr(self, "teachers", {}).values()}.values():
             teacher.close()
+        for sampler in {id(t): t for t in getattr(self, "samplers", {}).values()}.values():
+            if self.loop is not None:
+                self.loop.run(sampler.aclose())
+            sampler.close()
         try:
             if source is not None and self.loop is not None:
                 self.loop.run(source.client.aclose())

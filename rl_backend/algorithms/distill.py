@@ -32,14 +32,14 @@ class OPSD(OPD):
 
 
 class SFTDistill(Algorithm):
-    """Hard distillation: a frozen teacher samples; the policy trains with cross-entropy on its tokens (``ce``),
-    every sampled token at weight 1. No advantages."""
+    """Hard distillation: a frozen teacher (``sampling.source``) samples the rollouts
+    (:mod:`rl_backend.teacher_sampler`); the policy trains with cross-entropy on its tokens (``ce``), every
+    sampled token at weight 1. No advantages; the rewards of the teacher's rollouts are still scored and logged."""
 
     name = "sft"
     paper = "Hinton et al. 2015 (distillation); Kim & Rush 2016, sequence-level KD (arXiv:1606.07947)"
     action_component = "ce"
     group_relative = False
-    missing = "rollouts sampled from a frozen teacher endpoint, which primekit's trainer does not do yet"
 
     def credit(self, group: Sequence[Trace]) -> None:
         return None

@@ -48,7 +48,7 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     ('[algo]\ntype = "opsd"\n', "algo.type = 'opsd' is not available in primekit yet"),
     ('[algo]\ntype = "echo"\n[algo.roles.user]\nalpha = 0.05\n', "algo.type = 'echo' is not available in primekit yet"),
     ('[algo]\ntype = "sft"\n[algo.sampling.source]\nname = "t"\nbase_url = "http://127.0.0.1:9/v1"\n',
-     "algo.type = 'sft' is not available in primekit yet"),
+     "algo.type = 'sft' trains each model turn as its own sample"),
     ('[algo]\ntype = "sft"\n', "algo.type 'sft' needs a teacher to sample from"),
     ('[algo]\ntype = "opd"\n', "algo.type 'opd' needs a teacher"),
     ('[algo]\ntype = "max_rl"\ndecay = 0.9\n', "algo.decay belongs to algo.type 'rae', not 'max_rl'"),
@@ -57,7 +57,8 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     ('[algo]\ntype = "ppo"\n', "algo.type"),
 ])
 def test_refusals_name_the_key(tmp_path, tiny_model, table, needle):
-    config = _write(tmp_path, str(tiny_model), table)
+    top = 'trajectory_strategy = "interleaved"' if "trains each model turn" in needle else ""
+    config = _write(tmp_path, str(tiny_model), table, top=top)
     result = CliRunner().invoke(app, ["rl", "run", str(config), "--dry-run", "-o", str(tmp_path / "o")])
     assert result.exit_code == 2 and needle in result.output, result.output
 
