@@ -190,11 +190,22 @@ def baseline_line(config: RLConfig, skip: bool = False) -> str:
     cfg = config.baseline
     if not cfg.enabled or skip:
         return "baseline     off" + (" (--skip-baseline)" if skip and cfg.enabled else "")
-    per_env = " per environment" if len(config.env) > 1 else ""
+    judged = rewarded_envs(config)
+    if not judged:
+        return "baseline     off: distillation learns from its teacher, not from the varied rewards the checks look for"
+    per_env = " per environment" if len(judged) > 1 else ""
+    if len(judged) < len(config.env):
+        per_env += f" of {', '.join(judged)} (the others distill)"
     return (
         f"baseline     {cfg.num_examples} examples x {config.baseline_rollouts}{per_env} "
         f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
     )
+
+
+def rewarded_envs(config: RLConfig) -> list[str]:
+    """The environments whose algorithm learns from rewards (its sampled tokens feed ``rl``): the ones the baseline
+    checks judge. A distilling one (``opd``, ``sft``) learns from its teacher whatever the policy scores."""
+    return [env.label for env in config.env if config.algo_of(env).action_component_name() == "rl"]
 
 
 def _async_text(level: int) -> str:

@@ -333,8 +333,13 @@ class Trainer:
             self.check_template(result.states)  # real multi-turn rollouts, before any training step
             return result
 
-        return run_checks([(m.name, lambda m=m: evaluate(m)) for m in self.mixture.members], cfg, rpe,
-                          self.run_dir, self.console)
+        from rl_backend.plan import rewarded_envs
+
+        judged = set(rewarded_envs(self.config))
+        members = [m for m in self.mixture.members if m.name in judged]
+        if not members:
+            return {}
+        return run_checks([(m.name, lambda m=m: evaluate(m)) for m in members], cfg, rpe, self.run_dir, self.console)
 
     # ----- evaluation / export at sync points ----------------------------------------------------
     def evaluate(self, step: int) -> dict[str, float]:

@@ -221,3 +221,22 @@ def test_sft_without_a_frozen_source_is_refused(models, tmp_path):
     result = _run(tmp_path / "rl.toml", tmp_path)
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(lines) == 1 and "algo.type 'sft' needs a teacher to sample from" in lines[0]
+
+
+def test_the_baseline_checks_judge_only_environments_that_learn_from_rewards(models, tmp_path):
+    """A student that scores 0 is where distillation starts: the checks of reward variance skip a distilling one."""
+    config = _config(tmp_path, models, 'name = "t"\nbase_url = "http://127.0.0.1:9/v1"')
+    config.write_text(config.read_text().replace("[baseline]\nenabled = false\n", ""))
+    result = _run(config, tmp_path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "baseline     off: distillation learns from its teacher" in result.output
+    mixed = config.read_text().replace("[trainer]", f'''[[env]]
+id = "{models["env"]}"
+name = "rl"
+algo = {{ type = "grpo" }}
+[trainer]''')
+    config.write_text(mixed)
+    result = _run(config, tmp_path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "per environment of rl (the others distill)" not in result.output  # one judged: not "per environment"
+    assert " of rl (the others distill)" in result.output
