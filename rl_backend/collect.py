@@ -50,6 +50,8 @@ class StepBatch:
     imitated: set[tuple[int, int]] = field(default_factory=set)
     """``(example id, rollout index)`` of the rollouts a frozen teacher sampled (``sft``): their tokens feed the
     ``ce`` component at weight 1, no advantage."""
+    echo_roles: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Each ``echo`` environment's ``alpha`` per role: the ``ce`` weight of its environment-provided tokens."""
 
 
 class BatchCollector:
@@ -124,6 +126,8 @@ class BatchCollector:
                     batch.advantages[(state.example_id, state.rollout_idx)] = advantage
         self._score_with_teachers(batch)
         batch.algo_state = self.state_dict()
+        batch.echo_roles = {label: dict(algorithm.roles) for label, algorithm in self.algorithms.items()
+                            if algorithm.observation_component == "ce"}
         return batch
 
     def _score_with_teachers(self, batch: StepBatch) -> None:
@@ -227,7 +231,7 @@ def _zero_truncated(groups: list[list[RolloutState]]) -> None:
                 state.reward = 0.0
 
 
-def to_samples(batch: StepBatch) -> list[Sample]:
+def to_samples(batch: StepBatch, tokenizer: Any = None) -> list[Sample]:
     """One sample per model turn of every kept rollout; each turn inherits its rollout's advantage.
 
     A tool or multi-turn rollout has several assistant turns, each a :class:`Completion` with the
@@ -237,8 +241,12 @@ def to_samples(batch: StepBatch) -> list[Sample]:
     sampled after. Concatenating the turns into one sequence (tool tokens masked) would be cheaper,
     but is only correct when each turn's prompt extends the previous turn's prompt + completion
     token for token, which re-rendering a chat (parsed tool calls, templates) does not guarantee.
-    Environment and tool tokens are never trained on: they are in the prompts only.
+    Environment and tool tokens are in the prompts and not trained, except in an ``echo`` environment
+    (with ``tokenizer``): there a turn carries the messages since the previous reply in its trained region, at
+    their role's ``ce`` weight (:func:`rl_backend.observations.carry_observations`).
     """
+    from rl_backend.observations import carry_observations
+
     samples = []
     for group in batch.kept:
         for state in group:
@@ -247,12 +255,15 @@ def to_samples(batch: StepBatch) -> list[Sample]:
             imitated = (state.example_id, state.rollout_idx) in batch.imitated
             if advantage is None and not distilled and not imitated:  # errored, or masked as truncated
                 continue
+            env = batch.env_of.get(state.example_id)
+            alphas = batch.echo_roles.get(env) if env is not None and tokenizer is not None else None
             for turn, response in enumerate(state.responses):
-                sample = checked_sample(response, advantage or 0.0, batch.env_of.get(state.example_id),
-                                        sampled_here=not imitated)
+                sample = checked_sample(response, advantage or 0.0, env, sampled_here=not imitated)
                 sample.ce_actions = imitated  # the ce component: the teacher's tokens at weight 1
                 if distilled:  # the ref_kl component: the teacher's view of each token, no advantage
                     sample.ref_logprobs = batch.ref_logprobs[(state.example_id, state.rollout_idx, turn)]
+                if alphas and turn:
+                    carry_observations(sample, state, turn, alphas, tokenizer)
                 samples.append(sample)
     return samples
 

@@ -141,6 +141,10 @@ class Sample:
     ce_weights: list[float] | None = None
     """The ``ce`` weight of each completion position outside the loss mask (``echo``: environment-provided tokens
     by role; 0: not trained)."""
+    roles: list[str | None] | None = None
+    """The message role of each completion position: ``assistant`` where the policy sampled it, the environment
+    message's role for the tokens between replies that an interleaved or ``echo`` sample carries, ``None`` for the
+    chat template's scaffold (:mod:`rl_backend.observations`). ``None``: every position is sampled."""
 
     @property
     def component(self) -> str:

@@ -537,9 +537,10 @@ class Trainer:
         self.check_template([state for group in batch.kept for state in group])
         if self.config.trajectory_strategy == "interleaved":
             samples = interleave(batch.kept, batch.advantages, retokenize=self.config.retokenize,
-                                 tokenizer=self.policy.tokenizer, model=self.config.model, env_of=batch.env_of)
+                                 tokenizer=self.policy.tokenizer, model=self.config.model, env_of=batch.env_of,
+                                 echo_roles=batch.echo_roles)
         else:
-            samples = to_samples(batch)
+            samples = to_samples(batch, self.policy.tokenizer)
         train_started = time.perf_counter()
         with self.cpu_share.training():
             stats = self.policy.train_step(samples, step)

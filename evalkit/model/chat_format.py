@@ -41,11 +41,13 @@ def render_messages(messages: list[Message], tools: list[dict[str, Any]] | None 
 
 
 def encode_chat(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-                template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+                template_kwargs: Mapping[str, Any] | None = None, generation_prompt: bool = True) -> list[int]:
     """Prompt token ids of a chat under ``tokenizer``'s chat template, generation prompt appended: what the
-    embedded engine samples after, and what a teacher must render the same way to share the policy's tokens."""
+    embedded engine samples after, and what a teacher must render the same way to share the policy's tokens.
+    ``generation_prompt=False``: the chat as it stands (where each message's tokens end)."""
     ids = tokenizer.apply_chat_template(
-        render_messages(messages, tools), tokenize=True, add_generation_prompt=True, **dict(template_kwargs or {})
+        render_messages(messages, tools), tokenize=True, add_generation_prompt=generation_prompt,
+        **dict(template_kwargs or {})
     )
     if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
         ids = ids["input_ids"]

@@ -46,7 +46,8 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("table, needle", [
     ('[algo]\ntype = "opsd"\n', "algo.type = 'opsd' is not available in primekit yet"),
-    ('[algo]\ntype = "echo"\n[algo.roles.user]\nalpha = 0.05\n', "algo.type = 'echo' is not available in primekit yet"),
+    ('[algo]\ntype = "echo"\n[algo.filter]\nimport_path = "m.f"\n',
+     "algo.filter (prime-rl's echo token filter, an import path) is not run by primekit's trainer"),
     ('[algo]\ntype = "sft"\n[algo.sampling.source]\nname = "t"\nbase_url = "http://127.0.0.1:9/v1"\n',
      "algo.type = 'sft' trains each model turn as its own sample"),
     ('[algo]\ntype = "sft"\n', "algo.type 'sft' needs a teacher to sample from"),
