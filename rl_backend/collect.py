@@ -10,6 +10,7 @@ them share one ``max_concurrent`` bound.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,9 @@ class StepBatch:
     """``(example id, rollout index)`` of the rollouts a frozen teacher sampled (``sft``): their tokens feed the
     ``ce`` component at weight 1, no advantage."""
     echo_roles: dict[str, dict[str, float]] = field(default_factory=dict)
+    hints: dict[tuple[int, int], str] = field(default_factory=dict)
+    """``(example id, rollout index) ->`` the system message with the task's demonstration (``opsd``): the policy
+    reading it before the sample is the reference of its ``ref_kl`` component."""
     """Each ``echo`` environment's ``alpha`` per role: the ``ce`` weight of its environment-provided tokens."""
 
 
@@ -116,6 +120,11 @@ class BatchCollector:
         for group in batch.kept:
             scored = [s for s in group if s.scored]  # an errored rollout has no reward: no advantage, no samples
             algorithm = self._algorithm_of(group, env_of)
+            if algorithm.name == "opsd":  # the demonstration-conditioned policy is the reference: no credit
+                hint = self._hint(group[0].example_id, env_of)
+                batch.hints.update(((s.example_id, s.rollout_idx), hint) for s in scored
+                                   if not (masked and s.is_truncated))
+                continue
             if algorithm.action_component == "ce":  # a teacher's tokens, imitated: no credit
                 batch.imitated.update((s.example_id, s.rollout_idx) for s in scored
                                       if not (masked and s.is_truncated))
@@ -152,6 +161,16 @@ class BatchCollector:
                 raise UserError(f"step {batch.step}: {exc}") from None
             batch.ref_logprobs.update(zip(keys, scores))
 
+    def _hint(self, example_id: int, env_of: dict[int, str]) -> str:
+        """``opsd``'s system message for an example: its environment's template holding the demonstration."""
+        algo = self._algo_config(env_of.get(example_id))
+        return algo.template.format(demonstration=demonstration(self.mixture.pick(example_id)[1], algo.demo_key,
+                                                                env_of.get(example_id), example_id))
+
+    def _algo_config(self, label: str | None) -> Any:
+        env = next((e for e in self.config.env if e.label == label), self.config.env[0])
+        return self.config.algo_of(env)
+
     def _algorithm_of(self, group: list[RolloutState], env_of: dict[int, str]) -> Algorithm:
         """The algorithm of the environment that rolled the group out."""
         if len(self.algorithms) == 1:
@@ -186,6 +205,10 @@ class BatchCollector:
     async def _roll_out(self, ids: list[int], env_of: dict[int, str]) -> list[list[RolloutState]]:
         """The groups of examples ``ids`` in their order, each run by its own environment under one bound."""
         picks = [self.mixture.pick(i) for i in ids]
+        for example_id, (k, row) in zip(ids, picks):  # opsd: every example has its demonstration, before rolling out
+            algo = self._algo_config(self.mixture.members[k].name)
+            if algo.type == "opsd":
+                demonstration(row, algo.demo_key, self.mixture.members[k].name, example_id)
         bound = self.config.slots()
         positions: dict[int, list[int]] = {}
         for position, (k, _) in enumerate(picks):
@@ -210,6 +233,25 @@ class BatchCollector:
                 out[position] = group
                 env_of[ids[position]] = self.mixture.members[k].name
         return out
+
+
+def demonstration(row: dict[str, Any], key: str, env: str | None, example_id: int) -> str:
+    """``opsd``'s demonstration of an example: ``info[key]``, else the row's own ``key`` field (prime-rl's order);
+    a UserError when neither holds text."""
+    info = row.get("info")
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            info = None
+    value = info.get(key) if isinstance(info, dict) else None
+    if value is None:
+        value = row.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise UserError(f"algo.type 'opsd' needs each example's demonstration in its info['{key}'] or its '{key}' "
+                        f"field, and example {example_id} of environment '{env}' has none; set algo.demo_key to the "
+                        "field that holds it (e.g. 'answer')")
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def trace_of(state: RolloutState) -> Trace:
@@ -245,6 +287,7 @@ def to_samples(batch: StepBatch, tokenizer: Any = None) -> list[Sample]:
     (with ``tokenizer``): there a turn carries the messages since the previous reply in its trained region, at
     their role's ``ce`` weight (:func:`rl_backend.observations.carry_observations`).
     """
+    from evalkit.model.chat_format import encode_chat
     from rl_backend.observations import carry_observations
 
     samples = []
@@ -253,7 +296,8 @@ def to_samples(batch: StepBatch, tokenizer: Any = None) -> list[Sample]:
             advantage = batch.advantages.get((state.example_id, state.rollout_idx))
             distilled = (state.example_id, state.rollout_idx, 0) in batch.ref_logprobs
             imitated = (state.example_id, state.rollout_idx) in batch.imitated
-            if advantage is None and not distilled and not imitated:  # errored, or masked as truncated
+            hint = batch.hints.get((state.example_id, state.rollout_idx))
+            if advantage is None and not distilled and not imitated and hint is None:  # errored, or masked
                 continue
             env = batch.env_of.get(state.example_id)
             alphas = batch.echo_roles.get(env) if env is not None and tokenizer is not None else None
@@ -262,6 +306,9 @@ def to_samples(batch: StepBatch, tokenizer: Any = None) -> list[Sample]:
                 sample.ce_actions = imitated  # the ce component: the teacher's tokens at weight 1
                 if distilled:  # the ref_kl component: the teacher's view of each token, no advantage
                     sample.ref_logprobs = batch.ref_logprobs[(state.example_id, state.rollout_idx, turn)]
+                if hint is not None:  # opsd: the policy reading the demonstration first is the reference
+                    sample.hint_ids = encode_chat(tokenizer, [{"role": "system", "content": hint}],
+                                                  generation_prompt=False)
                 if alphas and turn:
                     carry_observations(sample, state, turn, alphas, tokenizer)
                 samples.append(sample)

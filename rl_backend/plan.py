@@ -139,7 +139,7 @@ def check_algorithms(config: RLConfig) -> None:
             raise ConfigError(f"{where}.filter (prime-rl's echo token filter, an import path) is not run by primekit's "
                               "trainer; remove it to train the chosen roles' tokens whole, or hand the run to prime-rl "
                               "(`prime rl run --backend prime-rl`)")
-        if algo.type in ("opd", "sft") and config.trajectory_strategy == "interleaved":
+        if algo.type in ("opd", "sft", "opsd") and config.trajectory_strategy == "interleaved":
             raise ConfigError(f"{where}.type = '{algo.type}' trains each model turn as its own sample; remove "
                               "trajectory_strategy = 'interleaved' (the default 'branching' does that)")
         if algo.type == "opd" and algo.teacher is not None and _same_model(algo.teacher, config.model):

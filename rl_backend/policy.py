@@ -146,10 +146,15 @@ class Sample:
     message's role for the tokens between replies that an interleaved or ``echo`` sample carries, ``None`` for the
     chat template's scaffold (:mod:`rl_backend.observations`). ``None``: every position is sampled."""
 
+    hint_ids: list[int] | None = None
+    """``opsd``: the tokens of the system message holding the task's demonstration. The trainer fills
+    ``ref_logprobs`` with the policy's own log-probabilities of the completion read after them and the prompt, at
+    the weights the step starts from (:meth:`Policy.self_reference`)."""
+
     @property
     def component(self) -> str:
         """The loss component this sample's trained (mask) tokens feed (:mod:`rl_backend.loss_components`)."""
-        if self.ref_logprobs is not None:
+        if self.ref_logprobs is not None or self.hint_ids is not None:
             return "ref_kl"
         return "ce" if self.ce_actions else "rl"
 
@@ -241,10 +246,35 @@ class Policy:
         sampled them), with ``grad_norm`` the mean over the iterations."""
         limit = self.config.trainer.max_seq_len
         usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
+        self.self_reference([s for s in usable if s.hint_ids is not None and s.ref_logprobs is None])
         iterations = [self._update(usable, step) for _ in range(self.config.trainer.num_iterations)]
         stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable)), **iterations[0]}
         stats["grad_norm"] = sum(it["grad_norm"] for it in iterations) / len(iterations)
         return stats
+
+    def self_reference(self, samples: list[Sample]) -> None:
+        """``opsd``'s reference: each sample's ``ref_logprobs`` are this policy's temperature-scaled log-probabilities
+        of its completion with ``hint_ids`` before its prompt, before this step's update (no dropout, no grad)."""
+        import torch
+
+        if not samples:
+            return
+        training = self.model.training
+        self.model.eval()
+        try:
+            size = self.config.trainer.micro_batch_size
+            for start in range(0, len(samples), size):
+                batch = samples[start : start + size]
+                hinted = [Sample([*(s.hint_ids or []), *s.prompt_ids], s.completion_ids, s.sampler_logprobs, 0.0)
+                          for s in batch]
+                lay = layout(hinted, self.tokenizer.pad_token_id or 0, self.device)
+                with torch.no_grad():
+                    logp = self._log_softmax(self.model, lay.inputs, lay.comp_width)
+                    values = logp.gather(-1, lay.targets.unsqueeze(-1)).squeeze(-1).float().cpu()
+                for row, sample in enumerate(batch):
+                    sample.ref_logprobs = values[row, : len(sample.completion_ids)].tolist()
+        finally:
+            self.model.train(training)
 
     def _update(self, usable: list[Sample], step: int) -> dict[str, float]:
         """Accumulate gradients over all samples, clip, take one optimizer step; return statistics."""

@@ -22,13 +22,13 @@ class OPD(Algorithm):
 
 
 class OPSD(OPD):
-    """On-policy self-distillation (SDFT): the reference is the live policy with an expert demonstration
-    prepended; the reverse KL to it is the signal (``ref_kl``). No advantages."""
+    """On-policy self-distillation (SDFT): the reference is the policy itself, at the weights the step starts from,
+    reading the task's demonstration (``demo_key``: the example's ``info`` field, else its row's, e.g. ``answer``)
+    in a system message before the sample (prime-rl's hint block); the reverse KL to it is the signal
+    (``ref_kl``). No advantages. The trainer scores it (:meth:`rl_backend.policy.Policy.self_reference`)."""
 
     name = "opsd"
     paper = "SDFT (arXiv:2601.19897)"
-    missing = ("scoring the sampled tokens under the demonstration-conditioned policy, which primekit's trainer "
-               "does not do yet")
 
 
 class SFTDistill(Algorithm):
