@@ -28,11 +28,12 @@ def test_the_demonstration_is_info_first_then_the_rows_own_field():
 def test_the_self_reference_and_the_loss_by_hand(tiny_model):
     """The reference of a sample is the policy's own log-probability of its completion after hint + prompt; on-policy
     (ratio 1) the loss is -mean(ref - log p) over its tokens, and ``ref_kl`` that mean."""
+    from support.tiny_model import build_tokenizer
+
     from evalkit.model.chat_format import encode_chat
     from evalkit.model.scoring import score_tokens
     from rl_backend.config import RLConfig
     from rl_backend.policy import Policy, Sample
-    from support.tiny_model import build_tokenizer
 
     config = RLConfig.model_validate({"model": str(tiny_model), "env": [{"id": "x"}], "trainer": {"lora": None},
                                       "algo": {"type": "opsd", "demo_key": "answer"}})
