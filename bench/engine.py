@@ -408,6 +408,8 @@ def vs_llama_cpp(args: argparse.Namespace) -> None:
         print(line)
     for engine in engines.values():
         engine.close()
+    for llm in llamas.values():
+        llm.close()  # now, not in __del__ at interpreter exit (where it raises)
 
 
 def _best_threads(side: str, level: int, runs: dict[int, Any]) -> int:
