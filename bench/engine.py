@@ -232,7 +232,7 @@ def require_llama_cpp() -> Any:
     except ImportError as error:
         raise UserError(
             f"--vs-llama-cpp needs llama-cpp-python ({error}); install the bench extra: {LLAMA_EXTRA} "
-            "(pip builds llama.cpp from source: a C/C++ compiler and cmake, minutes on 2 cores)"
+            "(pip builds llama.cpp from source: a C/C++ compiler and cmake; ~1 h on 2 busy cores)"
         ) from None
     return llama_cpp
 
