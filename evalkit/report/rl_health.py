@@ -107,6 +107,32 @@ class KLGrowth(Check):
         return None
 
 
+class RefKLRising(Check):
+    """The distillation's KL to its reference (``opd``'s teacher, ``opsd``'s demonstration-reading policy) growing
+    step after step: the policy moves away from what it distills. ``ref_kl`` is the mean of ``log p_ref - log p``
+    over the sampled tokens, an estimate of ``-KL(policy || reference)``, so the KL is ``-ref_kl``."""
+
+    name = "ref_kl_rising"
+    fix = ("lower the learning rate (trainer.lr) or train on-policy (trainer.async_level = 0); check that the teacher "
+           "is the model meant (opd), or that the demonstrations fit the tasks (opsd)")
+    RISE = 0.25
+    """How far above its start (as a fraction) the KL must be, besides rising for ``WINDOW`` steps running."""
+    FLOOR = 0.02
+    """And by at least this much (nats per token): a KL near 0 that wobbles is not a trend."""
+
+    def look(self, rows: Rows) -> str | None:
+        kl = [-v for v in _series(rows, "ref_kl")]
+        if len(kl) <= WINDOW:
+            return None
+        base = statistics.median(kl[:WINDOW])
+        recent = kl[-WINDOW - 1:]
+        rising = all(b > a for a, b in zip(recent, recent[1:]))
+        if rising and kl[-1] > max(0.0, base) * (1 + self.RISE) + self.FLOOR:
+            return (f"KL to the reference (-ref_kl) grew from {base:.3f} to {kl[-1]:.3f} nats per token and rose "
+                    f"{WINDOW} steps running")
+        return None
+
+
 class TruncationRising(Check):
     """Most rollouts cut at max_tokens, more than at the start: rambling, or a budget too small."""
 
@@ -162,7 +188,8 @@ class RewardDrop(Check):
 
 
 CHECKS: dict[str, type[Check]] = {check.name: check for check in
-                                  (RewardSpread, EntropyCollapse, KLGrowth, TruncationRising, ErrorsRising, RewardDrop)}
+                                  (RewardSpread, EntropyCollapse, KLGrowth, RefKLRising, TruncationRising,
+                                   ErrorsRising, RewardDrop)}
 ALARM_NAMES = tuple(CHECKS)
 
 

@@ -42,6 +42,24 @@ def test_a_local_teacher_folder_is_not_exported(monkeypatch):
         "endpoint" in out, out
 
 
+def test_sft_exports_its_teacher_as_the_sampling_source(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "sft", "--algo.sampling.source.name",
+                        "Qwen/Qwen3-4B", "--algo.sampling.source.base_url", "http://localhost:8001/v1")
+    assert code == 0, out
+    assert tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"] == {
+        "type": "sft", "sampling": {"source": {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}}}
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "sft", "--algo.sampling.source.name",
+                        "./teacher")
+    assert code == 2 and "algo.sampling.source './teacher' is a local folder" in out, out
+
+
+def test_opsd_exports_its_demonstration_key(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "opsd", "--algo.demo_key", "answer")
+    assert code == 0, out
+    assert tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"] == {"type": "opsd",
+                                                                                     "demo_key": "answer"}
+
+
 def test_echo_roles_and_length_penalty_keep_prime_rls_names(monkeypatch):
     code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "echo", "--algo.roles.user.alpha", "0.05",
                         "--algo.length_penalty.num_turns_weight", "0")
