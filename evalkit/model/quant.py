@@ -16,12 +16,14 @@ fp32 ``F.linear``; its float16 path slower still, measured on AVX2). So a q4 lin
 file's fp32 values by bf16 rounding of its input, its output and its group's scale and zero (relative
 ~2^-8); greedy tokens can differ from the fp32 path where two logits are that close (docs/engine-speed.md).
 Everything else in the forward (norms, attention, the KV cache, the tied embedding and output head, which
-the file stores as Q8_0) stays float32.
+the file stores as Q8_0) stays float32, and so does a float32 copy of each linear for inputs of more than
+:data:`MAX_ROWS` rows (prefill, large decode batches), where the 4-bit kernel is slower than fp32's GEMM.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -55,14 +57,23 @@ def dequantize_q4(q: torch.Tensor, scale: torch.Tensor, minimum: torch.Tensor) -
     return groups.reshape(out, width)
 
 
+MAX_ROWS = 16
+"""Most rows (batch x tokens) a q4 linear computes in 4 bits; more go to its float32 copy. One thread, the 30 layers'
+linears of SmolLM2-135M, CPU ms at 1 / 8 / 16 / 32 rows (AVX2, load ~10): fp32 57-63 / 138-150 / 174-214 / 195-227,
+q4 24-26 / 74-93 / 115-143 / 228-283. The kernel dequantizes every weight for each block of rows, so past ~20 rows
+it loses to fp32's GEMM; prefill (a prompt's tokens at once) is always past it."""
+
+
 class Q4Linear:
-    """``y = x @ W.T + b`` with ``W`` in 4-bit groups (:func:`quantize_q4`), for float32 ``x`` and ``y``.
+    """``y = x @ W.T + b`` with ``W`` in 4-bit groups (:func:`quantize_q4`), for float32 ``x`` and ``y``, when ``x`` has
+    at most :data:`MAX_ROWS` rows; larger inputs go to ``dense`` (the same weight in float32), when given.
 
     Duck-types :class:`~evalkit.model.weights.Linear`: ``packed`` is set (so a weight update replaces
     the snapshot instead of copying into it) and :meth:`tensors` exposes only the bias."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, dense: Any = None):
         self.out_features, self.in_features = weight.shape
+        self.dense = dense
         q, scale, minimum = quantize_q4(weight)
         self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
         zero = minimum + _ZERO_AT * scale
@@ -72,6 +83,8 @@ class Q4Linear:
         self.weight = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dense is not None and x.numel() > MAX_ROWS * self.in_features:
+            return self.dense(x)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_and_zeros)
         y = y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)

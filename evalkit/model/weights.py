@@ -238,8 +238,8 @@ class DecoderWeights:
         :class:`~evalkit.model.tensors.StoredModel`) in ``dtype`` on ``device``; ``batch_hint`` is
         the batch size CPU packed layouts are tuned for. Every tensor is copied: the snapshot never
         aliases the master module nor the mapped file. ``weights="q4"``: the decoder layers' linears
-        are 4-bit groups (:class:`~evalkit.model.quant.Q4Linear`, CPU); the embedding and the output
-        head stay in ``dtype``."""
+        are 4-bit groups (:class:`~evalkit.model.quant.Q4Linear`, CPU) for small inputs, with a copy in
+        ``dtype`` for large ones; the embedding and the output head stay in ``dtype``."""
         from evalkit.model.quant import Q4Linear, q4_fits
 
         source = tensor_source(model)
@@ -259,7 +259,8 @@ class DecoderWeights:
             bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
             weight = pairs[0][0]
             if quantize and q4_fits(weight):
-                return Q4Linear(cast(*(w for w, _ in pairs)), bias)  # type: ignore[return-value]
+                dense = cast(*(w for w, _ in pairs))  # also the path for large inputs (quant.MAX_ROWS)
+                return Q4Linear(dense, bias, Linear(dense, bias, batch_hint))  # type: ignore[return-value]
             if len(pairs) == 1 and weight.dtype == dtype and weight.device == torch.device(device):
                 return Linear(weight, bias, batch_hint, owned=False)  # packing copies it once, not twice
             return Linear(cast(*(w for w, _ in pairs)), bias, batch_hint)

@@ -58,6 +58,17 @@ def test_a_q4_linear_equals_the_dequantized_fp32_linear(rows):
     assert torch.allclose(three_d.reshape(rows, 96), got - bias, atol=1e-5)
 
 
+@needs_kernel
+def test_large_inputs_go_to_the_float32_copy():
+    """Past quant.MAX_ROWS rows the 4-bit kernel is slower than fp32's GEMM (prefill, big decode batches)."""
+    weight, *_ = _q4_blocks(64, 96, seed=3)
+    linear = quant.Q4Linear(weight, None, Linear(weight))
+    few, many = torch.randn(quant.MAX_ROWS, 96), torch.randn(2, quant.MAX_ROWS, 96)
+    assert torch.equal(linear(many), torch.nn.functional.linear(many, weight))
+    assert not torch.equal(linear(few), torch.nn.functional.linear(few, weight))  # bf16 rounding: the 4-bit kernel ran
+    assert torch.equal(linear(few), quant.Q4Linear(weight)(few))
+
+
 @pytest.mark.parametrize(("cpu", "device", "q4_file", "expected"), [
     (AVX2, "cpu", True, DtypeChoice("float32", AUTO_Q4, "q4")),
     (SAPPHIRE, "cpu", True, DtypeChoice("float32", AUTO_Q4, "q4")),
