@@ -6,7 +6,8 @@ stores every linear as Q4_1 blocks (32 weights, a scale ``d`` and a minimum ``m`
 
 The blocks are recovered from the fp32 snapshot, not read from the file again: in every Q4_1 group the
 smallest weight has ``q = 0`` and the largest ``q = 15``, so ``m = min`` and ``d = (max - min) / 15`` give
-back the file's ``q`` exactly (:func:`quantize_q4`; the tests check it on the embedded model). The same
+back the file's ``q`` exactly (:func:`quantize_q4`; 0.0 error on the embedded model's layers checked, and a
+test checks it on Q4_1-shaped blocks). The same
 function re-quantizes weights that were never 4-bit (a LoRA merge, a full-weight update, ``--dtype q4`` on
 another model): there it rounds, as any 4-bit quantizer does.
 

@@ -46,7 +46,7 @@ class GgufModel:
     pip_install: str
     context_length: int
     q4_linears: bool = False
-    """Every linear of the file is 4-bit blocks (Q4_0/Q4_1): on CPU, ``dtype auto`` keeps them 4-bit."""
+    """Every linear of the file is Q4_1 blocks (a scale and a minimum per 32): on CPU, ``dtype auto`` keeps them."""
 
     def gguf_path(self) -> Path | None:
         """The GGUF file, found without importing the package (its ``__init__`` imports ``llm``)."""
