@@ -14,8 +14,9 @@ The rule (:func:`choose_dtype`), in order:
   else a UserError;
 * on CUDA: bf16;
 * on CPU, for a model whose file stores its linears as 4-bit blocks (the embedded SmolLM2's Q4_1), when
-  torch's int4 CPU kernel works here: ``q4``. It reads ~0.6 bytes a weight instead of 4 and decoded
-  ~2x faster than fp32 on an AVX2 CPU (docs/engine-speed.md);
+  torch's int4 CPU kernel works here: ``q4``. Its linears read ~0.6 bytes a weight instead of 4; on an
+  AVX2 CPU they ran ~2.4x faster than fp32 at one row and the engine decoded 1.2-1.7x more tokens per
+  CPU-second (docs/engine-speed.md);
 * on CPU: bf16 when the CPU has a native bf16 instruction set (``amx_bf16`` or ``avx512_bf16``) *and*
   torch's kernels and oneDNN may use it (``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` can cap them
   below it); else fp32.

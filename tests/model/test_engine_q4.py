@@ -220,7 +220,7 @@ def test_rl_samples_with_full_precision_weights(tiny_folder, monkeypatch):
 def test_the_embedded_model_in_q4_keeps_fp32s_greedy_tokens_but_at_near_ties():
     """The file's Q4_1 blocks are kept exactly; what q4 rounds is bf16 (the kernel's activations, outputs, scales and
     zeros). Measured on 11 prompts x 64 tokens: 7 identical, the rest first differing where fp32's two candidates were
-    0.02-0.13 apart in logit (bf16 weights: 4 identical). Here: each prompt's greedy tokens equal fp32's, or the first
+    0.03-0.05 apart in logit (bf16 weights: 4 identical). Here: each prompt's greedy tokens equal fp32's, or the first
     difference is such a near tie."""
     from evalkit.model.shared import get_engine
 
