@@ -4,8 +4,8 @@ The teacher is the embedded SmolLM2-135M after bench/rl_learns.py's LoRA RL run 
 ``weights/step_N``, cached under ``--output-dir``/teacher-... so a rerun skips it; ``--teacher DIR`` names one
 already trained). Its held-out reward is measured with ``prime eval run`` on the same held-out examples, greedy,
 as the arms' periodic evals see them. The student is the base model; each arm is a `prime rl run` (in-process,
-LoRA, rl_learns' settings) with the same steps, rollouts per step, seed and learning rate, evaluated greedy every
-``--eval-every`` steps and at step 0:
+LoRA, rl_learns' settings with a smaller budget: 32 tokens, lr 5e-4, strictly on-policy) with the same steps,
+rollouts per step, seed and learning rate, evaluated greedy every ``--eval-every`` steps and at step 0:
 
 * ``opd``: the student samples, the teacher's reverse KL per token is the signal (``[algo.teacher]``);
 * ``sft``: the teacher samples, the student trains with cross-entropy on its tokens (``[algo.sampling.source]``),
@@ -13,7 +13,7 @@ LoRA, rl_learns' settings) with the same steps, rollouts per step, seed and lear
 * ``grpo``: plain RL on the environment's reward, from the same start.
 
 The teacher is served by ``prime serve`` on 127.0.0.1 (``--teacher-via serve``, the default: the path a prime-rl
-user takes with vLLM) or loaded in-process from its folder (``--teacher-via local``, ``opd`` only). Prints, per arm,
+user takes with vLLM) or loaded in-process from its folder (``--teacher-via local``). Prints, per arm,
 the held-out reward at each eval, the first step at which it reaches 90% of the teacher's held-out reward, and the
 share of the base-to-teacher gap closed at the end, ``(final - base) / (teacher - base)``. Run by hand:
 
@@ -49,11 +49,14 @@ def distill_arguments() -> argparse.ArgumentParser:
     """rl_learns' flags (the arms' LoRA RL settings), with a smaller default budget, plus the arms and the teacher."""
     parser = arguments()
     parser.description = __doc__
-    parser.set_defaults(steps=8, batch_size=16, eval_examples=32, output_dir="outputs/bench-distill")
+    parser.set_defaults(steps=6, batch_size=16, max_tokens=32, lr=5e-4, eval_examples=32, on_policy=True,
+                        output_dir="outputs/bench-distill")
+    parser.add_argument("--overlap", dest="on_policy", action="store_false",
+                        help="overlap generation with training (rl_learns' default; on-policy here)")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
     parser.add_argument("--eval-every", type=int, default=2, help="held-out eval every this many steps (and step 0)")
-    parser.add_argument("--teacher-steps", type=int, default=16, help="steps of the teacher's RL run")
-    parser.add_argument("--teacher-batch-size", type=int, default=32, help="rollouts per step of the teacher's run")
+    parser.add_argument("--teacher-steps", type=int, default=8, help="steps of the teacher's RL run")
+    parser.add_argument("--teacher-batch-size", type=int, default=16, help="rollouts per step of the teacher's run")
     parser.add_argument("--teacher", default=None, help="an RL run's weights/step_N folder to use as the teacher")
     parser.add_argument("--teacher-via", default="serve", help="serve (prime serve on 127.0.0.1) or local")
     return parser
@@ -77,8 +80,6 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]
         arms = parse_arms(args.arms)
         if args.teacher_via not in TEACHER_VIA:
             raise ValueError(f"--teacher-via is serve or local, not '{args.teacher_via}'")
-        if args.teacher_via == "local" and "sft" in arms:
-            raise ValueError("the sft arm samples from a served teacher; use --teacher-via serve or leave sft out")
         if args.eval_every < 1 or args.steps < 1 or args.teacher_steps < 1:
             raise ValueError("--steps, --teacher-steps and --eval-every must be at least 1")
     except ValueError as exc:
@@ -111,13 +112,13 @@ def teacher_weights(args: argparse.Namespace) -> Path:
         return folder
     teacher = argparse.Namespace(**{**vars(args), "steps": args.teacher_steps, "batch_size": args.teacher_batch_size})
     cache = (Path(args.output_dir) / f"teacher-s{teacher.steps}-b{teacher.batch_size}-g{args.group}-"
-             f"t{args.max_tokens}-lr{args.lr:g}-r{args.rank}").resolve()
+             f"t{args.max_tokens}-lr{args.lr:g}-r{args.rank}{'' if args.on_policy else '-overlap'}").resolve()
     found = sorted(cache.glob(f"rl/*/weights/step_{teacher.steps}"))
     if found:
         print(f"teacher: cached {found[-1]}", flush=True)
         return found[-1]
     print(f"teacher: training ({teacher.steps} steps x {teacher.batch_size} rollouts) into {cache}", flush=True)
-    summary = run(learns_config(teacher, "teacher"), output_dir=cache)
+    summary = run(learns_config(teacher, "teacher"), output_dir=cache, skip_baseline=True)
     assert summary is not None
     return summary.run_dir / "weights" / f"step_{teacher.steps}"
 
@@ -211,6 +212,11 @@ def report(curves: dict[str, dict[int, float]], base: float, teacher: float, ste
 
 def main() -> None:
     args, arms = parse()
+    if "sft" in arms and (why := sft_missing()):
+        print(f"sft: not available in this primekit ({why})", flush=True)
+        arms.remove("sft")
+    if not arms:
+        return
     started = time.perf_counter()
     out = (Path(args.output_dir) / time.strftime("%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -226,9 +232,6 @@ def main() -> None:
             url = stack.enter_context(served(teacher, args.device, out / "serve.log"))
             print(f"teacher served at {url}", flush=True)
         for arm in arms:
-            if arm == "sft" and (why := sft_missing()):
-                print(f"sft: not available in this primekit ({why})", flush=True)
-                continue
             arm_started = time.perf_counter()
             curves[arm] = run_arm(args, arm, teacher, url, out)
             minutes[arm] = (time.perf_counter() - arm_started) / 60

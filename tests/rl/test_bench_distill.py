@@ -37,7 +37,6 @@ def test_arms_and_budget_flags(distill):
     (["--arms", "opd,opd"], "at most once"),
     (["--arms", ","], "at least one"),
     (["--teacher-via", "vllm"], "--teacher-via is serve or local, not 'vllm'"),
-    (["--arms", "sft", "--teacher-via", "local"], "the sft arm samples from a served teacher"),
     (["--eval-every", "0"], "must be at least 1"),
 ])
 def test_bad_selection_is_one_error_line(distill, capsys, argv, needle):
@@ -68,8 +67,9 @@ def test_each_arm_is_a_valid_rl_config(distill, tmp_path):
     assert configs["sft"].algo.sampling.source.base_url == "http://127.0.0.1:9/v1"
     assert configs["grpo"].algo.type == "grpo"
     shared = {(c.model, c.max_steps, c.batch_size, c.rollouts_per_example, c.seed, c.trainer.lr, c.eval.interval,
-               c.eval.num_examples, c.eval.temperature, c.eval.at_start) for c in configs.values()}
-    assert shared == {("local/smollm2-135m", 4, 16, 8, 0, 2e-4, 2, 32, 0.0, True)}
+               c.eval.num_examples, c.eval.temperature, c.eval.at_start, c.sampling.max_tokens, c.trainer.on_policy)
+              for c in configs.values()}
+    assert shared == {("local/smollm2-135m", 4, 16, 8, 0, 5e-4, 2, 32, 0.0, True, 32, True)}
     # the sft arm runs exactly when `prime rl run` would not refuse the algorithm
     assert (distill.sft_missing() is None) == (unavailable(configs["sft"].algo) is None)
 
