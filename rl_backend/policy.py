@@ -320,6 +320,7 @@ class Policy:
             **({"ref_kl": sums["ref_kl"] / counts["ref_kl"],
                 "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]} if counts["ref_kl"] else {}),
             **({"ce": sums["ce"] / counts["ce"]} if counts["ce"] else {}),
+            **{f"tokens/{component}": float(count) for component, count in sorted(counts.items())},
             **{f"{metric}/{env}/mean": total / tokens for metric, envs in sorted(by_env.items())
                for env, (total, tokens) in sorted(envs.items()) if tokens},
             grad_norm=grad_norm,
