@@ -145,7 +145,6 @@ class Sample:
     """The message role of each completion position: ``assistant`` where the policy sampled it, the environment
     message's role for the tokens between replies that an interleaved or ``echo`` sample carries, ``None`` for the
     chat template's scaffold (:mod:`rl_backend.observations`). ``None``: every position is sampled."""
-
     hint_ids: list[int] | None = None
     """``opsd``: the tokens of the system message holding the task's demonstration. The trainer fills
     ``ref_logprobs`` with the policy's own log-probabilities of the completion read after them and the prompt, at
