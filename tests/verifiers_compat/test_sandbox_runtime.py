@@ -107,7 +107,8 @@ def test_a_memory_limit_the_harness_program_cannot_live_in_is_the_named_row_erro
     for its bridge); the program failing to allocate under it is the row error naming the limit."""
     run_commands(verifiers_project, server, ["echo hi"], {"type": "sandbox", "memory_mb": 16}, "starved")
     (row,) = outputs(verifiers_project, "starved").values()
-    assert row["error"].startswith("SandboxLimitError: sandbox limit reached: memory_mb = 16 (the harness program: "), row
+    assert row["error"].startswith("SandboxLimitError: sandbox limit reached: memory_mb = 16 (the harness "
+                                   "program: "), row
 
 
 def test_bwrap_missing_is_one_error_line_saying_how_to_install_it(verifiers_project, server, tmp_path):
