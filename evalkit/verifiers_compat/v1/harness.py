@@ -156,8 +156,8 @@ class _OfflineProgram:
         """The verifiers harness's ``launch`` on a runtime that runs the program with this interpreter; keyword
         arguments (0.4 adds ``tool_interception_url``) pass through unchanged."""
         if isinstance(runtime.config, SubprocessConfig):
-            limits = getattr(self, "config", None)
-            runtime = LocalInterpreterRuntime(runtime, limits.limits.model_dump() if hasattr(limits, "limits") else {})
+            limits = getattr(getattr(self, "config", None), "limits", None)  # set by primekit's config
+            runtime = LocalInterpreterRuntime(runtime, limits.model_dump() if limits is not None else {})
             make_undumpable()  # the program and what it runs are this user's processes: keep our /proc/<pid> closed
             register_env_secrets()  # what they print may hold this process's credentials: redacted in every output
             record_rollout(runtime.workdir)  # swept by the next primekit should this one be killed

@@ -75,6 +75,8 @@ REPORT_LIMIT = 60_000
 """The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
 BUILD_SLICE_S = 0.01
 """CPU seconds of model building between two looks for requests."""
+
+
 def import_roots() -> tuple[str, ...]:
     """The folders the server imports from (its ``sys.path`` without its script's folder), each ending in a
     separator: a module a child loaded from under one of them is one the server can load the same way."""
