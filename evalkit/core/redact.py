@@ -132,8 +132,22 @@ def register_env_secrets() -> None:
     existing absolute path (``SSH_AUTH_SOCK``, ``GIT_ASKPASS``) names a file, it is not the secret: left alone.
     """
     for name, value in os.environ.items():
-        if SECRET_NAME.search(name) and len(value) >= 8 and not (os.path.isabs(value) and os.path.exists(value)):
+        if credential_variable(name) and len(value) >= 8 and not (os.path.isabs(value) and os.path.exists(value)):
             register_secret(value)
+
+
+_CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pass", "passphrase",
+                               "auth", "cookie", "credential", "credentials", "signature", "private", "pat"})
+"""Words of a variable's name that say it holds a credential. Whole words only: a desktop's environment has
+``GIT_AUTHOR_NAME``, ``XDG_SESSION_DESKTOP`` or ``KEYBOARD_LAYOUT``, whose values (a person's name, a desktop's
+name) would otherwise be scrubbed from every reply the model writes."""
+
+
+def credential_variable(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential: one of its words (split on ``_``, ``-``
+    and ``.``) is a credential word, or a word ends in one (``OPENAI_APIKEY``, ``GHTOKEN``)."""
+    words = [word for word in re.split(r"[_.\-]+", name.lower()) if word]
+    return any(word in _CREDENTIAL_WORDS or word.endswith(("token", "secret", "apikey", "password")) for word in words)
 
 
 def scrub_secrets(text: str) -> str:
