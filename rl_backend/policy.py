@@ -145,7 +145,6 @@ class Sample:
     """The message role of each completion position: ``assistant`` where the policy sampled it, the environment
     message's role for the tokens between replies that an interleaved or ``echo`` sample carries, ``None`` for the
     chat template's scaffold (:mod:`rl_backend.observations`). ``None``: every position is sampled."""
-
     hint_ids: list[int] | None = None
     """``opsd``: the tokens of the system message holding the task's demonstration. The trainer fills
     ``ref_logprobs`` with the policy's own log-probabilities of the completion read after them and the prompt, at
@@ -320,6 +319,7 @@ class Policy:
             **({"ref_kl": sums["ref_kl"] / counts["ref_kl"],
                 "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]} if counts["ref_kl"] else {}),
             **({"ce": sums["ce"] / counts["ce"]} if counts["ce"] else {}),
+            **{f"tokens/{component}": float(count) for component, count in sorted(counts.items())},
             **{f"{metric}/{env}/mean": total / tokens for metric, envs in sorted(by_env.items())
                for env, (total, tokens) in sorted(envs.items()) if tokens},
             grad_norm=grad_norm,

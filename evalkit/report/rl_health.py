@@ -49,7 +49,8 @@ class Check:
 
 
 class RewardSpread(Check):
-    """Every rollout of the step scored the same: group-relative advantages are all zero, nothing is learned."""
+    """Every rollout of the step scored the same: group-relative advantages are all zero, nothing is learned. A step
+    that trained no ``rl`` token (``tokens/rl`` 0: ``opd``, ``sft``, ``opsd``) does not learn from rewards."""
 
     name = "reward_spread"
     fix = ("more rollouts per example (rollouts_per_example), the difficulty filter ([filter] enabled = true), or "
@@ -57,6 +58,8 @@ class RewardSpread(Check):
     EPS = 1e-6
 
     def look(self, rows: Rows) -> str | None:
+        if rows and rows[-1].get("tokens/rl") == 0:  # a distillation step: no token learns from the rewards
+            return None
         spreads = _series(rows, "reward_std")
         if len(spreads) >= WINDOW and all(s <= self.EPS for s in spreads[-WINDOW:]):
             return (

@@ -70,6 +70,13 @@ def test_reference_kl_rising_read_from_a_metrics_file(tmp_path, values, alarmed)
         == alarmed and (("ref_kl_rising" in view.output) == alarmed), view.output
 
 
+def test_a_distillation_run_is_not_alarmed_on_equal_rewards():
+    rows = _rows(reward_mean=[0.0] * 5, reward_std=[0.0] * 5, **{"tokens/rl": [0] * 5, "tokens/ce": [40] * 5})
+    assert diagnose(rows) == []
+    rows = _rows(reward_mean=[0.0] * 5, reward_std=[0.0] * 5, **{"tokens/rl": [40] * 5})
+    assert _names(rows) == ["reward_spread"]
+
+
 def test_a_resumed_run_is_not_alarmed_again_on_what_its_history_showed():
     history = _rows(reward_mean=[0.5] * 3, reward_std=[0.0] * 3)
     assert Monitor(history).step({"step": 4, "loss": 0.0, "reward_mean": 0.5, "reward_std": 0.0}) == []

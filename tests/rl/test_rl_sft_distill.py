@@ -156,6 +156,7 @@ def test_the_ce_component_by_hand(models, tmp_path):
     assert stats["ce"] == pytest.approx(nll, abs=1e-4)
     assert stats["ce/digits/mean"] == pytest.approx(nll, abs=1e-4)
     assert stats["train_tokens"] == 5 and "ref_kl" not in stats
+    assert (stats["tokens/rl"], stats["tokens/ce"], stats["tokens/ref_kl"]) == (3, 2, 0)
 
 
 @pytest.mark.slow

@@ -163,3 +163,20 @@ def test_the_export_reads_back_as_the_same_run(tmp_path, monkeypatch):
         ("digit-sums", "digit-sums", {"num_tasks": 50}, {"type": "rae", "decay": 0.9}), ("digit-sums", "b", {}, None)]
     assert back.buffer.env_ratios == [3, 1] and back.filter.enabled
     assert (back.eval.interval, back.eval.num_examples, back.ckpt.interval, back.ckpt.keep_last) == (10, 32, 10, 2)
+
+
+@pytest.mark.parametrize("args, algo", [
+    (["--algo.type", "sft", "--algo.sampling.source.name", "Qwen/Qwen3-4B", "--algo.sampling.source.base_url",
+      "http://localhost:8001/v1"],
+     {"type": "sft", "sampling": {"source": {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}}}),
+    (["--algo.type", "echo", "--algo.roles.user.alpha", "0.05"], {"type": "echo", "roles": {"user": {"alpha": 0.05}}}),
+    (["--algo.type", "opsd", "--algo.demo_key", "answer"], {"type": "opsd", "demo_key": "answer"}),
+])
+def test_the_new_algorithms_read_back_as_exported(tmp_path, monkeypatch, args, algo):
+    from rl_backend.config import load_rl_config
+
+    out = tmp_path / "back.prime-rl.toml"
+    code, text = _export(monkeypatch, "--target", "prime-rl", "-o", str(out), *args)
+    assert code == 0, text
+    back = load_rl_config(out)
+    assert back.algo.model_dump(mode="json", exclude_none=True) == algo
