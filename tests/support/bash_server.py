@@ -12,6 +12,10 @@ usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply dif
   length. The call id is a hash of the conversation, so it is the same on both sides;
 - a tool result follows the last user message -> the result's text, stripped (what the command printed);
 - no ``bash`` tool offered -> ``no bash tool``.
+
+An agent that ends a task by running a submit command (mini-swe-agent: its prompt asks for
+``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``, and its tool results are JSON ``{"returncode": .., "output": ..}``)
+gets, after the first command's result, what it printed as text with one more ``bash`` call: that submit command.
 """
 
 from __future__ import annotations
@@ -54,12 +58,32 @@ def bash_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
         return {"role": "assistant", "content": "no bash tool"}
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
-    if results:
-        return {"role": "assistant", "content": (text_of(results[-1].get("content")) or "").strip()}
     text = text_of(messages[last_user].get("content")) or "" if last_user >= 0 else ""
-    call = {"id": f"call_{digest(canonical(messages)) % 16**8:08x}", "type": "function",
-            "function": {"name": "bash", "arguments": json.dumps({"command": command_for(text)})}}
-    return {"role": "assistant", "content": None, "tool_calls": [call]}
+    if results:
+        printed = (text_of(results[-1].get("content")) or "").strip()
+        if SUBMIT in text:
+            submit = _call(messages, f"echo {SUBMIT}")
+            return {"role": "assistant", "content": _observed(printed), "tool_calls": [submit]}
+        return {"role": "assistant", "content": printed}
+    return {"role": "assistant", "content": None, "tool_calls": [_call(messages, command_for(text))]}
+
+
+SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+"""What mini-swe-agent's prompt asks an agent to echo to end its task."""
+
+
+def _call(messages: list[dict[str, Any]], command: str) -> dict[str, Any]:
+    """A ``bash`` call whose id is a hash of the conversation (the same on every runtime)."""
+    return {"id": f"call_{digest(canonical(messages)) % 16**8:08x}", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
+
+def _observed(printed: str) -> str:
+    """What a command printed, from a tool result that is mini-swe-agent's JSON observation (else the text)."""
+    try:
+        return str(json.loads(printed).get("output", printed)).strip()
+    except (ValueError, AttributeError):
+        return printed
 
 
 class BashServer(ScriptServer):

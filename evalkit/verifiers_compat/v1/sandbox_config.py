@@ -13,7 +13,8 @@ from evalkit.sandbox import bwrap
 
 SANDBOX_PLUGINS = {"primekit-harness": "primekit-sandbox-harness",
                    "primekit-bash-harness": "primekit-sandbox-bash-harness"}
-"""primekit's plugin for a program on ``subprocess`` -> the same program in the sandbox."""
+"""primekit's plugin for a program on ``subprocess`` -> the same program in the sandbox (the third-party agents'
+plugins, :mod:`~evalkit.verifiers_compat.v1.agents`, are sandbox plugins already)."""
 
 
 def check_sandbox(where: str, knobs: dict[str, Any]) -> bwrap.Limits:
@@ -28,7 +29,7 @@ def check_sandbox(where: str, knobs: dict[str, Any]) -> bwrap.Limits:
 def sandbox_program(plugin: str, runtime: dict[str, Any]) -> dict[str, Any]:
     """The seat's harness data for ``plugin`` in the sandbox: the sandboxed plugin id and its limits."""
     limits = bwrap.Limits.from_knobs("runtime", {k: v for k, v in runtime.items() if k != "type"})
-    return {"id": SANDBOX_PLUGINS[plugin], "sandbox": limits.as_dict()}
+    return {"id": SANDBOX_PLUGINS.get(plugin, plugin), "sandbox": limits.as_dict()}
 
 
 def hide_sandbox(env: Any) -> None:
