@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -31,6 +32,9 @@ FOLDER = "harnesses"
 READY = "ready.json"
 PYTHONS = ("python3.10", "python3.11", "python3.12", "python3.13", "python3.14")
 """Interpreters looked for on PATH when this one does not satisfy a program's ``requires-python``."""
+MANAGED = ("{pyenv}/versions/*/bin/python3.*[0-9]", "~/.local/share/uv/python/*/bin/python3.*[0-9]")
+"""Where pyenv and uv keep the interpreters they installed (looked in after PATH: pyenv's shims on PATH refuse a
+version that is not the selected one)."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +90,14 @@ def ensure_installed(home: Path, harness: str, version: str, requirements: list[
         if python is None:
             here = f"{sys.version_info.major}.{sys.version_info.minor}"
             raise UserError(f"harness '{harness}' needs Python {requires_python}, and no interpreter here fits (this "
-                            f"one is {here}; looked for {', '.join(PYTHONS)} on PATH): install one of those")
+                            f"one is {here}; looked for {', '.join(PYTHONS)} on PATH and in pyenv's and uv's "
+                            "folders): install one (e.g. uv python install 3.12)")
         shutil.rmtree(folder, ignore_errors=True)
         say(f"installing harness '{harness}' {version} ({', '.join(requirements)}) with pip into {folder} "
             "(once; later runs reuse it)")
         started = time.monotonic()
         try:
-            result = _install(folder, python, requirements, say)
+            result = _install(folder, python, requirements, say, f"harness '{harness}' {version}")
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -111,6 +116,9 @@ def find_python(requires_python: str) -> str | None:
     here = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
     candidates = [here] if os.path.exists(here) else []
     candidates += [p for p in (shutil.which(name) for name in PYTHONS) if p]
+    pyenv = os.environ.get("PYENV_ROOT") or "~/.pyenv"
+    for pattern in MANAGED:
+        candidates += sorted(glob.glob(os.path.expanduser(pattern.format(pyenv=pyenv))))
     for candidate in candidates:
         try:
             probe = subprocess.run([candidate, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3]); "
@@ -124,7 +132,8 @@ def find_python(requires_python: str) -> str | None:
     return None
 
 
-def _install(folder: Path, python: str, requirements: list[str], say: Callable[[str], None]) -> ProgramInstall:
+def _install(folder: Path, python: str, requirements: list[str], say: Callable[[str], None],
+             label: str) -> ProgramInstall:
     """A virtual environment in ``folder`` made by ``python``, with ``requirements`` installed by its pip."""
     made = subprocess.run([python, "-m", "venv", str(folder)], capture_output=True, text=True)
     if made.returncode != 0:
@@ -146,7 +155,7 @@ def _install(folder: Path, python: str, requirements: list[str], say: Callable[[
             say(f"  installing {collected} packages ...")
     code = proc.wait()
     if code != 0:
-        raise UserError(f"installing {' '.join(requirements)} failed: pip: {_last_line(chr(10).join(lines))}")
+        raise UserError(f"{label}: pip could not install {' '.join(requirements)}: {_last_line(chr(10).join(lines))}")
     base = subprocess.run([venv_python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
                           text=True, check=True).stdout.strip()
     return ProgramInstall(python=venv_python, mounts=(str(folder), os.path.realpath(base)))

@@ -38,6 +38,7 @@ from evalkit.verifiers_compat.v1.config import (
     PROGRAMS,
     RUNTIME,
     SANDBOX,
+    SANDBOX_AGENTS,
     SEAT_KNOBS,
     check_runtime,
     env_config_data,
@@ -174,7 +175,7 @@ def _refuse_programs(raw: dict[str, Any]) -> None:
     env = raw.get("env")
     for name, seat in (env.items() if isinstance(env, dict) else ()):
         harness = seat.get("harness") if isinstance(seat, dict) else None
-        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) not in PROGRAMS:
+        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) not in (*PROGRAMS, *SANDBOX_AGENTS):
             _refuse_harness(name, harness["id"])
 
 

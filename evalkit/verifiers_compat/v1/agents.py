@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NODE_NEEDED = (22, 19)
-"""The Node.js version verifiers' Node harnesses need (``verifiers/v1/harnesses/node.py`` installs 22.19)."""
+"""The Node.js version verifiers' Node harnesses check for (``verifiers/v1/harnesses/node.py``; it downloads 22.19
+from nodejs.org when the image has none)."""
 LIVE_PROCESS = ("speaks ACP to a live agent process (the runtime's open_process), which the sandbox runtime does "
                 "not run yet")
 
@@ -30,8 +31,9 @@ HARNESSES: dict[str, Harness] = {
     "bash": Harness({"sandbox": "primekit-sandbox-bash-harness", "subprocess": "primekit-bash-harness"}),
     "mini_swe_agent": Harness({"sandbox": "primekit-sandbox-mini-swe-agent"}),
     "terminus_2": Harness({}, "harbor 0.23 (from the package index) needs Python >= 3.12 and tmux; not wired yet"),
-    "hermes_agent": Harness({}, "its program is a source tarball from github.com (not on a package index: "
-                                f"unreachable here), and it {LIVE_PROCESS}"),
+    "hermes_agent": Harness({}, "its program is a source tarball of a git tag from github.com, synced with uv "
+                                "(unreachable here; the package index's hermes-agent releases are not that tag), "
+                                f"and it {LIVE_PROCESS}"),
     "browser_use": Harness({}, "browser-harness (from the package index) drives a Chromium through a daemon it "
                                "starts; not wired yet"),
     "codex": Harness({}, f"needs Node.js >= {NODE_NEEDED[0]}.{NODE_NEEDED[1]} for @openai/codex and codex-acp "

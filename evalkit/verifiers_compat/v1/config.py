@@ -170,19 +170,17 @@ def refusal(harness_id: Any) -> str:
 
     runs = (f"primekit runs the {' and '.join(OFFLINE_HARNESSES)} harnesses on the local {SANDBOX} and {RUNTIME} "
             f"runtimes, and {', '.join(SANDBOX_AGENTS)} on {SANDBOX}")
-    reason = why_not(harness_id) if isinstance(harness_id, str) else ""
-    if reason:
-        return (f"harness '{harness_id}' does not run here: it {reason}; verifiers runs it in a container (docker "
-                f"daemon, or a hosted modal/prime sandbox); {runs}")
     if harness_id in builtin_harness_ids():
         try:
             needs_container = harness_class(harness_id).NEEDS_CONTAINER
         except (ImportError, AttributeError, TypeError, ValueError):
             needs_container = False
         if needs_container:
+            reason = why_not(harness_id)
+            here = f"; on primekit's {SANDBOX} runtime it does not run here: it {reason}" if reason else ""
             return (f"harness '{harness_id}' runs only in a container (verifiers marks it NEEDS_CONTAINER): it "
                     f"needs the docker runtime with a docker daemon, or a hosted modal/prime sandbox (an account), and "
-                    f"installs its program there from the network; {runs}")
+                    f"installs its program there from the network{here}; {runs}")
     return f"harness '{harness_id}' cannot run in primekit; {runs}"
 
 

@@ -1,0 +1,192 @@
+"""verifiers' third-party agent harnesses on primekit's ``sandbox`` runtime: their programs installed once on the
+host into primekit's harness cache (evalkit/sandbox/installs.py), mini-swe-agent completing scripted tasks inside
+bubblewrap (tests/support/bash_server.py plays the model: it runs the command in backquotes, then submits), and one
+line for each harness that does not run here, the same as the table in docs/verifiers.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 'primekit[verifiers]'")
+
+from support import REPO
+from support.bash_server import BashServer
+from support.shell_runs import run_commands
+
+from evalkit.core.errors import UserError
+from evalkit.model.registry import primekit_home
+from evalkit.sandbox import bwrap
+from evalkit.sandbox.installs import ensure_installed, install_folder, installed, script_metadata
+from evalkit.verifiers_compat.v1.agents import HARNESSES, node_found
+
+pytestmark = pytest.mark.verifiers
+
+
+def _has_v04_harnesses() -> bool:
+    try:
+        return importlib.util.find_spec("verifiers.v1.harnesses.mini_swe_agent") is not None
+    except ImportError:
+        return False
+
+
+v04 = pytest.mark.skipif(not _has_v04_harnesses(), reason="needs verifiers 0.4 (its harnesses)")
+
+
+def mini_swe_agent_install() -> tuple[Path, list[str], str]:
+    """The harness cache folder of verifiers' pinned mini-swe-agent in this user's primekit home."""
+    from verifiers.v1.harnesses.mini_swe_agent.harness import PROGRAM_SOURCE, MiniSWEAgentHarnessConfig
+
+    version = MiniSWEAgentHarnessConfig().version
+    requirements, requires_python = script_metadata(PROGRAM_SOURCE.replace("{version}", version))
+    home = primekit_home().expanduser().resolve()
+    return install_folder(home, "mini_swe_agent", version, requirements), requirements, requires_python
+
+
+def _cached() -> bool:
+    try:
+        return installed(mini_swe_agent_install()[0]) is not None
+    except ImportError:
+        return False
+
+
+@v04
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"needs bubblewrap: {bwrap.unavailable()}")
+@(pytest.mark.network if not _cached() else lambda test: test)  # PyPI only while the harness cache lacks it
+def test_mini_swe_agent_completes_scripted_tasks_inside_the_sandbox(verifiers_project):
+    """The install (network: PyPI, only while the user's harness cache lacks it) then three tasks: the command's
+    output is the reply (reward 1), the user's home and the model server's own port are out of reach."""
+    folder, requirements, requires_python = mini_swe_agent_install()
+    if installed(folder) is None:
+        try:
+            ensure_installed(folder.parent.parent, "mini_swe_agent", folder.name.split("-")[1], requirements,
+                             requires_python)
+        except UserError as exc:
+            pytest.skip(f"mini-swe-agent could not be installed from the package index: {exc}")
+    planted = verifiers_project / "home" / "planted.txt"  # in the home of the prime process
+    planted.write_text("PLANTED-HOME\n")
+    server = BashServer()
+    try:
+        port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+        commands = ["echo hello-from-sandbox", f"cat {planted}; echo rc=$?",
+                    f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\"; echo rc=$?"]
+        done = run_commands(verifiers_project, server, commands, {"type": "sandbox"}, "msa",
+                            extra_env={"PRIMEKIT_HOME": str(folder.parent.parent)},
+                            harness={"id": "mini_swe_agent"})
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    (results,) = (verifiers_project / "msa").glob("evals/*/*/results.jsonl")
+    rows = {row["example_id"]: row for row in map(json.loads, results.read_text().splitlines())}
+    assert [rows[i]["error"] for i in range(3)] == [None, None, None]
+    for i, row in rows.items():
+        calls = [json.loads(c["function"]["arguments"])["command"] for m in row["completion"]
+                 for c in m.get("tool_calls") or []]
+        assert calls == [commands[i], "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"], calls  # ran, then submitted
+        observation = json.loads(next(m["content"] for m in row["completion"] if m["role"] == "tool"))
+        rows[i]["printed"] = observation["output"]  # mini-swe-agent's own JSON observation of the command
+    assert rows[0]["printed"] == "hello-from-sandbox\n" and rows[0]["reward"] == 1.0
+    assert "PLANTED-HOME" not in rows[1]["printed"] and "rc=1" in rows[1]["printed"]  # the user's home
+    assert "ConnectionRefusedError" in rows[2]["printed"]  # the model server itself: only interception is bridged
+    traces = (results.parent / "traces.jsonl").read_text()
+    assert "primekit-sandbox-mini-swe-agent" in traces and "hello-from-sandbox" in traces
+
+
+def _wheel(folder: Path) -> Path:
+    """A pure-Python wheel of one module (``primekit_probe``), made here: an install with no package index."""
+    path = folder / "primekit_probe-0.1-py3-none-any.whl"
+    info = "primekit_probe-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("primekit_probe.py", "VALUE = 'probe-ok'\n")
+        wheel.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: primekit-probe\nVersion: 0.1\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                        "Tag: py3-none-any\n")
+        wheel.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_a_program_is_installed_once_into_the_harness_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    said: list[str] = []
+    wheel = str(_wheel(tmp_path))
+    first = ensure_installed(tmp_path / "home", "probe", "0.1", [wheel], ">=3.10", say=said.append)
+    assert said[0].startswith("installing harness 'probe' 0.1 (") and said[-1].startswith("installed harness 'probe'")
+    ran = subprocess.run([first.python, "-c", "import primekit_probe; print(primekit_probe.VALUE)"],
+                         capture_output=True, text=True)
+    assert ran.stdout.strip() == "probe-ok"
+    assert first.mounts[0] == str((tmp_path / "home" / "harnesses").resolve() / Path(first.mounts[0]).name)
+    assert Path(first.mounts[1], "lib").is_dir()  # the base interpreter the environment needs, mounted too
+    said.clear()
+    assert ensure_installed(tmp_path / "home", "probe", "0.1", [wheel], ">=3.10", say=said.append) == first
+    assert said == []  # reused, no pip
+
+
+def test_a_failed_install_is_one_line_naming_the_package_and_pips_last_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(UserError) as caught:
+        ensure_installed(tmp_path, "probe", "0.1", ["primekit-no-such-package==0.0.1"], ">=3.10", say=lambda _: None)
+    assert str(caught.value) == ("harness 'probe' 0.1: pip could not install primekit-no-such-package==0.0.1: ERROR: "
+                                 "No matching distribution found for primekit-no-such-package==0.0.1")
+    assert not install_folder(tmp_path, "probe", "0.1", ["primekit-no-such-package==0.0.1"]).exists()  # no half
+
+
+def test_no_interpreter_for_the_programs_python_is_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"harness 'probe' needs Python >=9\.0, and no interpreter here fits"):
+        ensure_installed(tmp_path, "probe", "0.1", ["x"], ">=9.0", say=lambda _: None)
+
+
+def test_script_metadata_reads_the_pep723_block():
+    source = '# /// script\n# requires-python = ">=3.12"\n# dependencies = ["harbor==1.0", "a[b]"]\n# ///\nprint()\n'
+    assert script_metadata(source) == (["harbor==1.0", "a[b]"], ">=3.12")
+
+
+@v04
+def test_every_harness_of_verifiers_has_a_line_and_the_docs_table_says_the_same():
+    from verifiers.v1 import harnesses
+
+    shipped = sorted(p.parent.name for p in Path(harnesses.__path__[0]).glob("*/harness.py"))  # not node.py, utils/
+    assert len(shipped) == 13 and sorted(HARNESSES) == shipped
+    docs = (REPO / "docs" / "verifiers.md").read_text()
+    table = docs.split("| harness | runs here on, or why not |", 1)[1].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.+?) \|$", table, re.M))
+    assert sorted(rows) == sorted(HARNESSES)
+    for name, entry in HARNESSES.items():
+        runtimes = ", ".join(f"`{r}`" for r in entry.plugins)
+        assert rows[name] == (runtimes or f"none: {entry.why_not}"), name
+
+
+@v04
+@pytest.mark.parametrize("harness, says", [
+    ("codex", "needs Node.js >= 22.19 for @openai/codex and codex-acp (npm)"),
+    ("hermes_agent", "its program is a source tarball of a git tag from github.com"),
+    ("rlm", "installs from a git clone of github.com"),
+])
+def test_a_harness_that_does_not_run_here_is_one_line_saying_what_stopped_it(harness, says):
+    from evalkit.verifiers_compat.v1.config import offline_program
+
+    with pytest.raises(UserError) as caught:
+        offline_program("t", harness, {"type": "sandbox"})
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"t: harness '{harness}' runs only in a container (verifiers marks it")
+    assert f"; on primekit's sandbox runtime it does not run here: it {says}" in line
+    assert (f"(this machine: {node_found()})" in line) == (harness == "codex")  # the Node.js found, where one is needed
+
+
+@v04
+def test_mini_swe_agent_off_the_sandbox_is_one_line_saying_to_choose_it():
+    from evalkit.verifiers_compat.v1.config import offline_program
+
+    assert offline_program("w", "mini_swe_agent", {"type": "sandbox"}) == "primekit-sandbox-mini-swe-agent"
+    for runtime in ({}, {"type": "subprocess"}):
+        with pytest.raises(UserError, match=r"harness 'mini_swe_agent' runs a third-party agent program, which "
+                                            r"primekit runs only in its bubblewrap sandbox: add "
+                                            r'\[env\.agent\.runtime\] type = "sandbox"'):
+            offline_program("w", "mini_swe_agent", runtime)
