@@ -16,6 +16,10 @@ usage, ``GET /requests``, ``--log``) is :mod:`hash_server`'s; only the reply dif
 An agent that ends a task by running a submit command (mini-swe-agent: its prompt asks for
 ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``, and its tool results are JSON ``{"returncode": .., "output": ..}``)
 gets, after the first command's result, what it printed as text with one more ``bash`` call: that submit command.
+
+An agent that asks for JSON keystrokes and no tools (harbor's Terminus 2: ``"keystrokes"`` and ``"task_complete"``
+in its prompt) gets that JSON: first the command as keystrokes, then ``task_complete`` (twice, as Terminus asks to
+confirm) with the terminal screen shown after the command as the ``analysis``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ def command_for(text: str) -> str:
 def bash_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The assistant message for this conversation."""
     names = {str((t.get("function") or t).get("name")) for t in tools or []}
+    first = next((text_of(m.get("content")) or "" for m in messages if m.get("role") == "user"), "")
+    if not names and '"keystrokes"' in first and '"task_complete"' in first:
+        return _keystrokes_reply(messages, first)
     if "bash" not in names:
         return {"role": "assistant", "content": "no bash tool"}
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
@@ -76,6 +83,20 @@ def _call(messages: list[dict[str, Any]], command: str) -> dict[str, Any]:
     """A ``bash`` call whose id is a hash of the conversation (the same on every runtime)."""
     return {"id": f"call_{digest(canonical(messages)) % 16**8:08x}", "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
+
+def _keystrokes_reply(messages: list[dict[str, Any]], first: str) -> dict[str, Any]:
+    """Terminus 2's JSON answer: the task's command as keystrokes, then (on later turns) the task marked complete
+    with the screen shown right after the command."""
+    users = [text_of(m.get("content")) or "" for m in messages if m.get("role") == "user"]
+    task = first.split("Task Description:", 1)[-1]
+    if len(users) == 1:
+        answer = {"analysis": "start", "plan": "run the command",
+                  "commands": [{"keystrokes": command_for(task) + "\n", "duration": 0.5}], "task_complete": False}
+    else:
+        screen = users[1].strip()  # the screen right after the command ran
+        answer = {"analysis": screen, "plan": "done", "commands": [], "task_complete": True}
+    return {"role": "assistant", "content": json.dumps(answer)}
 
 
 def _observed(printed: str) -> str:

@@ -40,64 +40,115 @@ def _has_v04_harnesses() -> bool:
 v04 = pytest.mark.skipif(not _has_v04_harnesses(), reason="needs verifiers 0.4 (its harnesses)")
 
 
-def mini_swe_agent_install() -> tuple[Path, list[str], str]:
-    """The harness cache folder of verifiers' pinned mini-swe-agent in this user's primekit home."""
-    from verifiers.v1.harnesses.mini_swe_agent.harness import PROGRAM_SOURCE, MiniSWEAgentHarnessConfig
+CONFIGS = {"mini_swe_agent": "MiniSWEAgentHarnessConfig", "terminus_2": "Terminus2HarnessConfig"}
 
-    version = MiniSWEAgentHarnessConfig().version
-    requirements, requires_python = script_metadata(PROGRAM_SOURCE.replace("{version}", version))
+
+def agent_install(harness: str) -> tuple[Path, str, list[str], str]:
+    """``(cache folder, version, requirements, requires-python)`` of verifiers' pinned ``harness`` program in this
+    user's primekit home."""
+    module = importlib.import_module(f"verifiers.v1.harnesses.{harness}.harness")
+    version = getattr(module, CONFIGS[harness])().version
+    requirements, requires_python = script_metadata(module.PROGRAM_SOURCE.replace("{version}", version))
     home = primekit_home().expanduser().resolve()
-    return install_folder(home, "mini_swe_agent", version, requirements), requirements, requires_python
+    return install_folder(home, harness, version, requirements), version, requirements, requires_python
 
 
-def _cached() -> bool:
+def _cached(harness: str) -> bool:
     try:
-        return installed(mini_swe_agent_install()[0]) is not None
+        return installed(agent_install(harness)[0]) is not None
     except ImportError:
         return False
 
 
-@v04
-@pytest.mark.slow
-@pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"needs bubblewrap: {bwrap.unavailable()}")
-@(pytest.mark.network if not _cached() else lambda test: test)  # PyPI only while the harness cache lacks it
-def test_mini_swe_agent_completes_scripted_tasks_inside_the_sandbox(verifiers_project):
-    """The install (network: PyPI, only while the user's harness cache lacks it) then three tasks: the command's
-    output is the reply (reward 1), the user's home and the model server's own port are out of reach."""
-    folder, requirements, requires_python = mini_swe_agent_install()
+def run_agent(project: Path, harness: str, commands: list[str], out: str) -> dict[int, dict]:
+    """The rows of ``commands`` (one task each) run by ``harness`` on sandbox, installed first if the user's
+    harness cache lacks it (skipped when the package index cannot give it)."""
+    folder, version, requirements, requires_python = agent_install(harness)
     if installed(folder) is None:
         try:
-            ensure_installed(folder.parent.parent, "mini_swe_agent", folder.name.split("-")[1], requirements,
-                             requires_python)
+            ensure_installed(folder.parent.parent, harness, version, requirements, requires_python)
         except UserError as exc:
-            pytest.skip(f"mini-swe-agent could not be installed from the package index: {exc}")
-    planted = verifiers_project / "home" / "planted.txt"  # in the home of the prime process
-    planted.write_text("PLANTED-HOME\n")
+            pytest.skip(f"{harness} could not be installed from the package index: {exc}")
     server = BashServer()
     try:
         port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
-        commands = ["echo hello-from-sandbox", f"cat {planted}; echo rc=$?",
-                    f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\"; echo rc=$?"]
-        done = run_commands(verifiers_project, server, commands, {"type": "sandbox"}, "msa",
-                            extra_env={"PRIMEKIT_HOME": str(folder.parent.parent)},
-                            harness={"id": "mini_swe_agent"})
+        done = run_commands(project, server, [c.replace("@PORT@", str(port)) for c in commands], {"type": "sandbox"},
+                            out, extra_env={"PRIMEKIT_HOME": str(folder.parent.parent)}, harness={"id": harness})
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr[-3000:]
-    (results,) = (verifiers_project / "msa").glob("evals/*/*/results.jsonl")
+    (results,) = (project / out).glob("evals/*/*/results.jsonl")
     rows = {row["example_id"]: row for row in map(json.loads, results.read_text().splitlines())}
-    assert [rows[i]["error"] for i in range(3)] == [None, None, None]
+    assert [rows[i]["error"] for i in range(len(commands))] == [None] * len(commands)
+    assert f"primekit-sandbox-{harness.replace('_', '-')}" in (results.parent / "traces.jsonl").read_text()
+    return rows
+
+
+def agent_test(harness: str):
+    """The marks of a test that runs ``harness``: PyPI (network) only while the user's harness cache lacks it."""
+    marks = [v04, pytest.mark.slow,
+             pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"needs bubblewrap: {bwrap.unavailable()}")]
+    if not _cached(harness):
+        marks.append(pytest.mark.network)
+
+    def mark(test):
+        for one in marks:
+            test = one(test)
+        return test
+    return mark
+
+
+PORT_COMMAND = "python3 -c \"import socket; socket.create_connection(('127.0.0.1', @PORT@), 3)\"; echo rc=$?"
+"""Connects to the scripted model's own port: only the interception endpoint is bridged in, so it is refused."""
+
+
+@agent_test("mini_swe_agent")
+def test_mini_swe_agent_completes_scripted_tasks_inside_the_sandbox(verifiers_project):
+    """Three tasks: the command's output is the reply (reward 1); the home of the prime process and the model
+    server's own port are out of reach."""
+    planted = verifiers_project / "home" / "planted.txt"
+    planted.write_text("PLANTED-HOME\n")
+    commands = ["echo hello-from-sandbox", f"cat {planted}; echo rc=$?", PORT_COMMAND]
+    rows = run_agent(verifiers_project, "mini_swe_agent", commands, "msa")
+    printed = {}
     for i, row in rows.items():
         calls = [json.loads(c["function"]["arguments"])["command"] for m in row["completion"]
                  for c in m.get("tool_calls") or []]
-        assert calls == [commands[i], "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"], calls  # ran, then submitted
+        assert len(calls) == 2 and calls[0].startswith(commands[i][:20]), calls  # ran the command,
+        assert calls[1] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # then submitted
         observation = json.loads(next(m["content"] for m in row["completion"] if m["role"] == "tool"))
-        rows[i]["printed"] = observation["output"]  # mini-swe-agent's own JSON observation of the command
-    assert rows[0]["printed"] == "hello-from-sandbox\n" and rows[0]["reward"] == 1.0
-    assert "PLANTED-HOME" not in rows[1]["printed"] and "rc=1" in rows[1]["printed"]  # the user's home
-    assert "ConnectionRefusedError" in rows[2]["printed"]  # the model server itself: only interception is bridged
-    traces = (results.parent / "traces.jsonl").read_text()
-    assert "primekit-sandbox-mini-swe-agent" in traces and "hello-from-sandbox" in traces
+        printed[i] = observation["output"]  # mini-swe-agent's own JSON observation of the command
+    assert printed[0] == "hello-from-sandbox\n" and rows[0]["reward"] == 1.0
+    assert "PLANTED-HOME" not in printed[1] and "rc=1" in printed[1]
+    assert "ConnectionRefusedError" in printed[2]
+
+
+@agent_test("terminus_2")
+def test_terminus_2_completes_scripted_tasks_inside_the_sandbox(verifiers_project):
+    """Terminus 2 types each command into its tmux pane (the sandbox's own tmux server), then marks the task
+    complete twice; its screen holds the output, and its tmux ends with the rollout."""
+    planted = verifiers_project / "home" / "planted.txt"
+    planted.write_text("PLANTED-HOME\n")
+    commands = ["echo hello-from-terminus", f"cat {planted}; echo rc=$?", PORT_COMMAND]
+    rows = run_agent(verifiers_project, "terminus_2", commands, "t2")
+    screens = {}
+    for i, row in rows.items():
+        replies = [json.loads(m["content"]) for m in row["completion"] if m["role"] == "assistant"]
+        assert replies[0]["commands"][0]["keystrokes"].startswith(commands[i][:20])
+        assert [r["task_complete"] for r in replies] == [False, True, True]  # Terminus asks to confirm
+        screens[i] = next(m["content"] for m in row["completion"] if m["role"] == "user")
+    assert "\nhello-from-terminus\n" in screens[0] and rows[0]["reward"] == 1.0
+    assert "PLANTED-HOME" not in screens[1] and "rc=1" in screens[1]
+    assert "ConnectionRefusedError" in screens[2]
+    tmux = [p for p in Path("/proc").glob("[0-9]*") if b"terminus-2" in _cmdline(p)]
+    assert tmux == []  # no tmux server of Terminus outlived its sandbox
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _wheel(folder: Path) -> Path:

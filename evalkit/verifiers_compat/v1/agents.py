@@ -30,7 +30,7 @@ HARNESSES: dict[str, Harness] = {
     "null": Harness({"subprocess": "primekit-harness", "sandbox": "primekit-sandbox-harness"}),
     "bash": Harness({"sandbox": "primekit-sandbox-bash-harness", "subprocess": "primekit-bash-harness"}),
     "mini_swe_agent": Harness({"sandbox": "primekit-sandbox-mini-swe-agent"}),
-    "terminus_2": Harness({}, "harbor 0.23 (from the package index) needs Python >= 3.12 and tmux; not wired yet"),
+    "terminus_2": Harness({"sandbox": "primekit-sandbox-terminus-2"}),
     "hermes_agent": Harness({}, "its program is a source tarball of a git tag from github.com, synced with uv "
                                 "(unreachable here; the package index's hermes-agent releases are not that tag), "
                                 f"and it {LIVE_PROCESS}"),

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 from verifiers.v1.harness import Harness
 from verifiers.v1.harnesses.mini_swe_agent import harness as mini_swe_agent
 from verifiers.v1.harnesses.mini_swe_agent.harness import MiniSWEAgentHarness, MiniSWEAgentHarnessConfig
+from verifiers.v1.harnesses.terminus_2 import harness as terminus_2
+from verifiers.v1.harnesses.terminus_2.harness import Terminus2Harness, Terminus2HarnessConfig
 
 from evalkit.model.registry import primekit_home
 from evalkit.sandbox.installs import ProgramInstall, ensure_installed, script_metadata
@@ -64,4 +66,18 @@ class SandboxMiniSweAgentHarness(_InstalledProgram, MiniSWEAgentHarness, Harness
     """litellm would otherwise fetch its price list from GitHub at import (no network inside: a wait, then this)."""
 
 
-__all__ = ["SandboxMiniSweAgentHarness"]
+class SandboxTerminus2Config(Terminus2HarnessConfig):
+    sandbox: SandboxSettings = SandboxSettings()
+
+
+class SandboxTerminus2Harness(_InstalledProgram, Terminus2Harness, Harness[SandboxTerminus2Config]):
+    """verifiers' ``terminus_2`` (harbor's Terminus 2, from the package index; Python >= 3.12, found by
+    :func:`~evalkit.sandbox.installs.find_python`) inside the sandbox: its tmux server is the sandbox's own (its
+    ``/tmp``, its PID namespace), so it ends with the rollout."""
+
+    HARNESS = "terminus_2"
+    SOURCE = terminus_2.PROGRAM_SOURCE
+    ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+__all__ = ["SandboxMiniSweAgentHarness", "SandboxTerminus2Harness"]
