@@ -17,6 +17,9 @@ An agent that ends a task by running a submit command (mini-swe-agent: its promp
 ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``, and its tool results are JSON ``{"returncode": .., "output": ..}``)
 gets, after the first command's result, what it printed as text with one more ``bash`` call: that submit command.
 
+A ``browser`` tool offered and no ``bash`` (verifiers' browser_use) -> the same, with the text in backquotes as the
+call's ``code`` (Python for browser-harness).
+
 An agent that asks for JSON keystrokes and no tools (harbor's Terminus 2: ``"keystrokes"`` and ``"task_complete"``
 in its prompt) gets that JSON: first the command as keystrokes, then ``task_complete`` (twice, as Terminus asks to
 confirm) with the terminal screen shown after the command as the ``analysis``.
@@ -61,7 +64,8 @@ def bash_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     first = next((text_of(m.get("content")) or "" for m in messages if m.get("role") == "user"), "")
     if not names and '"keystrokes"' in first and '"task_complete"' in first:
         return _keystrokes_reply(messages, first)
-    if "bash" not in names:
+    tool = "bash" if "bash" in names else "browser" if "browser" in names else None
+    if tool is None:
         return {"role": "assistant", "content": "no bash tool"}
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     results = [m for m in messages[last_user + 1:] if m.get("role") == "tool"]
@@ -72,6 +76,8 @@ def bash_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
             submit = _call(messages, f"echo {SUBMIT}")
             return {"role": "assistant", "content": _observed(printed), "tool_calls": [submit]}
         return {"role": "assistant", "content": printed}
+    if tool == "browser":
+        return {"role": "assistant", "content": None, "tool_calls": [_call(messages, command_for(text), "browser")]}
     return {"role": "assistant", "content": None, "tool_calls": [_call(messages, command_for(text))]}
 
 
@@ -79,10 +85,12 @@ SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 """What mini-swe-agent's prompt asks an agent to echo to end its task."""
 
 
-def _call(messages: list[dict[str, Any]], command: str) -> dict[str, Any]:
-    """A ``bash`` call whose id is a hash of the conversation (the same on every runtime)."""
+def _call(messages: list[dict[str, Any]], command: str, tool: str = "bash") -> dict[str, Any]:
+    """A ``bash`` call (or a ``browser`` one, the command as its ``code``) whose id is a hash of the conversation
+    (the same on every runtime)."""
+    arguments = {"code": command} if tool == "browser" else {"command": command}
     return {"id": f"call_{digest(canonical(messages)) % 16**8:08x}", "type": "function",
-            "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+            "function": {"name": tool, "arguments": json.dumps(arguments)}}
 
 
 def _keystrokes_reply(messages: list[dict[str, Any]], first: str) -> dict[str, Any]:

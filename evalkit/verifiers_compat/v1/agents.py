@@ -34,8 +34,7 @@ HARNESSES: dict[str, Harness] = {
     "hermes_agent": Harness({}, "its program is a source tarball of a git tag from github.com, synced with uv "
                                 "(unreachable here; the package index's hermes-agent releases are not that tag), "
                                 f"and it {LIVE_PROCESS}"),
-    "browser_use": Harness({}, "browser-harness (from the package index) drives a Chromium through a daemon it "
-                               "starts; not wired yet"),
+    "browser_use": Harness({"sandbox": "primekit-sandbox-browser-use"}),
     "codex": Harness({}, f"needs Node.js >= {NODE_NEEDED[0]}.{NODE_NEEDED[1]} for @openai/codex and codex-acp "
                          f"(npm), and it {LIVE_PROCESS}", node=True),
     "claude_code": Harness({}, f"needs Node.js >= {NODE_NEEDED[0]}.{NODE_NEEDED[1]} for @anthropic-ai/claude-code "

@@ -17,6 +17,8 @@ import asyncio
 from typing import Any, ClassVar
 
 from verifiers.v1.harness import Harness
+from verifiers.v1.harnesses.browser_use import harness as browser_use
+from verifiers.v1.harnesses.browser_use.harness import BrowserUseHarness, BrowserUseHarnessConfig
 from verifiers.v1.harnesses.mini_swe_agent import harness as mini_swe_agent
 from verifiers.v1.harnesses.mini_swe_agent.harness import MiniSWEAgentHarness, MiniSWEAgentHarnessConfig
 from verifiers.v1.harnesses.terminus_2 import harness as terminus_2
@@ -41,10 +43,14 @@ class _InstalledProgram(_SandboxProgram):
     """Variables the program gets inside besides the harness's own."""
 
     def program(self) -> ProgramInstall:
-        """The installed environment (installed now if it is not yet: pip, progress on stderr)."""
-        source = self.SOURCE.replace("{version}", self.config.version)
+        """The installed environment (installed now if it is not yet: pip, progress on stderr). The version is the
+        config's, or where the harness has none (the script pins its packages), the first requirement's pin."""
+        version = getattr(self.config, "version", None)
+        source = self.SOURCE.replace("{version}", version) if version else self.SOURCE
         requirements, requires_python = script_metadata(source)
-        return ensure_installed(primekit_home(), self.HARNESS, self.config.version, requirements, requires_python)
+        if not version:
+            version = requirements[0].split("==", 1)[-1] if requirements and "==" in requirements[0] else "script"
+        return ensure_installed(primekit_home(), self.HARNESS, version, requirements, requires_python)
 
     async def setup(self, runtime: Any) -> None:
         await asyncio.to_thread(self.program)
@@ -80,4 +86,17 @@ class SandboxTerminus2Harness(_InstalledProgram, Terminus2Harness, Harness[Sandb
     ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-__all__ = ["SandboxMiniSweAgentHarness", "SandboxTerminus2Harness"]
+class SandboxBrowserUseConfig(BrowserUseHarnessConfig):
+    sandbox: SandboxSettings = SandboxSettings()
+
+
+class SandboxBrowserUseHarness(_InstalledProgram, BrowserUseHarness, Harness[SandboxBrowserUseConfig]):
+    """verifiers' ``browser_use`` (its chat loop with a ``browser`` tool: model-written Python run by browser-harness
+    from the package index against a headless Chromium the program starts) inside the sandbox: the system's
+    Chromium (``/usr``), its DevTools port on the sandbox's own loopback."""
+
+    HARNESS = "browser_use"
+    SOURCE = browser_use.PROGRAM_SOURCE
+
+
+__all__ = ["SandboxBrowserUseHarness", "SandboxMiniSweAgentHarness", "SandboxTerminus2Harness"]
