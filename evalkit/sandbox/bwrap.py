@@ -33,8 +33,9 @@ INSIDE = "/run/primekit"
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates", "ca-certificates.conf",
        "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "localtime", "timezone", "mime.types", "bash.bashrc",
        "profile", "inputrc", "locale.alias", "python3", f"python3.{sys.version_info.minor}", "gai.conf", "protocols",
-       "services")
-"""``/etc`` entries a program needs (libraries, certificates, user names); nothing secret (no ``shadow``)."""
+       "services", "fonts", "chromium.d")
+"""``/etc`` entries a program needs (libraries, certificates, user names, fonts, the flags Debian's ``chromium``
+launcher script reads); nothing secret (no ``shadow``)."""
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 INSTALL_HINT = ("install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; "
                 "Arch: pacman -S bubblewrap)")

@@ -97,6 +97,9 @@ class SandboxBrowserUseHarness(_InstalledProgram, BrowserUseHarness, Harness[San
 
     HARNESS = "browser_use"
     SOURCE = browser_use.PROGRAM_SOURCE
+    ENV = {"BH_RUNTIME_DIR": "/tmp/browser-harness"}
+    """browser-harness keeps its daemon's unix socket under the rollout's folder otherwise, a path too long for a
+    socket (108 bytes) where that folder lies deep in verifiers' cache; the sandbox's ``/tmp`` is its own."""
 
 
 __all__ = ["SandboxBrowserUseHarness", "SandboxMiniSweAgentHarness", "SandboxTerminus2Harness"]

@@ -26,9 +26,16 @@ def check_sandbox(where: str, knobs: dict[str, Any]) -> bwrap.Limits:
     return limits
 
 
+PLUGIN_LIMITS = {"primekit-sandbox-browser-use": {"memory_mb": 0}}
+"""Limits a program's sandbox has unless the runtime's knobs set them: Chromium reserves far more address space than
+it uses (V8's pointer cage alone is terabytes), so any ``RLIMIT_AS`` stops it from starting."""
+
+
 def sandbox_program(plugin: str, runtime: dict[str, Any]) -> dict[str, Any]:
     """The seat's harness data for ``plugin`` in the sandbox: the sandboxed plugin id and its limits."""
-    limits = bwrap.Limits.from_knobs("runtime", {k: v for k, v in runtime.items() if k != "type"})
+    knobs = {**PLUGIN_LIMITS.get(SANDBOX_PLUGINS.get(plugin, plugin), {}),
+             **{k: v for k, v in runtime.items() if k != "type"}}
+    limits = bwrap.Limits.from_knobs("runtime", knobs)
     return {"id": SANDBOX_PLUGINS.get(plugin, plugin), "sandbox": limits.as_dict()}
 
 
