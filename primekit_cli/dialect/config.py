@@ -360,7 +360,7 @@ def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, n
     if agent.harness is None:
         notes.append(f"env.{name}.harness: unset; verifiers would run '{default_harness_id(taskset_id)}', primekit "
                      f"runs verifiers' '{NULL_HARNESS}' chat program")
-    elif agent.harness.id not in PROGRAMS:
+    elif agent.harness.id not in (*PROGRAMS, *SANDBOX_AGENTS):
         _refuse_harness(name, agent.harness.id)
     elif isinstance(given.get("harness"), dict):
         knobs.update(agent.harness.model_dump(mode="json", include=set(given["harness"])), id=agent.harness.id)

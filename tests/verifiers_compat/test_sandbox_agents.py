@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -40,15 +41,17 @@ def _has_v04_harnesses() -> bool:
 v04 = pytest.mark.skipif(not _has_v04_harnesses(), reason="needs verifiers 0.4 (its harnesses)")
 
 
-CONFIGS = {"mini_swe_agent": "MiniSWEAgentHarnessConfig", "terminus_2": "Terminus2HarnessConfig"}
+CONFIGS = {"mini_swe_agent": "MiniSWEAgentHarnessConfig", "terminus_2": "Terminus2HarnessConfig",
+           "browser_use": "BrowserUseHarnessConfig"}
 
 
 def agent_install(harness: str) -> tuple[Path, str, list[str], str]:
     """``(cache folder, version, requirements, requires-python)`` of verifiers' pinned ``harness`` program in this
-    user's primekit home."""
+    user's primekit home (browser_use has no version knob: its script pins browser-harness)."""
     module = importlib.import_module(f"verifiers.v1.harnesses.{harness}.harness")
-    version = getattr(module, CONFIGS[harness])().version
-    requirements, requires_python = script_metadata(module.PROGRAM_SOURCE.replace("{version}", version))
+    version = getattr(getattr(module, CONFIGS[harness])(), "version", None)
+    requirements, requires_python = script_metadata(module.PROGRAM_SOURCE.replace("{version}", version or ""))
+    version = version or requirements[0].split("==")[1]
     home = primekit_home().expanduser().resolve()
     return install_folder(home, harness, version, requirements), version, requirements, requires_python
 
@@ -142,6 +145,21 @@ def test_terminus_2_completes_scripted_tasks_inside_the_sandbox(verifiers_projec
     assert "ConnectionRefusedError" in screens[2]
     tmux = [p for p in Path("/proc").glob("[0-9]*") if b"terminus-2" in _cmdline(p)]
     assert tmux == []  # no tmux server of Terminus outlived its sandbox
+
+
+@agent_test("browser_use")
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt-get install chromium)")
+def test_browser_use_drives_the_systems_chromium_inside_the_sandbox(verifiers_project):
+    """browser-harness code (the ``browser`` tool) opens a page in a headless Chromium started inside the sandbox;
+    the sandbox's default address-space limit is off for it (Chromium reserves terabytes)."""
+    planted = verifiers_project / "home" / "planted.txt"
+    planted.write_text("PLANTED-HOME\n")
+    code = 'goto_url("data:text/html,<title>hello-browser</title>"); wait_for_load(); print(js("document.title"))'
+    rows = run_agent(verifiers_project, "browser_use", [code, f"print(open('{planted}').read())"], "bu")
+    printed = {i: next(m["content"] for m in row["completion"] if m["role"] == "tool") for i, row in rows.items()}
+    assert "hello-browser" in printed[0] and rows[0]["reward"] == 1.0
+    assert "FileNotFoundError" in printed[1] and "PLANTED-HOME" not in printed[1]  # the prime process's home
+    assert [p for p in Path("/proc").glob("[0-9]*") if b".vf-browser-" in _cmdline(p)] == []  # Chromium ended
 
 
 def _cmdline(proc: Path) -> bytes:
