@@ -259,3 +259,19 @@ def test_mini_swe_agent_off_the_sandbox_is_one_line_saying_to_choose_it():
                                             r"primekit runs only in its bubblewrap sandbox: add "
                                             r'\[env\.agent\.runtime\] type = "sandbox"'):
             offline_program("w", "mini_swe_agent", runtime)
+
+
+@v04
+def test_verifiers_flags_choose_an_agent_harness_on_sandbox(verifiers_project, monkeypatch):
+    from primekit_cli.dialect.args import DialectArgs
+    from primekit_cli.dialect.config import eval_plan
+
+    monkeypatch.chdir(verifiers_project)
+    plan = eval_plan("vf_v1_shell", DialectArgs(overrides=[("env.agent.harness.id", "terminus_2"),
+                                                           ("env.agent.runtime.type", "sandbox")]))
+    assert plan.fields["env_args"]["harness"]["id"] == "terminus_2"
+    assert plan.fields["env_args"]["runtime"] == {"type": "sandbox"}
+    with pytest.raises(UserError, match=r"harness 'terminus_2' runs a third-party agent program, which primekit "
+                                        r"runs only in its bubblewrap sandbox"):
+        eval_plan("vf_v1_shell", DialectArgs(overrides=[("env.agent.harness.id", "terminus_2"),
+                                                        ("env.agent.runtime.type", "subprocess")]))
