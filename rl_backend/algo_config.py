@@ -55,6 +55,10 @@ class EchoRoleConfig(_Strict):
     """The ``ce`` weight of this role's environment-provided tokens (ECHO's lambda)."""
 
 
+OPSD_TEMPLATE = "Here is an example of an expert response:\n<demonstration>\n{demonstration}\n</demonstration>"
+"""prime-rl's default system message carrying ``opsd``'s demonstration."""
+
+
 OWNERS: dict[str, tuple[str, ...]] = {
     "length_penalty": ("grpo", "echo"), "decay": ("rae",), "episode_agents": ("hierarchical_grpo",),
     "teacher": ("opd",), "demo_key": ("opsd",), "template": ("opsd",), "renderer": ("opsd",),
@@ -81,8 +85,8 @@ class AlgoConfig(_Strict):
     """``opd``: the frozen teacher whose reverse KL the policy distills toward."""
     demo_key: str = "demonstration"
     """``opsd``: the example field holding the expert demonstration."""
-    template: str | None = None
-    """``opsd``: the system message carrying the demonstration (``{demonstration}`` placeholder)."""
+    template: str = OPSD_TEMPLATE
+    """``opsd``: the system message carrying the demonstration (``{demonstration}`` placeholder, ``str.format``)."""
     renderer: Any = None
     """``opsd``: the renderer of the hint block (prime-rl's; accepted as written)."""
     roles: dict[EchoRole, EchoRoleConfig] | None = None
@@ -114,6 +118,12 @@ class AlgoConfig(_Strict):
                              "base_url (cross-entropy on the policy's own tokens teaches nothing)")
         if self.type == "opd" and self.teacher is None:
             raise ValueError("algo.type 'opd' needs a teacher: set [algo.teacher] name and base_url")
+        if self.type == "opsd":
+            try:
+                self.template.format(demonstration="")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"algo.template must hold {{demonstration}} and no other placeholder (double other "
+                                 f"braces: {{{{ }}}}); str.format says {type(exc).__name__}: {exc}") from None
         if self.type == "hierarchical_grpo" and not self.episode_agents:
             raise ValueError("algo.type 'hierarchical_grpo' needs algo.episode_agents, e.g. [\"solver\"]")
         return self
@@ -158,7 +168,11 @@ class AlgoConfig(_Strict):
             where = f"at {self.teacher.base_url}" if self.teacher.base_url else "(local, scored in-process)"
             parts.append(f"teacher {self.teacher.name} {where}")
         if isinstance(self.sampling.source, FrozenModelConfig):
-            parts.append(f"samples from {self.sampling.source.name} at {self.sampling.source.base_url}")
+            source = self.sampling.source
+            where = f"at {source.base_url}" if source.base_url else "(local, served in-process)"
+            parts.append(f"samples from {source.name} {where}")
+        if self.type == "opsd":
+            parts.append(f"teacher: the policy reading the demonstration '{self.demo_key}' first")
         if self.roles:
             parts.append("roles " + ", ".join(f"{r} {c.alpha:g}" for r, c in self.roles.items()))
         return ", ".join(parts)
@@ -171,5 +185,6 @@ def unavailable(algo: AlgoConfig, where: str = "algo") -> str | None:
     cls = ALGORITHMS[algo.type]
     if cls.available():
         return None
+    here = ", ".join(name for name, other in ALGORITHMS.items() if other.available())
     return (f"{where}.type = '{algo.type}' is not available in primekit yet: it needs {cls.missing}; "
-            "train with grpo, max_rl, rae or opd here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")
+            f"train with {here} here, or hand the run to prime-rl (`prime rl run --backend prime-rl`)")

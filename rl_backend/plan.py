@@ -135,8 +135,12 @@ def check_algorithms(config: RLConfig) -> None:
         why = unavailable(algo, where)
         if why:
             raise ConfigError(why)
-        if algo.type == "opd" and config.trajectory_strategy == "interleaved":
-            raise ConfigError(f"{where}.type = 'opd' scores each model turn as its own sample; remove "
+        if algo.type == "echo" and algo.filter is not None:
+            raise ConfigError(f"{where}.filter (prime-rl's echo token filter, an import path) is not run by primekit's "
+                              "trainer; remove it to train the chosen roles' tokens whole, or hand the run to prime-rl "
+                              "(`prime rl run --backend prime-rl`)")
+        if algo.type in ("opd", "sft", "opsd") and config.trajectory_strategy == "interleaved":
+            raise ConfigError(f"{where}.type = '{algo.type}' trains each model turn as its own sample; remove "
                               "trajectory_strategy = 'interleaved' (the default 'branching' does that)")
         if algo.type == "opd" and algo.teacher is not None and _same_model(algo.teacher, config.model):
             raise ConfigError(f"{where}.teacher '{algo.teacher.name}' is the policy model itself: on-policy "
@@ -190,11 +194,22 @@ def baseline_line(config: RLConfig, skip: bool = False) -> str:
     cfg = config.baseline
     if not cfg.enabled or skip:
         return "baseline     off" + (" (--skip-baseline)" if skip and cfg.enabled else "")
-    per_env = " per environment" if len(config.env) > 1 else ""
+    judged = rewarded_envs(config)
+    if not judged:
+        return "baseline     off: distillation learns from its teacher, not from the varied rewards the checks look for"
+    per_env = " per environment" if len(judged) > 1 else ""
+    if len(judged) < len(config.env):
+        per_env += f" of {', '.join(judged)} (the others distill)"
     return (
         f"baseline     {cfg.num_examples} examples x {config.baseline_rollouts}{per_env} "
         f"(reward in [{cfg.min_reward:g}, {cfg.max_reward:g}], diverse groups >= {cfg.min_diverse_groups:.0%})"
     )
+
+
+def rewarded_envs(config: RLConfig) -> list[str]:
+    """The environments whose algorithm learns from rewards (its sampled tokens feed ``rl``): the ones the baseline
+    checks judge. A distilling one (``opd``, ``sft``) learns from its teacher whatever the policy scores."""
+    return [env.label for env in config.env if config.algo_of(env).action_component_name() == "rl"]
 
 
 def _async_text(level: int) -> str:

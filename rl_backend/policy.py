@@ -136,11 +136,34 @@ class Sample:
     ref_logprobs: list[float] | None = None
     """A teacher's log-probability of each completion token (``opd``): the sample then feeds the ``ref_kl`` loss
     component, not ``rl`` (its advantage is unused)."""
+    ce_actions: bool = False
+    """The completion tokens are a frozen teacher's (``sft``): they feed the ``ce`` component at weight 1."""
+    ce_weights: list[float] | None = None
+    """The ``ce`` weight of each completion position outside the loss mask (``echo``: environment-provided tokens
+    by role; 0: not trained)."""
+    roles: list[str | None] | None = None
+    """The message role of each completion position: ``assistant`` where the policy sampled it, the environment
+    message's role for the tokens between replies that an interleaved or ``echo`` sample carries, ``None`` for the
+    chat template's scaffold (:mod:`rl_backend.observations`). ``None``: every position is sampled."""
+    hint_ids: list[int] | None = None
+    """``opsd``: the tokens of the system message holding the task's demonstration. The trainer fills
+    ``ref_logprobs`` with the policy's own log-probabilities of the completion read after them and the prompt, at
+    the weights the step starts from (:meth:`Policy.self_reference`)."""
 
     @property
     def component(self) -> str:
-        """The loss component this sample's tokens feed (:mod:`rl_backend.loss_components`)."""
-        return "ref_kl" if self.ref_logprobs is not None else "rl"
+        """The loss component this sample's trained (mask) tokens feed (:mod:`rl_backend.loss_components`)."""
+        if self.ref_logprobs is not None or self.hint_ids is not None:
+            return "ref_kl"
+        return "ce" if self.ce_actions else "rl"
+
+    def ce_row(self) -> list[float]:
+        """The ``ce`` weight of each completion position: 1 on the trained tokens of a ``ce`` sample, and the
+        ``ce_weights`` of the positions outside the loss mask."""
+        mask = self.mask()
+        extra = self.ce_weights or [0.0] * len(mask)
+        own = self.component == "ce"
+        return [(1.0 if own else 0.0) if trained else float(w) for trained, w in zip(mask, extra)]
 
     def mask(self) -> list[bool]:
         return list(self.loss_mask) if self.loss_mask is not None else [True] * len(self.completion_ids)
@@ -148,6 +171,16 @@ class Sample:
     @property
     def trained_tokens(self) -> int:
         return sum(self.mask())
+
+
+def _sum_by_env(batch: list[Sample], values: Any, member: Any) -> dict[str, tuple[float, float]]:
+    """``env -> (values summed over its samples' member tokens, those tokens)`` of one micro-batch."""
+    out: dict[str, tuple[float, float]] = {}
+    for sample, total, tokens in zip(batch, (values * member).sum(-1).tolist(), member.sum(-1).tolist()):
+        if sample.env is not None and tokens:
+            held = out.get(sample.env, (0.0, 0.0))
+            out[sample.env] = (held[0] + total, held[1] + float(tokens))
+    return out
 
 
 class Policy:
@@ -212,10 +245,35 @@ class Policy:
         sampled them), with ``grad_norm`` the mean over the iterations."""
         limit = self.config.trainer.max_seq_len
         usable = [s for s in samples if s.completion_ids and len(s.prompt_ids) + len(s.completion_ids) <= limit]
+        self.self_reference([s for s in usable if s.hint_ids is not None and s.ref_logprobs is None])
         iterations = [self._update(usable, step) for _ in range(self.config.trainer.num_iterations)]
         stats = {"samples": float(len(usable)), "too_long": float(len(samples) - len(usable)), **iterations[0]}
         stats["grad_norm"] = sum(it["grad_norm"] for it in iterations) / len(iterations)
         return stats
+
+    def self_reference(self, samples: list[Sample]) -> None:
+        """``opsd``'s reference: each sample's ``ref_logprobs`` are this policy's temperature-scaled log-probabilities
+        of its completion with ``hint_ids`` before its prompt, before this step's update (no dropout, no grad)."""
+        import torch
+
+        if not samples:
+            return
+        training = self.model.training
+        self.model.eval()
+        try:
+            size = self.config.trainer.micro_batch_size
+            for start in range(0, len(samples), size):
+                batch = samples[start : start + size]
+                hinted = [Sample([*(s.hint_ids or []), *s.prompt_ids], s.completion_ids, s.sampler_logprobs, 0.0)
+                          for s in batch]
+                lay = layout(hinted, self.tokenizer.pad_token_id or 0, self.device)
+                with torch.no_grad():
+                    logp = self._log_softmax(self.model, lay.inputs, lay.comp_width)
+                    values = logp.gather(-1, lay.targets.unsqueeze(-1)).squeeze(-1).float().cpu()
+                for row, sample in enumerate(batch):
+                    sample.ref_logprobs = values[row, : len(sample.completion_ids)].tolist()
+        finally:
+            self.model.train(training)
 
     def _update(self, usable: list[Sample], step: int) -> dict[str, float]:
         """Accumulate gradients over all samples, clip, take one optimizer step; return statistics."""
@@ -224,10 +282,11 @@ class Policy:
         total_tokens = sum(s.trained_tokens for s in usable)
         counts = {component: sum(s.trained_tokens for s in usable if s.component == component)
                   for component in ("rl", "ref_kl")}
+        counts["ce"] = sum(1 for s in usable for weight in s.ce_row() if weight)
         rl_sequences = sum(1 for s in usable if s.component == "rl")
         sums = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "masked": 0.0, "clipped": 0.0, "kl_ref": 0.0,
-                "ref_kl": 0.0, "ref_kl_masked": 0.0}
-        by_env: dict[str, list[float]] = {}  # env -> [entropy summed over its trained tokens, those tokens]
+                "ref_kl": 0.0, "ref_kl_masked": 0.0, "ce": 0.0}
+        by_env: dict[str, dict[str, list[float]]] = {}  # metric -> env -> [summed over its tokens, those tokens]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         size = self.config.trainer.micro_batch_size
@@ -236,9 +295,10 @@ class Policy:
             out = self._micro_step(ordered[start : start + size], total_tokens, counts, rl_sequences)
             for key in sums:
                 sums[key] += out[key]
-            for env, (entropy, tokens) in out["entropy_by_env"].items():
-                held = by_env.setdefault(env, [0.0, 0.0])
-                held[0], held[1] = held[0] + entropy, held[1] + tokens
+            for metric, envs in out["by_env"].items():
+                for env, (total, tokens) in envs.items():
+                    held = by_env.setdefault(metric, {}).setdefault(env, [0.0, 0.0])
+                    held[0], held[1] = held[0] + total, held[1] + tokens
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = self.config.trainer.max_grad_norm or math.inf  # 0: measure the norm, clip nothing
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip)) if usable else 0.0
@@ -258,7 +318,10 @@ class Policy:
             **({"kl_ref": sums["kl_ref"] / denom} if self.config.trainer.kl_coef > 0 else {}),
             **({"ref_kl": sums["ref_kl"] / counts["ref_kl"],
                 "ref_kl/is_masked": sums["ref_kl_masked"] / counts["ref_kl"]} if counts["ref_kl"] else {}),
-            **{f"entropy/{env}/mean": entropy / max(1.0, tokens) for env, (entropy, tokens) in sorted(by_env.items())},
+            **({"ce": sums["ce"] / counts["ce"]} if counts["ce"] else {}),
+            **{f"tokens/{component}": float(count) for component, count in sorted(counts.items())},
+            **{f"{metric}/{env}/mean": total / tokens for metric, envs in sorted(by_env.items())
+               for env, (total, tokens) in sorted(envs.items()) if tokens},
             grad_norm=grad_norm,
             lr=lr,
             train_tokens=float(total_tokens),
@@ -267,11 +330,11 @@ class Policy:
     def _micro_step(self, batch: list[Sample], total_tokens: int, counts: dict[str, int],
                     rl_sequences: int) -> dict[str, float]:
         """One micro-batch's gradients: each sample's tokens feed its component (``rl``: the policy loss of
-        ``[trainer.loss]``, normalised by it over the step's ``rl`` tokens and sequences; ``ref_kl``: summed, over
-        the step's ``ref_kl`` tokens, :func:`rl_backend.loss_components.combine`)."""
+        ``[trainer.loss]``, normalised by it over the step's ``rl`` tokens and sequences; ``ref_kl`` and ``ce``:
+        summed, over the step's tokens of that component, :func:`rl_backend.loss_components.combine`)."""
         import torch
 
-        from rl_backend.loss_components import combine, ref_kl_token_losses
+        from rl_backend.loss_components import ce_token_losses, combine, members, ref_kl_token_losses
 
         lay = layout(batch, self.tokenizer.pad_token_id or 0, self.device)
         inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
@@ -288,7 +351,8 @@ class Policy:
         rl_rows = [r for r, s in enumerate(batch) if s.component == "rl"]
         ref_rows = [r for r, s in enumerate(batch) if s.component == "ref_kl"]
         loss, kl_sum = logprobs.sum() * 0.0, 0.0
-        mismatch, masked, clipped, ref_kl_sum, ref_masked = 0.0, 0.0, 0.0, 0.0, 0.0
+        mismatch, masked, clipped, ref_kl_sum, ref_masked, ce_sum = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+        per_env: dict[str, Any] = {"ref_kl": None, "ce": None}  # metric -> (per-token values, member mask)
         if rl_rows:
             rows = torch.tensor(rl_rows, device=dev)
             result = self.loss_fn(logprobs[rows], old[rows], advantages.to(dev)[rows], mask[rows], counts["rl"],
@@ -309,6 +373,21 @@ class Policy:
                 ref_masked = float((((lp.exp() - sampled.exp()) < -REF_KL_MASK_LOW).float() * ref_mask).sum())
                 detached = (lp - sampled).detach()
                 mismatch += float(((detached.exp() - 1 - detached) * ref_mask).sum())
+                full = torch.zeros_like(mask)
+                full[rows] = ((ref - lp) * ref_mask).detach()
+                whole_mask = torch.zeros_like(mask)
+                whole_mask[rows] = ref_mask
+                per_env["ref_kl"] = (full, whole_mask)
+        ce_weights = torch.zeros((len(batch), comp_width), dtype=torch.float32)
+        for r, s in enumerate(batch):
+            ce_weights[r, : len(s.completion_ids)] = torch.tensor(s.ce_row(), dtype=torch.float32)
+        if bool(ce_weights.any()):
+            ce_weights = ce_weights.to(dev)
+            loss = loss + combine({"ce": ce_token_losses(logprobs, ce_weights).sum()}, {"ce": counts["ce"]})
+            ce_members = members(ce_weights)
+            with torch.no_grad():
+                ce_sum = float((-logprobs * ce_members).sum())
+            per_env["ce"] = ((-logprobs).detach() * ce_members, ce_members)
         if self.config.trainer.kl_coef > 0:
             kl = self._reference_kl(inputs, comp_width, targets, logprobs)
             loss = loss + self.config.trainer.kl_coef * (kl * mask).sum() / max(1, total_tokens)
@@ -320,21 +399,18 @@ class Policy:
             loss = loss - bonus * (entropy * mask).sum() / max(1, total_tokens)
         loss.backward()
         per_row = (entropy.detach() * mask).sum(-1).tolist()
-        by_env: dict[str, tuple[float, float]] = {}
-        for sample, row_sum, row_tokens in zip(batch, per_row, mask.sum(-1).tolist()):
-            if sample.env is not None:
-                held = by_env.get(sample.env, (0.0, 0.0))
-                by_env[sample.env] = (held[0] + row_sum, held[1] + float(row_tokens))
+        per_env["entropy"] = (entropy.detach() * mask, mask)
         return {
             "loss": float(loss.detach()),
             "entropy": sum(per_row),
-            "entropy_by_env": by_env,
+            "by_env": {metric: _sum_by_env(batch, *pair) for metric, pair in per_env.items() if pair is not None},
             "mismatch_kl": mismatch,
             "masked": masked,
             "clipped": clipped,
             "kl_ref": kl_sum,
             "ref_kl": ref_kl_sum,
             "ref_kl_masked": ref_masked,
+            "ce": ce_sum,
         }
 
     def _log_softmax(self, model: Any, inputs: dict[str, Any], comp_width: int) -> Any:

@@ -209,6 +209,8 @@ class Trainer:
             self.console.print(f"sampler      {engine.dtype_choice.line()}", markup=False, highlight=False)
         self.collector = BatchCollector(self.config, self.mixture, self.source, self.loop)
         self.collector.teachers = self.teachers
+        self.samplers = self._samplers()
+        self.collector.samplers = self.samplers
         if self.config.wandb is not None:
             self._wandb = _start_wandb(self.config, self.run_dir)
 
@@ -236,6 +238,39 @@ class Trainer:
                     raise
                 self.console.print(f"teacher      {teacher.describe()}: scores the policy's tokens", markup=False,
                                    highlight=False)
+            out[env.label] = made[key]
+        return out
+
+    def _samplers(self) -> dict[str, Any]:
+        """Each ``sft`` environment's frozen teacher that samples its rollouts (:mod:`rl_backend.teacher_sampler`),
+        checked before any rollout: it answers a chat, returns token ids, and renders it as the policy does. One
+        per distinct teacher."""
+        from rl_backend.teacher_sampler import TeacherSampler, check_sampler, probe
+
+        assert self.loop is not None
+        made: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for env in self.config.env:
+            algo = self.config.algo_of(env)
+            source = algo.sampling.source
+            if source == "policy":
+                continue
+            key = source.model_dump_json()
+            if key not in made:
+                where = f"env '{env.label}' algo.sampling.source" if env.algo is not None else "algo.sampling.source"
+                sampler = TeacherSampler(source, where, dtype=self.config.inference.dtype,
+                                         device=trainer_device(self.config),
+                                         max_batch=self.config.inference.max_batch_size)
+                made[key] = sampler
+                try:
+                    check_sampler(self.loop.run(probe(sampler)), sampler, self.policy.tokenizer)
+                except BaseException:
+                    for held in made.values():
+                        self.loop.run(held.aclose())
+                        held.close()
+                    raise
+                self.console.print(f"teacher      {sampler.describe()}: samples the rollouts the policy imitates",
+                                   markup=False, highlight=False)
             out[env.label] = made[key]
         return out
 
@@ -298,8 +333,13 @@ class Trainer:
             self.check_template(result.states)  # real multi-turn rollouts, before any training step
             return result
 
-        return run_checks([(m.name, lambda m=m: evaluate(m)) for m in self.mixture.members], cfg, rpe,
-                          self.run_dir, self.console)
+        from rl_backend.plan import rewarded_envs
+
+        judged = set(rewarded_envs(self.config))
+        members = [m for m in self.mixture.members if m.name in judged]
+        if not members:
+            return {}
+        return run_checks([(m.name, lambda m=m: evaluate(m)) for m in members], cfg, rpe, self.run_dir, self.console)
 
     # ----- evaluation / export at sync points ----------------------------------------------------
     def evaluate(self, step: int) -> dict[str, float]:
@@ -429,6 +469,7 @@ class Trainer:
                         f"kept {last['groups_kept']}/{last['groups_generated']}  "
                         f"loss {last['loss']:+.5f}  entropy {last['entropy']:.3f}  kl {last['mismatch_kl']:.2e}  "
                         + (f"ref_kl {last['ref_kl']:+.4f}  " if "ref_kl" in last else "")
+                        + (f"ce {last['ce']:.4f}  " if "ce" in last else "")
                         + f"gen {last['gen_s']:.1f}s{_rounds_note(last)}  train {last['train_s']:.1f}s  "
                         f"wait {last['wait_s']:.1f}s"
                     )
@@ -496,9 +537,10 @@ class Trainer:
         self.check_template([state for group in batch.kept for state in group])
         if self.config.trajectory_strategy == "interleaved":
             samples = interleave(batch.kept, batch.advantages, retokenize=self.config.retokenize,
-                                 tokenizer=self.policy.tokenizer, model=self.config.model, env_of=batch.env_of)
+                                 tokenizer=self.policy.tokenizer, model=self.config.model, env_of=batch.env_of,
+                                 echo_roles=batch.echo_roles)
         else:
-            samples = to_samples(batch)
+            samples = to_samples(batch, self.policy.tokenizer)
         train_started = time.perf_counter()
         with self.cpu_share.training():
             stats = self.policy.train_step(samples, step)
@@ -570,6 +612,10 @@ class Trainer:
         source = getattr(self, "source", None)
         for teacher in {id(t): t for t in getattr(self, "teachers", {}).values()}.values():
             teacher.close()
+        for sampler in {id(t): t for t in getattr(self, "samplers", {}).values()}.values():
+            if self.loop is not None:
+                self.loop.run(sampler.aclose())
+            sampler.close()
         try:
             if source is not None and self.loop is not None:
                 self.loop.run(source.client.aclose())

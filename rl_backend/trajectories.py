@@ -107,21 +107,29 @@ def refusal(found: PrefixBreak, tokenizer: Any, model: str) -> UserError:
 
 
 def interleave(kept: Iterable[list[RolloutState]], advantages: dict[tuple[int, int], float], *, retokenize: bool,
-               tokenizer: Any = None, model: str = "the model", env_of: dict[int, str] | None = None) -> list[Sample]:
+               tokenizer: Any = None, model: str = "the model", env_of: dict[int, str] | None = None,
+               echo_roles: dict[str, dict[str, float]] | None = None) -> list[Sample]:
     """One sample per rollout (several with ``retokenize`` where its turns break the prefix property); ``env_of``
-    labels each with its example's environment."""
+    labels each with its example's environment. In an environment of ``echo_roles`` (``echo``: alpha per role),
+    the environment's tokens between the turns carry their roles and ``ce`` weights
+    (:mod:`rl_backend.observations`)."""
     samples: list[Sample] = []
     for group in kept:
         for state in group:
             advantage = advantages.get((state.example_id, state.rollout_idx))
             if advantage is None:
                 continue
+            env = (env_of or {}).get(state.example_id)
+            alphas = (echo_roles or {}).get(env) if env is not None and tokenizer is not None else None
             current: Sample | None = None
             prefix: list[int] = []
             for index, response in enumerate(state.responses):
-                turn = checked_sample(response, advantage, (env_of or {}).get(state.example_id))
+                turn = checked_sample(response, advantage, env)
                 if current is not None and turn.prompt_ids[: len(prefix)] == prefix:
+                    between = len(turn.prompt_ids) - len(prefix)
                     _extend(current, turn, len(prefix))
+                    if alphas:
+                        _observe(current, turn, between, state, index, alphas, tokenizer)
                 else:
                     if current is not None and not retokenize:
                         raise refusal(first_break(state) or _unknown(state, index), tokenizer, model)
@@ -137,6 +145,18 @@ def _extend(sample: Sample, turn: Sample, shared: int) -> None:
     sample.loss_mask = sample.mask() + [False] * len(between) + [True] * len(turn.completion_ids)
     sample.completion_ids = sample.completion_ids + between + turn.completion_ids
     sample.sampler_logprobs = sample.sampler_logprobs + [0.0] * len(between) + turn.sampler_logprobs
+
+
+def _observe(sample: Sample, turn: Sample, between: int, state: RolloutState, index: int, alphas: dict[str, float],
+             tokenizer: Any) -> None:
+    """The roles and ``ce`` weights of what :func:`_extend` just appended: the ``between`` tokens at the end of turn
+    ``index``'s prompt, then its reply."""
+    from rl_backend.observations import between_roles, role_weights
+
+    added = between_roles(state, index, turn.prompt_ids, between, tokenizer) + ["assistant"] * len(turn.completion_ids)
+    size = len(sample.completion_ids) - len(added)
+    sample.roles = (sample.roles or ["assistant"] * size)[:size] + added
+    sample.ce_weights = role_weights(sample.roles, sample.mask(), alphas)
 
 
 def _unknown(state: RolloutState, index: int) -> PrefixBreak:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from evalkit.core.types import Message, ToolCall
@@ -37,6 +38,20 @@ def render_messages(messages: list[Message], tools: list[dict[str, Any]] | None 
         else:
             rendered.insert(0, {"role": "system", "content": block})
     return rendered
+
+
+def encode_chat(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+                template_kwargs: Mapping[str, Any] | None = None, generation_prompt: bool = True) -> list[int]:
+    """Prompt token ids of a chat under ``tokenizer``'s chat template, generation prompt appended: what the
+    embedded engine samples after, and what a teacher must render the same way to share the policy's tokens.
+    ``generation_prompt=False``: the chat as it stands (where each message's tokens end)."""
+    ids = tokenizer.apply_chat_template(
+        render_messages(messages, tools), tokenize=True, add_generation_prompt=generation_prompt,
+        **dict(template_kwargs or {})
+    )
+    if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
 
 
 def parse_tool_calls(text: str) -> tuple[str, list[ToolCall]]:

@@ -28,7 +28,7 @@ import torch
 
 from evalkit.core.errors import UserError
 from evalkit.core.types import Message, SamplingArgs
-from evalkit.model.chat_format import render_messages
+from evalkit.model.chat_format import encode_chat
 from evalkit.model.devices import resolve_device
 from evalkit.model.dtypes import AUTO, choose_dtype
 from evalkit.model.loading import log, open_model
@@ -239,13 +239,7 @@ class Engine:
 
         ``template_kwargs`` reach the template as variables (``enable_thinking``, ``reasoning_effort``);
         a template that does not read one ignores it."""
-        rendered = render_messages(messages, tools)
-        ids = self.tokenizer.apply_chat_template(
-            rendered, tokenize=True, add_generation_prompt=True, **dict(template_kwargs or {})
-        )
-        if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        return encode_chat(self.tokenizer, messages, tools, template_kwargs)
 
     def submit(self, prompt_ids: Sequence[int], sampling: SamplingArgs | SamplingParams | None = None, *,
                on_tokens: TokenListener | None = None) -> concurrent.futures.Future:

@@ -25,6 +25,8 @@ STEP_COLUMNS = [
     ("loss", "loss", 5),
     ("entropy", "entropy", 3),
     ("mismatch_kl", "KL", 6),
+    ("ref_kl", "ref KL", 4),
+    ("ce", "CE", 4),
     ("grad_norm", "grad norm", 4),
     ("errors", "errors", 0),
     (f"{TRAIN}/is_truncated/mean", "truncated", 2),
@@ -104,6 +106,8 @@ def _plots(runs: list[RLRun]) -> list[dict[str, str]]:
         ("loss", "Loss", False),
         ("entropy", "Entropy", False),
         ("mismatch_kl", "KL (trainer vs sampler)", True),
+        ("ref_kl", "Reference KL term, log p_ref - log p (opd, opsd: rises toward 0 as the policy nears it)", False),
+        ("ce", "Cross-entropy of the ce tokens (sft: the teacher's; echo: the environment's)", False),
     ))
     kept = [
         (f"{run.label} kept", [m["step"] for m in run.steps], [m.get("groups_kept", 0) for m in run.steps])

@@ -49,7 +49,8 @@ class Check:
 
 
 class RewardSpread(Check):
-    """Every rollout of the step scored the same: group-relative advantages are all zero, nothing is learned."""
+    """Every rollout of the step scored the same: group-relative advantages are all zero, nothing is learned. A step
+    that trained no ``rl`` token (``tokens/rl`` 0: ``opd``, ``sft``, ``opsd``) does not learn from rewards."""
 
     name = "reward_spread"
     fix = ("more rollouts per example (rollouts_per_example), the difficulty filter ([filter] enabled = true), or "
@@ -57,6 +58,8 @@ class RewardSpread(Check):
     EPS = 1e-6
 
     def look(self, rows: Rows) -> str | None:
+        if rows and rows[-1].get("tokens/rl") == 0:  # a distillation step: no token learns from the rewards
+            return None
         spreads = _series(rows, "reward_std")
         if len(spreads) >= WINDOW and all(s <= self.EPS for s in spreads[-WINDOW:]):
             return (
@@ -104,6 +107,32 @@ class KLGrowth(Check):
             rising = all(b >= a for a, b in zip(recent, recent[1:]))
             if rising and recent[-1] > max(self.FLOOR, self.FACTOR * base):
                 return f"{key} grew from {base:.2e} to {recent[-1]:.2e} and rose {WINDOW} steps running"
+        return None
+
+
+class RefKLRising(Check):
+    """The distillation's KL to its reference (``opd``'s teacher, ``opsd``'s demonstration-reading policy) growing
+    step after step: the policy moves away from what it distills. ``ref_kl`` is the mean of ``log p_ref - log p``
+    over the sampled tokens, an estimate of ``-KL(policy || reference)``, so the KL is ``-ref_kl``."""
+
+    name = "ref_kl_rising"
+    fix = ("lower the learning rate (trainer.lr) or train on-policy (trainer.async_level = 0); check that the teacher "
+           "is the model meant (opd), or that the demonstrations fit the tasks (opsd)")
+    RISE = 0.25
+    """How far above its start (as a fraction) the KL must be, besides rising for ``WINDOW`` steps running."""
+    FLOOR = 0.02
+    """And by at least this much (nats per token): a KL near 0 that wobbles is not a trend."""
+
+    def look(self, rows: Rows) -> str | None:
+        kl = [-v for v in _series(rows, "ref_kl")]
+        if len(kl) <= WINDOW:
+            return None
+        base = statistics.median(kl[:WINDOW])
+        recent = kl[-WINDOW - 1:]
+        rising = all(b > a for a, b in zip(recent, recent[1:]))
+        if rising and kl[-1] > max(0.0, base) * (1 + self.RISE) + self.FLOOR:
+            return (f"KL to the reference (-ref_kl) grew from {base:.3f} to {kl[-1]:.3f} nats per token and rose "
+                    f"{WINDOW} steps running")
         return None
 
 
@@ -162,7 +191,8 @@ class RewardDrop(Check):
 
 
 CHECKS: dict[str, type[Check]] = {check.name: check for check in
-                                  (RewardSpread, EntropyCollapse, KLGrowth, TruncationRising, ErrorsRising, RewardDrop)}
+                                  (RewardSpread, EntropyCollapse, KLGrowth, RefKLRising, TruncationRising,
+                                   ErrorsRising, RewardDrop)}
 ALARM_NAMES = tuple(CHECKS)
 
 

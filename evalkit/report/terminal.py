@@ -89,6 +89,8 @@ def render_rl(run: RLRun, console: Console) -> None:
     )
     columns = [("step", "step", 0), ("reward", "reward_mean", 3), ("kept", "groups_kept", 0), ("loss", "loss", 5),
                ("entropy", "entropy", 3), ("KL", "mismatch_kl", 6), ("step s", "step_s", 1)]
+    columns[-1:-1] = [(title, key, 4) for title, key in (("ref KL", "ref_kl"), ("CE", "ce"))
+                      if any(key in m for m in run.steps)]  # a distillation run's component terms
     for title, _, _ in columns:
         table.add_column(title, justify="right")
     table.add_column("eval", justify="right")

@@ -7,8 +7,8 @@ The loss is a sum of three components, each over its own member tokens (:mod:`rl
 sampled tokens feed (:attr:`Algorithm.action_component`) and, for ``echo``, the one environment-provided tokens
 feed. Pure Python (no torch), so the config and the plan can read them.
 
-``available`` says whether `prime rl run` can train with it today; the others are refused before any
-rollout with what they still need (a teacher endpoint that scores given tokens, environment tokens in samples).
+``available`` says whether `prime rl run` can train with it; the one that is not (``hierarchical_grpo``: no
+proposer-solver environment here) is refused before any rollout with what it needs.
 """
 
 from __future__ import annotations

@@ -22,24 +22,24 @@ class OPD(Algorithm):
 
 
 class OPSD(OPD):
-    """On-policy self-distillation (SDFT): the reference is the live policy with an expert demonstration
-    prepended; the reverse KL to it is the signal (``ref_kl``). No advantages."""
+    """On-policy self-distillation (SDFT): the reference is the policy itself, at the weights the step starts from,
+    reading the task's demonstration (``demo_key``: the example's ``info`` field, else its row's, e.g. ``answer``)
+    in a system message before the sample (prime-rl's hint block); the reverse KL to it is the signal
+    (``ref_kl``). No advantages. The trainer scores it (:meth:`rl_backend.policy.Policy.self_reference`)."""
 
     name = "opsd"
     paper = "SDFT (arXiv:2601.19897)"
-    missing = ("scoring the sampled tokens under the demonstration-conditioned policy, which primekit's trainer "
-               "does not do yet")
 
 
 class SFTDistill(Algorithm):
-    """Hard distillation: a frozen teacher samples; the policy trains with cross-entropy on its tokens (``ce``),
-    every sampled token at weight 1. No advantages."""
+    """Hard distillation: a frozen teacher (``sampling.source``) samples the rollouts
+    (:mod:`rl_backend.teacher_sampler`); the policy trains with cross-entropy on its tokens (``ce``), every
+    sampled token at weight 1. No advantages; the rewards of the teacher's rollouts are still scored and logged."""
 
     name = "sft"
     paper = "Hinton et al. 2015 (distillation); Kim & Rush 2016, sequence-level KD (arXiv:1606.07947)"
     action_component = "ce"
     group_relative = False
-    missing = "rollouts sampled from a frozen teacher endpoint, which primekit's trainer does not do yet"
 
     def credit(self, group: Sequence[Trace]) -> None:
         return None

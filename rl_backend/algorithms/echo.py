@@ -32,13 +32,12 @@ def observation_weights(spans: Sequence[Span], roles: Mapping[str, float]) -> li
 
 class Echo(GRPO):
     """GRPO credit on action tokens (``rl``) and ``alpha``-weighted ``ce`` on the environment's later messages of
-    the chosen roles (default: tool responses at 0.1)."""
+    the chosen roles (default: tool responses at 0.1). The samples carry those tokens with their roles
+    (:mod:`rl_backend.observations`); the chat template's scaffold around them is not trained."""
 
     name = "echo"
     paper = "ECHO (prime-rl's docs/algorithms.md); alpha is ECHO's lambda"
     observation_component = "ce"
-    missing = ("environment-provided tokens in the training samples with their message roles, which primekit's "
-               "samples do not carry yet")
     DEFAULT_ROLES = {"tool": 0.1}
 
     def __init__(self, *args, roles: Mapping[str, float] | None = None, **kwargs):

@@ -101,4 +101,6 @@ class HierarchicalGRPO(GRPO):
 
     name = "hierarchical_grpo"
     paper = "prime-rl's docs/algorithms.md (Hierarchical GRPO)"
-    missing = "a proposer-solver environment (episodes with nested solver attempts), which primekit does not run"
+    missing = ("a proposer-solver environment (prime-rl's proposer-solver taskset: each episode a proposed problem "
+               "with nested solver attempts, seats 'proposer' and 'solver'), which primekit has no built-in of and "
+               "does not run (for multi-agent self-play use 'rae')")

@@ -272,12 +272,14 @@ def algo_table(algo: AlgoConfig, config: RLConfig) -> dict[str, Any]:
     """``[orchestrator.algo]``: primekit's ``[algo]`` keys are prime-rl's own; plain GRPO names the advantage rule."""
     if algo.type == "grpo" and algo.model_fields_set <= {"type"}:
         return {"type": config.trainer.advantage.type}
-    if algo.teacher is not None and not algo.teacher.base_url:
-        from evalkit.core.errors import ConfigError
+    source = algo.sampling.source if algo.sampling.source != "policy" else None
+    for key, frozen in (("teacher", algo.teacher), ("sampling.source", source)):
+        if frozen is not None and not frozen.base_url:
+            from evalkit.core.errors import ConfigError
 
-        raise ConfigError(f"algo.teacher '{algo.teacher.name}' is a local folder, and prime-rl reaches a teacher only "
-                          "as an endpoint; serve it (`prime serve -m FOLDER --port 8001`, or vLLM) and set "
-                          "algo.teacher.base_url")
+            raise ConfigError(f"algo.{key} '{frozen.name}' is a local folder, and prime-rl reaches a teacher only "
+                              "as an endpoint; serve it (`prime serve -m FOLDER --port 8001`, or vLLM) and set "
+                              f"algo.{key}.base_url")
     return algo.model_dump(mode="json", exclude_none=True)
 
 

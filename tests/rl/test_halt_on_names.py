@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from primekit_cli.app import app
 
 CONFIG = REPO / "configs" / "rl" / "digit-sums.toml"
-KNOWN = "choose from reward_spread, entropy_collapse, kl_growth, truncation_rising, errors_rising, reward_drop or all"
+KNOWN = ("choose from reward_spread, entropy_collapse, kl_growth, ref_kl_rising, truncation_rising, errors_rising, "
+         "reward_drop or all")
 
 
 def dry_run(halt_on: str):

@@ -45,10 +45,13 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("table, needle", [
-    ('[algo]\ntype = "opsd"\n', "algo.type = 'opsd' is not available in primekit yet"),
-    ('[algo]\ntype = "echo"\n[algo.roles.user]\nalpha = 0.05\n', "algo.type = 'echo' is not available in primekit yet"),
+    ('[algo]\ntype = "hierarchical_grpo"\nepisode_agents = ["solver"]\n',
+     "algo.type = 'hierarchical_grpo' is not available in primekit yet: it needs a proposer-solver environment"),
+    ('[algo]\ntype = "opsd"\n', "algo.type = 'opsd' trains each model turn as its own sample"),
+    ('[algo]\ntype = "echo"\n[algo.filter]\nimport_path = "m.f"\n',
+     "algo.filter (prime-rl's echo token filter, an import path) is not run by primekit's trainer"),
     ('[algo]\ntype = "sft"\n[algo.sampling.source]\nname = "t"\nbase_url = "http://127.0.0.1:9/v1"\n',
-     "algo.type = 'sft' is not available in primekit yet"),
+     "algo.type = 'sft' trains each model turn as its own sample"),
     ('[algo]\ntype = "sft"\n', "algo.type 'sft' needs a teacher to sample from"),
     ('[algo]\ntype = "opd"\n', "algo.type 'opd' needs a teacher"),
     ('[algo]\ntype = "max_rl"\ndecay = 0.9\n', "algo.decay belongs to algo.type 'rae', not 'max_rl'"),
@@ -57,17 +60,19 @@ def _dry_run(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     ('[algo]\ntype = "ppo"\n', "algo.type"),
 ])
 def test_refusals_name_the_key(tmp_path, tiny_model, table, needle):
-    config = _write(tmp_path, str(tiny_model), table)
+    top = 'trajectory_strategy = "interleaved"' if "trains each model turn" in needle else ""
+    config = _write(tmp_path, str(tiny_model), table, top=top)
     result = CliRunner().invoke(app, ["rl", "run", str(config), "--dry-run", "-o", str(tmp_path / "o")])
     assert result.exit_code == 2 and needle in result.output, result.output
 
 
 def test_an_unavailable_algorithm_is_one_error_line_before_anything_starts(tmp_path, tiny_model):
-    config = _write(tmp_path, str(tiny_model), '[algo]\ntype = "opsd"\n')
+    config = _write(tmp_path, str(tiny_model), '[algo]\ntype = "hierarchical_grpo"\nepisode_agents = ["solver"]\n')
     result = _dry_run(config, tmp_path)
     assert result.returncode == 2 and not (tmp_path / "o").exists(), result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: algo.type = 'opsd' is not available in primekit yet"), lines
+    assert len(lines) == 1 and lines[0].startswith("error: algo.type = 'hierarchical_grpo' is not available in "
+                                                   "primekit yet"), lines
 
 
 def test_plan_names_each_environments_algorithm(tmp_path, tiny_model):

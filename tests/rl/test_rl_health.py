@@ -44,8 +44,37 @@ def test_each_check_alarms_on_its_planted_trend():
     assert _names(_rows(**{"train/agg/all/has_error/mean": [0.0, 0.2, 0.3, 0.3]})) == ["errors_rising"]
     assert _names(_rows(reward_mean=[0.3, 0.8, 0.5, 0.4, 0.3])) == ["reward_drop"]
     assert _names(_rows(reward_mean=[0.3, 0.8, 0.7, 0.75, 0.7])) == []  # within 0.2 of its best
-    assert set(CHECKS) == {"reward_spread", "entropy_collapse", "kl_growth", "truncation_rising", "errors_rising",
-                           "reward_drop"}
+    assert _names(_rows(ref_kl=[-0.3, -0.3, -0.3, -0.4, -0.5, -0.6])) == ["ref_kl_rising"]
+    assert set(CHECKS) == {"reward_spread", "entropy_collapse", "kl_growth", "ref_kl_rising", "truncation_rising",
+                           "errors_rising", "reward_drop"}
+
+
+@pytest.mark.parametrize("values, alarmed", [
+    ([-0.5, -0.45, -0.4, -0.35, -0.3, -0.25], False),  # distillation working: the KL to the reference falls
+    ([-0.3, -0.32, -0.29, -0.31, -0.3, -0.31], False),  # flat, wobbling
+    ([-0.01, -0.01, -0.01, -0.015, -0.02, -0.025], False),  # rising, but by less than 0.02 nats over its start
+    ([-0.3, -0.3, -0.3, -0.35, -0.4, -0.45], True),  # 0.3 -> 0.45, rising 3 steps running
+    ([-0.3, -0.3, -0.3, -0.6, -0.5, -0.55], False),  # up, but not 3 steps running
+])
+def test_reference_kl_rising_read_from_a_metrics_file(tmp_path, values, alarmed):
+    """A synthetic run dir (prime-rl's name ``ref_kl/mean`` only) read back by `prime eval view`."""
+    from primekit_cli.app import app
+
+    run_dir = tmp_path / "rl" / "distilled"
+    run_dir.mkdir(parents=True)
+    rows = [{"step": i + 1, "loss/mean": 0.1, "ref_kl/mean": v} for i, v in enumerate(values)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    view = CliRunner().invoke(app, ["eval", "view", str(run_dir)])
+    assert view.exit_code == 0, view.output
+    assert ("health: ref_kl_rising at step 6: KL to the reference (-ref_kl) grew from 0.300 to 0.450" in view.output) \
+        == alarmed and (("ref_kl_rising" in view.output) == alarmed), view.output
+
+
+def test_a_distillation_run_is_not_alarmed_on_equal_rewards():
+    rows = _rows(reward_mean=[0.0] * 5, reward_std=[0.0] * 5, **{"tokens/rl": [0] * 5, "tokens/ce": [40] * 5})
+    assert diagnose(rows) == []
+    rows = _rows(reward_mean=[0.0] * 5, reward_std=[0.0] * 5, **{"tokens/rl": [40] * 5})
+    assert _names(rows) == ["reward_spread"]
 
 
 def test_a_resumed_run_is_not_alarmed_again_on_what_its_history_showed():

@@ -205,5 +205,5 @@ def test_a_teacher_that_is_the_policy_is_refused(models, served, tmp_path):
 def test_opd_with_interleaved_samples_is_refused(models, tmp_path):
     config = _config(tmp_path, models, f'name = "{models["teacher"]}"', top='trajectory_strategy = "interleaved"')
     result = _run(config, tmp_path, "--dry-run")
-    assert result.exit_code == 2 and "algo.type = 'opd' scores each model turn as its own sample" in result.output
+    assert result.exit_code == 2 and "algo.type = 'opd' trains each model turn as its own sample" in result.output
 

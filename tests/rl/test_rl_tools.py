@@ -130,8 +130,8 @@ def test_rl_run_trains_on_every_tool_call_turn(tmp_path, tiny_model, monkeypatch
     trained: list[list] = []
     real_to_samples = collect.to_samples
 
-    def recording(batch):
-        samples = real_to_samples(batch)
+    def recording(batch, tokenizer=None):
+        samples = real_to_samples(batch, tokenizer)
         trained.append(samples)
         return samples
 

@@ -115,7 +115,8 @@ def _train(project: Path, model: Path, env: str, steps: int, monkeypatch) -> tup
 
     trained: list[list] = []
     real = collect.to_samples
-    monkeypatch.setattr(collect, "to_samples", lambda batch: trained.append(real(batch)) or trained[-1])
+    monkeypatch.setattr(collect, "to_samples",
+                        lambda batch, tokenizer=None: trained.append(real(batch, tokenizer)) or trained[-1])
     config = project / f"{env}.toml"
     config.write_text(CONFIG.format(model=model, name=env, env=env, steps=steps))
     result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(project / "out")])

@@ -42,6 +42,24 @@ def test_a_local_teacher_folder_is_not_exported(monkeypatch):
         "endpoint" in out, out
 
 
+def test_sft_exports_its_teacher_as_the_sampling_source(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "sft", "--algo.sampling.source.name",
+                        "Qwen/Qwen3-4B", "--algo.sampling.source.base_url", "http://localhost:8001/v1")
+    assert code == 0, out
+    assert tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"] == {
+        "type": "sft", "sampling": {"source": {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}}}
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "sft", "--algo.sampling.source.name",
+                        "./teacher")
+    assert code == 2 and "algo.sampling.source './teacher' is a local folder" in out, out
+
+
+def test_opsd_exports_its_demonstration_key(monkeypatch):
+    code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "opsd", "--algo.demo_key", "answer")
+    assert code == 0, out
+    assert tomllib.loads(out[out.index("# prime-rl v"):])["orchestrator"]["algo"] == {"type": "opsd",
+                                                                                     "demo_key": "answer"}
+
+
 def test_echo_roles_and_length_penalty_keep_prime_rls_names(monkeypatch):
     code, out = _export(monkeypatch, "--target", "prime-rl", "--algo.type", "echo", "--algo.roles.user.alpha", "0.05",
                         "--algo.length_penalty.num_turns_weight", "0")
@@ -145,3 +163,20 @@ def test_the_export_reads_back_as_the_same_run(tmp_path, monkeypatch):
         ("digit-sums", "digit-sums", {"num_tasks": 50}, {"type": "rae", "decay": 0.9}), ("digit-sums", "b", {}, None)]
     assert back.buffer.env_ratios == [3, 1] and back.filter.enabled
     assert (back.eval.interval, back.eval.num_examples, back.ckpt.interval, back.ckpt.keep_last) == (10, 32, 10, 2)
+
+
+@pytest.mark.parametrize("args, algo", [
+    (["--algo.type", "sft", "--algo.sampling.source.name", "Qwen/Qwen3-4B", "--algo.sampling.source.base_url",
+      "http://localhost:8001/v1"],
+     {"type": "sft", "sampling": {"source": {"name": "Qwen/Qwen3-4B", "base_url": "http://localhost:8001/v1"}}}),
+    (["--algo.type", "echo", "--algo.roles.user.alpha", "0.05"], {"type": "echo", "roles": {"user": {"alpha": 0.05}}}),
+    (["--algo.type", "opsd", "--algo.demo_key", "answer"], {"type": "opsd", "demo_key": "answer"}),
+])
+def test_the_new_algorithms_read_back_as_exported(tmp_path, monkeypatch, args, algo):
+    from rl_backend.config import load_rl_config
+
+    out = tmp_path / "back.prime-rl.toml"
+    code, text = _export(monkeypatch, "--target", "prime-rl", "-o", str(out), *args)
+    assert code == 0, text
+    back = load_rl_config(out)
+    assert back.algo.model_dump(mode="json", exclude_none=True) == algo
