@@ -243,3 +243,16 @@ def _check_program_knobs(env_id: str, plugin: str, knobs: dict[str, Any]) -> Non
         raise UserError(
             f"v1 taskset '{env_id}': unknown harness setting(s) {unknown}; a [env.harness] table takes a seat's "
             f"limits ({', '.join(SEAT_KNOBS)}) and the harness program's settings ({', '.join(sorted(program))})")
+
+
+def install_programs(config: Any) -> None:
+    """Install, before any rollout (and its timeout) starts, the agent programs the seats of verifiers' resolved
+    env ``config`` run in the sandbox (:mod:`~evalkit.sandbox.installs`: once, then cached); UserError when an
+    install fails."""
+    agents = {entry.plugins.get("sandbox") for name, entry in HARNESSES.items() if name not in ("null", "bash")}
+    for name in seats(type(config)):
+        harness = getattr(getattr(config, name, None), "harness", None)
+        if harness is not None and harness.id in agents:
+            from verifiers.v1.utils.loaders import harness_class
+
+            harness_class(harness.id)(harness).program()

@@ -62,8 +62,7 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1.config import env_config_data
-    from evalkit.verifiers_compat.v1.sandbox_config import install_programs
+    from evalkit.verifiers_compat.v1.config import env_config_data, install_programs
 
     try:
         data = env_config_data(source.env_id, source.module_name, env_args)

@@ -48,18 +48,3 @@ def hide_sandbox(env: Any) -> None:
         if isinstance(runtime, dict) and runtime.get("type") == "sandbox":
             seat["runtime"] = {"type": "subprocess"}
 
-
-def install_programs(config: Any) -> None:
-    """Install, before any rollout (and its timeout) starts, the agent programs the seats of verifiers' resolved
-    env ``config`` run in the sandbox (:mod:`~evalkit.sandbox.installs`: once, then cached); UserError when an
-    install fails."""
-    from evalkit.verifiers_compat.v1.agents import HARNESSES
-    from evalkit.verifiers_compat.v1.config import seats
-
-    agents = {entry.plugins.get("sandbox") for name, entry in HARNESSES.items() if name not in ("null", "bash")}
-    for name in seats(type(config)):
-        harness = getattr(getattr(config, name, None), "harness", None)
-        if harness is not None and harness.id in agents:
-            from verifiers.v1.utils.loaders import harness_class
-
-            harness_class(harness.id)(harness).program()
