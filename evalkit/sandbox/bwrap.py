@@ -33,8 +33,9 @@ INSIDE = "/run/primekit"
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates", "ca-certificates.conf",
        "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "localtime", "timezone", "mime.types", "bash.bashrc",
        "profile", "inputrc", "locale.alias", "python3", f"python3.{sys.version_info.minor}", "gai.conf", "protocols",
-       "services")
-"""``/etc`` entries a program needs (libraries, certificates, user names); nothing secret (no ``shadow``)."""
+       "services", "fonts", "chromium.d")
+"""``/etc`` entries a program needs (libraries, certificates, user names, fonts, the flags Debian's ``chromium``
+launcher script reads); nothing secret (no ``shadow``)."""
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 INSTALL_HINT = ("install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; "
                 "Arch: pacman -S bubblewrap)")
@@ -100,6 +101,11 @@ def interpreter_paths() -> list[str]:
     """The folders this interpreter needs to run a program with its packages: prefixes and site-packages."""
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     found.update(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p))
+    return _outermost(found)
+
+
+def _outermost(found: set[str] | list[str]) -> list[str]:
+    """The existing folders of ``found`` (resolved), without those inside another of them."""
     paths = sorted(p for p in {os.path.realpath(p) for p in found} if os.path.isdir(p))
     return [p for p in paths if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in paths)]
 
@@ -110,11 +116,12 @@ def interpreter() -> str:
 
 
 def command(workdir: str, private: str, argv: list[str], env: dict[str, str], limits: Limits,
-            ports: list[int], info_fd: int | None = None) -> list[str]:
+            ports: list[int], info_fd: int | None = None, mounts: tuple[str, ...] = ()) -> list[str]:
     """The bwrap argv that runs ``argv`` under :mod:`.supervisor` in ``workdir`` (read-write, at its own path),
     with ``private`` (the run's host folder: bridge sockets, verdict) at :data:`INSIDE`, the environment ``env``
     only, ``limits``, and the host loopback ``ports`` bridged in. An empty ``argv``: the supervisor holds the
-    sandbox for a program that joins it; ``info_fd``: where bwrap writes its JSON (``child-pid``)."""
+    sandbox for a program that joins it; ``info_fd``: where bwrap writes its JSON (``child-pid``); ``mounts``: more
+    host folders seen read-only at their own paths (an agent program's installed environment)."""
     out = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-user", "--unshare-pid",
            "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--die-with-parent",
            "--new-session", "--clearenv"]
@@ -126,7 +133,7 @@ def command(workdir: str, private: str, argv: list[str], env: dict[str, str], li
     for name in ETC:
         if os.path.exists(f"/etc/{name}"):
             out += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    for path in interpreter_paths():
+    for path in _outermost([*interpreter_paths(), *mounts]):
         out += ["--ro-bind", path, path]
     out += ["--proc", "/proc", "--dev", "/dev"]
     if limits.file_size_mb:

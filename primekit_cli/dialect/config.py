@@ -38,6 +38,7 @@ from evalkit.verifiers_compat.v1.config import (
     PROGRAMS,
     RUNTIME,
     SANDBOX,
+    SANDBOX_AGENTS,
     SEAT_KNOBS,
     check_runtime,
     env_config_data,
@@ -174,7 +175,7 @@ def _refuse_programs(raw: dict[str, Any]) -> None:
     env = raw.get("env")
     for name, seat in (env.items() if isinstance(env, dict) else ()):
         harness = seat.get("harness") if isinstance(seat, dict) else None
-        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) not in PROGRAMS:
+        if isinstance(harness, dict) and harness.get("id", NULL_HARNESS) not in (*PROGRAMS, *SANDBOX_AGENTS):
             _refuse_harness(name, harness["id"])
 
 
@@ -359,7 +360,7 @@ def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, n
     if agent.harness is None:
         notes.append(f"env.{name}.harness: unset; verifiers would run '{default_harness_id(taskset_id)}', primekit "
                      f"runs verifiers' '{NULL_HARNESS}' chat program")
-    elif agent.harness.id not in PROGRAMS:
+    elif agent.harness.id not in (*PROGRAMS, *SANDBOX_AGENTS):
         _refuse_harness(name, agent.harness.id)
     elif isinstance(given.get("harness"), dict):
         knobs.update(agent.harness.model_dump(mode="json", include=set(given["harness"])), id=agent.harness.id)

@@ -23,10 +23,10 @@ pytest running the same tests at once is not counted): none may be left afterwar
 
 def run_commands(project: Path, server: BashServer, commands: list[str], runtime: dict, out: str,
                  extra_env: dict[str, str] | None = None,
-                 extra_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """``prime eval run vf-v1-shell`` with one task per command (and ``extra_args``); ``@PID@`` in a command
-    becomes primekit's pid."""
-    args = {"commands": commands, "harness": {"id": "bash"}, "runtime": runtime}
+                 extra_args: tuple[str, ...] = (), harness: dict | None = None) -> subprocess.CompletedProcess:
+    """``prime eval run vf-v1-shell`` with one task per command (and ``extra_args``) on the ``bash`` harness (or
+    ``harness``); ``@PID@`` in a command becomes primekit's pid."""
+    args = {"commands": commands, "harness": harness or {"id": "bash"}, "runtime": runtime}
     cli = [sys.executable, "-m", "primekit_cli", "eval", "run", "vf-v1-shell", "-m", "hash-model",
            "-b", server.base_url, "-k", KEY_VAR, "-n", str(len(commands)), "-r", "1", "-c", "4", "-o", out, *extra_args]
     # exec keeps the shell's pid, so $$ is primekit's own pid when the args are built

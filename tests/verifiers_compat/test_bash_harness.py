@@ -39,10 +39,13 @@ OPT_IN = ("the 'bash' harness runs the model's shell commands on this machine, s
 
 
 def _others() -> list[str]:
-    """verifiers' harness programs other than the two primekit runs (its package's harness modules)."""
+    """verifiers' harness programs primekit does not run (its package's harness modules but null, bash and the
+    agents primekit runs on sandbox: tests/verifiers_compat/test_sandbox_agents.py)."""
     from verifiers.v1.utils.loaders import builtin_harness_ids
 
-    return [h for h in builtin_harness_ids() if h not in ("null", "bash", "node", "utils")]
+    from evalkit.verifiers_compat.v1.config import SANDBOX_AGENTS
+
+    return [h for h in builtin_harness_ids() if h not in ("null", "bash", "node", "utils", *SANDBOX_AGENTS)]
 
 
 @pytest.fixture(scope="module")

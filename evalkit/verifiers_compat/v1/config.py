@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.core.errors import UserError
+from evalkit.verifiers_compat.v1.agents import HARNESSES, sandbox_plugin, why_not
 from evalkit.verifiers_compat.v1.harness import BASH_HARNESS_ID, HARNESS_ID
 
 SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "timeout", "retries")
@@ -43,6 +44,8 @@ SEAT_KNOBS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_t
 PROGRAMS = {"null": HARNESS_ID, HARNESS_ID: HARNESS_ID, "bash": BASH_HARNESS_ID, BASH_HARNESS_ID: BASH_HARNESS_ID}
 """The harness programs primekit runs offline: verifiers' id (or primekit's plugin id) -> primekit's plugin id."""
 OFFLINE_HARNESSES = ("null", "bash")
+SANDBOX_AGENTS = tuple(name for name in HARNESSES if sandbox_plugin(name))
+"""verifiers' third-party agent harnesses primekit runs on the sandbox runtime (:mod:`.agents`)."""
 """verifiers' ids of the programs in :data:`PROGRAMS`, as the messages name them."""
 RUNTIME = "subprocess"
 """The runtime verifiers is told (the user's machine); ``sandbox`` runs on it through primekit's harness plugins."""
@@ -152,6 +155,14 @@ def offline_program(where: str, harness_id: Any, runtime: dict[str, Any]) -> str
     """primekit's plugin id for verifiers' harness ``harness_id``; UserError (one line saying what it needs) for a
     program primekit does not run, or for one that runs the model's commands on a runtime the user did not choose."""
     plugin = PROGRAMS.get(harness_id) if isinstance(harness_id, str) else None
+    agent = sandbox_plugin(harness_id) if isinstance(harness_id, str) else None
+    if agent is not None:
+        if runtime.get("type") != SANDBOX:
+            raise UserError(
+                f"{where}: harness '{harness_id}' runs a third-party agent program, which primekit runs only in its "
+                f"bubblewrap sandbox: add [env.agent.runtime] type = \"{SANDBOX}\" (--env.agent.runtime.type "
+                f"""{SANDBOX}; with -a: "runtime": {{"type": "{SANDBOX}"}})""")
+        return agent
     if plugin is None:
         raise UserError(f"{where}: {refusal(harness_id)}")
     if plugin == BASH_HARNESS_ID and "type" not in runtime:
@@ -167,16 +178,19 @@ def refusal(harness_id: Any) -> str:
     """Why primekit does not run verifiers' harness ``harness_id``, and what it would need (for one error line)."""
     from verifiers.v1.utils.loaders import builtin_harness_ids, harness_class
 
-    runs = f"primekit runs the {' and '.join(OFFLINE_HARNESSES)} harnesses, on the local {RUNTIME} runtime"
+    runs = (f"primekit runs the {' and '.join(OFFLINE_HARNESSES)} harnesses on the local {SANDBOX} and {RUNTIME} "
+            f"runtimes, and {', '.join(SANDBOX_AGENTS)} on {SANDBOX}")
     if harness_id in builtin_harness_ids():
         try:
             needs_container = harness_class(harness_id).NEEDS_CONTAINER
         except (ImportError, AttributeError, TypeError, ValueError):
             needs_container = False
         if needs_container:
+            reason = why_not(harness_id)
+            here = f"; on primekit's {SANDBOX} runtime it does not run here: it {reason}" if reason else ""
             return (f"harness '{harness_id}' runs only in a container (verifiers marks it NEEDS_CONTAINER): it "
                     f"needs the docker runtime with a docker daemon, or a hosted modal/prime sandbox (an account), and "
-                    f"installs its program there from the network; {runs}")
+                    f"installs its program there from the network{here}; {runs}")
     return f"harness '{harness_id}' cannot run in primekit; {runs}"
 
 
@@ -241,3 +255,16 @@ def _check_program_knobs(env_id: str, plugin: str, knobs: dict[str, Any]) -> Non
         raise UserError(
             f"v1 taskset '{env_id}': unknown harness setting(s) {unknown}; a [env.harness] table takes a seat's "
             f"limits ({', '.join(SEAT_KNOBS)}) and the harness program's settings ({', '.join(sorted(program))})")
+
+
+def install_programs(config: Any) -> None:
+    """Install, before any rollout (and its timeout) starts, the agent programs the seats of verifiers' resolved
+    env ``config`` run in the sandbox (:mod:`~evalkit.sandbox.installs`: once, then cached); UserError when an
+    install fails."""
+    agents = {entry.plugins.get("sandbox") for name, entry in HARNESSES.items() if name not in ("null", "bash")}
+    for name in seats(type(config)):
+        harness = getattr(getattr(config, name, None), "harness", None)
+        if harness is not None and harness.id in agents:
+            from verifiers.v1.utils.loaders import harness_class
+
+            harness_class(harness.id)(harness).program()

@@ -62,11 +62,12 @@ def load_taskset_environment(source: Any, module: Any, env_args: dict[str, Any])
     import verifiers.v1 as vf
     from pydantic import ValidationError
 
-    from evalkit.verifiers_compat.v1.config import env_config_data
+    from evalkit.verifiers_compat.v1.config import env_config_data, install_programs
 
     try:
         data = env_config_data(source.env_id, source.module_name, env_args)
         config = vf.resolve_env_config(data)
+        install_programs(config)
         vf_env = vf.load_environment(config)
     except ValidationError as exc:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}

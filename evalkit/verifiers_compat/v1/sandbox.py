@@ -38,6 +38,7 @@ from verifiers.v1.runtimes import ProgramResult
 from evalkit.core.redact import register_env_secrets
 from evalkit.sandbox import bwrap
 from evalkit.sandbox.bridge import Bridge, loopback_ports
+from evalkit.sandbox.installs import ProgramInstall
 from evalkit.sandbox.sweep import private_folder, record_rollout
 from evalkit.verifiers_compat.v1.harness_workers import forked_request, program_command
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
@@ -61,9 +62,13 @@ class SandboxRuntime:
     """A rollout's verifiers ``subprocess`` runtime whose commands and file I/O run inside a bwrap sandbox in the
     same working folder. Every other attribute is the wrapped runtime's own."""
 
-    def __init__(self, runtime: Any, limits: bwrap.Limits):
+    def __init__(self, runtime: Any, limits: bwrap.Limits, program: ProgramInstall | None = None,
+                 program_env: dict[str, str] | None = None):
         self._runtime = runtime
         self._limits = limits
+        self._program_env = program_env or {}
+        self._program = program
+        self._mounts = program.mounts if program is not None else ()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
@@ -85,6 +90,7 @@ class SandboxRuntime:
         """The harness program, with the host loopback ports its arguments name bridged in: forked from the fork
         server into the sandbox (:meth:`_joined`) where one runs, else a fresh interpreter under bwrap."""
         ports = loopback_ports(argv)
+        env = {**self._program_env, **env}
         result = None
         if len(argv) > 1 and argv[0] == bwrap.interpreter() and argv[1].startswith(PROGRAM_PREFIX):
             request = forked_request(program_command(argv[1]) + argv[2:])
@@ -105,11 +111,12 @@ class SandboxRuntime:
 
     async def prepare_uv_script(self, script: str | bytes, env: dict[str, str] | None = None, *,
                                 activate: bool = True) -> list[str]:
-        """The program written into the working folder, run by this interpreter (read-only inside): no uv."""
+        """The program written into the working folder, run by this interpreter (read-only inside), or by the
+        agent program's installed environment (:mod:`~evalkit.sandbox.installs`) when the harness has one: no uv."""
         data = script.encode() if isinstance(script, str) else script
         path = f"{PROGRAM_PREFIX}{hashlib.sha256(data).hexdigest()[:16]}.py"
         await self.write(path, data)
-        return [bwrap.interpreter(), path]
+        return [self._program.python if self._program is not None else bwrap.interpreter(), path]
 
     async def write(self, path: str, data: bytes) -> None:
         """``data`` to ``path`` (relative to the working folder), written from inside the sandbox once a program
@@ -146,7 +153,8 @@ class SandboxRuntime:
         inside = bwrap.sandbox_env(self.workdir, allowed({**os.environ, **declare(self._runtime.process_env(env))}))
         with _private() as private:
             info_read, info_write = os.pipe()
-            full = bwrap.command(self.workdir, private, [], inside, self._limits, ports, info_fd=info_write)
+            full = bwrap.command(self.workdir, private, [], inside, self._limits, ports, info_fd=info_write,
+                                 mounts=self._mounts)
             bridge = Bridge(private, ports)
             await bridge.start()
             holder = None
@@ -190,7 +198,7 @@ class SandboxRuntime:
         declared = allowed({**os.environ, **declare(self._runtime.process_env(env))})
         declared.pop(DECLARED, None)
         inside = bwrap.sandbox_env(self.workdir, declared)
-        full = bwrap.command(self.workdir, private, argv, inside, self._limits, ports)
+        full = bwrap.command(self.workdir, private, argv, inside, self._limits, ports, mounts=self._mounts)
         bridge = Bridge(private, ports)
         await bridge.start()
         try:
@@ -274,10 +282,18 @@ class _SandboxProgram:
     async def setup(self, runtime: Any) -> None:
         return None
 
+    def program(self) -> ProgramInstall | None:
+        """The installed environment the program runs with; ``None``: this interpreter (verifiers' own programs)."""
+        return None
+
+    def program_env(self) -> dict[str, str]:
+        """Variables the program gets inside besides the harness's own."""
+        return {}
+
     async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
                      mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
         limits = bwrap.Limits(**self.config.sandbox.model_dump())
-        sandboxed = SandboxRuntime(runtime, limits)
+        sandboxed = SandboxRuntime(runtime, limits, await asyncio.to_thread(self.program), self.program_env())
         register_env_secrets()  # should a command still print one of this process's credentials: redacted
         record_rollout(sandboxed.workdir)
         launch = super().launch  # type: ignore[misc]

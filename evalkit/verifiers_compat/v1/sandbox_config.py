@@ -13,7 +13,8 @@ from evalkit.sandbox import bwrap
 
 SANDBOX_PLUGINS = {"primekit-harness": "primekit-sandbox-harness",
                    "primekit-bash-harness": "primekit-sandbox-bash-harness"}
-"""primekit's plugin for a program on ``subprocess`` -> the same program in the sandbox."""
+"""primekit's plugin for a program on ``subprocess`` -> the same program in the sandbox (the third-party agents'
+plugins, :mod:`~evalkit.verifiers_compat.v1.agents`, are sandbox plugins already)."""
 
 
 def check_sandbox(where: str, knobs: dict[str, Any]) -> bwrap.Limits:
@@ -25,10 +26,17 @@ def check_sandbox(where: str, knobs: dict[str, Any]) -> bwrap.Limits:
     return limits
 
 
+PLUGIN_LIMITS = {"primekit-sandbox-browser-use": {"memory_mb": 0}}
+"""Limits a program's sandbox has unless the runtime's knobs set them: Chromium reserves far more address space than
+it uses (V8's pointer cage alone is terabytes), so any ``RLIMIT_AS`` stops it from starting."""
+
+
 def sandbox_program(plugin: str, runtime: dict[str, Any]) -> dict[str, Any]:
     """The seat's harness data for ``plugin`` in the sandbox: the sandboxed plugin id and its limits."""
-    limits = bwrap.Limits.from_knobs("runtime", {k: v for k, v in runtime.items() if k != "type"})
-    return {"id": SANDBOX_PLUGINS[plugin], "sandbox": limits.as_dict()}
+    knobs = {**PLUGIN_LIMITS.get(SANDBOX_PLUGINS.get(plugin, plugin), {}),
+             **{k: v for k, v in runtime.items() if k != "type"}}
+    limits = bwrap.Limits.from_knobs("runtime", knobs)
+    return {"id": SANDBOX_PLUGINS.get(plugin, plugin), "sandbox": limits.as_dict()}
 
 
 def hide_sandbox(env: Any) -> None:
@@ -40,3 +48,4 @@ def hide_sandbox(env: Any) -> None:
         runtime = seat.get("runtime") if isinstance(seat, dict) else None
         if isinstance(runtime, dict) and runtime.get("type") in ("sandbox", "subprocess"):
             seat["runtime"] = {"type": "subprocess"}
+
