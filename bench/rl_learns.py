@@ -52,8 +52,10 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
-def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = None) -> RLConfig:
-    """LoRA RL on easy arithmetic, evaluated at step 0 and at the end on the same held-out examples."""
+def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = None, algo: dict | None = None,
+                  eval_interval: int | None = None) -> RLConfig:
+    """LoRA RL on easy arithmetic, evaluated at step 0 and at the end (or every ``eval_interval`` steps) on the same
+    held-out examples; ``algo`` is an ``[algo]`` table (bench/distill.py's arms), default grpo."""
     return RLConfig.model_validate(
         {
             "model": "local/smollm2-135m",
@@ -63,6 +65,7 @@ def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = N
             "rollouts_per_example": args.group,
             "sampling": {"max_tokens": args.max_tokens, "temperature": 1.0},
             "env": [{"id": "arithmetic", "args": {"difficulty": "easy"}}],
+            **({"algo": algo} if algo else {}),
             "trainer": {
                 "lr": args.lr,
                 "lora": {"rank": args.rank, "alpha": 2 * args.rank},
@@ -73,7 +76,7 @@ def learns_config(args: argparse.Namespace, run_name: str, loss: dict | None = N
             },
             "ckpt": {"interval": 0, "keep_last": 1},
             "eval": {
-                "interval": args.steps,
+                "interval": eval_interval or args.steps,
                 "num_examples": args.eval_examples,
                 "temperature": args.eval_temperature,
                 "at_start": True,

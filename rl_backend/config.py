@@ -324,7 +324,8 @@ class InferenceConfig(_Strict):
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """torch: dtype of the sampling snapshot. ``auto``: bf16 on CUDA and on CPUs with native bf16 (AMX, AVX512-BF16),
     else fp32, where bf16 decodes several times slower (docs/engine-speed.md); the importance ratio corrects a bf16
-    sampler's small mismatch."""
+    sampler's small mismatch. No ``q4``: the sampler keeps full-precision weights (a LoRA delta re-quantized to 4 bits
+    would mostly round away)."""
 
 
 class HealthConfig(_Strict):

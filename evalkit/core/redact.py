@@ -29,13 +29,13 @@ import logging
 import os
 import re
 import threading
+from typing import Any
 
 REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 4
 """Shorter values are not treated as secrets (replacing them would mangle ordinary text)."""
 
 _SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret)")
-_SECRET_ENV_NAME = re.compile(r"(?i)(api_?key|_key$|token|secret|password)")
 SECRET_NAME = re.compile(r"(?i)(key|token|secret|pass|auth|cookie|credential|session|signature|private)")
 """A header or environment variable named like this holds a credential (``MY_PASSWORD``, ``X-Custom-Auth``)."""
 BENIGN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "cache-control", "connection",
@@ -122,14 +122,32 @@ def register_named_secrets(data: object) -> None:
 
 
 def register_env_secrets() -> None:
-    """Register every environment value whose name looks like a credential (``*_API_KEY``, ``*_TOKEN``...).
+    """Register every value of this process's environment whose name looks like a credential
+    (:data:`SECRET_NAME`: ``HF_TOKEN``, ``GITHUB_TOKEN``, ``*_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``, ``DB_PASSWORD``...), from 8 characters on.
 
-    For backends that read provider keys themselves (litellm reads ``ANTHROPIC_API_KEY`` and friends),
-    so the values are scrubbed although this process never handled them.
+    For what may echo them although this process never handed them over: backends that read provider keys
+    themselves (litellm reads ``ANTHROPIC_API_KEY`` and friends), and the model's commands on the ``subprocess``
+    runtime, which run as this user and may print a file or a ``/proc`` entry holding them. A value that is an
+    existing absolute path (``SSH_AUTH_SOCK``, ``GIT_ASKPASS``) names a file, it is not the secret: left alone.
     """
     for name, value in os.environ.items():
-        if _SECRET_ENV_NAME.search(name) and len(value) >= 8:
+        if credential_variable(name) and len(value) >= 8 and not (os.path.isabs(value) and os.path.exists(value)):
             register_secret(value)
+
+
+_CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pass", "passphrase",
+                               "auth", "cookie", "credential", "credentials", "signature", "private", "pat"})
+"""Words of a variable's name that say it holds a credential. Whole words only: a desktop's environment has
+``GIT_AUTHOR_NAME``, ``XDG_SESSION_DESKTOP`` or ``KEYBOARD_LAYOUT``, whose values (a person's name, a desktop's
+name) would otherwise be scrubbed from every reply the model writes."""
+
+
+def credential_variable(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential: one of its words (split on ``_``, ``-``
+    and ``.``) is a credential word, or a word ends in one (``OPENAI_APIKEY``, ``GHTOKEN``)."""
+    words = [word for word in re.split(r"[_.\-]+", name.lower()) if word]
+    return any(word in _CREDENTIAL_WORDS or word.endswith(("token", "secret", "apikey", "password")) for word in words)
 
 
 def scrub_secrets(text: str) -> str:
@@ -141,6 +159,24 @@ def scrub_secrets(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def scrub_data(value: Any) -> Any:
+    """``value`` (JSON-like: a chat request's messages) with every registered secret replaced in its strings, keys
+    included; the very same object when nothing needed replacing. Only registered values: the credential
+    patterns of :func:`redact` would rewrite what a conversation legitimately says about headers or keys."""
+    if not _secrets:
+        return value
+    if isinstance(value, str):
+        return scrub_secrets(value)
+    if isinstance(value, dict):
+        pairs = [(scrub_data(k), scrub_data(v)) for k, v in value.items()]
+        changed = any(k2 is not k or v2 is not v for (k, v), (k2, v2) in zip(value.items(), pairs))
+        return dict(pairs) if changed else value
+    if isinstance(value, (list, tuple)):
+        items = [scrub_data(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    return value
 
 
 def redact(text: str) -> str:

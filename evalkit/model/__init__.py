@@ -13,6 +13,7 @@ model name (:mod:`evalkit.model.registry`) or a device name never pulls in torch
   Face fallback
 * :mod:`~evalkit.model.tensors` -- where the fused snapshot reads tensors: a live module, or a folder's safetensors
   (no module built)
+* :mod:`~evalkit.model.dtypes` / :mod:`~evalkit.model.quant` -- dtype ``auto``'s rule / 4-bit (``q4``) linears on CPU
 * :mod:`~evalkit.model.kvcache`, :mod:`~evalkit.model.sampling`, :mod:`~evalkit.model.weights`,
   :mod:`~evalkit.model.threads`
 * :mod:`~evalkit.model.shared` -- :func:`get_engine`: one engine per model, dtype and device per process

@@ -30,9 +30,9 @@ from evalkit.core.errors import UserError
 from evalkit.core.types import Message, SamplingArgs
 from evalkit.model.chat_format import encode_chat
 from evalkit.model.devices import resolve_device
-from evalkit.model.dtypes import AUTO, choose_dtype
+from evalkit.model.dtypes import AUTO, DENSE, Q4, choose_dtype
 from evalkit.model.loading import log, open_model
-from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model
+from evalkit.model.registry import GgufModel, LocalDirModel, ModelSource, resolve_model, stores_q4
 from evalkit.model.requests import GenerationResult, InvalidRequest, SamplingParams, check_params, sampling_params
 from evalkit.model.scheduler import Finisher, Limits, Scheduler, TokenListener, fail
 from evalkit.model.scheduler import Sequence as ScheduledSequence
@@ -61,11 +61,17 @@ class _WeightUpdate:
 
 
 def build_forward(
-    model: Any, dtype: torch.dtype, device: torch.device, backend: str = "auto", batch_hint: int = 32
+    model: Any,
+    dtype: torch.dtype,
+    device: torch.device,
+    backend: str = "auto",
+    batch_hint: int = 32,
+    weights: str = DENSE,
 ) -> Any:
     """The forward the engine runs ``model`` (a module or a :class:`StoredModel`) with: fused when
     the architecture allows (``auto``) or when asked (``fused``, a UserError if it cannot), else
-    the Hugging Face fallback (which runs the module, so a stored model builds it)."""
+    the Hugging Face fallback (which runs the module, so a stored model builds it). ``weights="q4"``
+    (4-bit decoder linears) needs the fused path: a UserError where it cannot run."""
     from evalkit.model.weights import fused_unsupported
 
     if backend not in BACKENDS:
@@ -74,7 +80,10 @@ def build_forward(
     if reason is None:
         from evalkit.model.forward import LlamaForward
 
-        return LlamaForward(model, dtype, device, batch_hint)
+        return LlamaForward(model, dtype, device, batch_hint, weights)
+    if weights == Q4:
+        why = "the hf backend was asked for" if backend == "hf" else f"the fused path cannot run this model: {reason}"
+        raise UserError(f"dtype q4 runs on the fused engine path only ({why}); use auto, bf16 or fp32")
     if backend == "fused":
         raise UserError(f"the fused engine path cannot run this model ({reason}); use backend 'auto' or 'hf'")
     from evalkit.model.hf_forward import HFForward
@@ -100,7 +109,9 @@ class Engine:
     the Hugging Face fallback); serving alone never builds it. Fused for Llama-family models
     (``backend="auto"`` or ``"fused"``), a plain module copy run by the Hugging Face forward for the
     rest (``"hf"``). ``engine.backend`` says which. ``dtype="auto"`` is bf16 on CUDA and on CPUs with
-    native bf16, else fp32 (:mod:`evalkit.model.dtypes`); ``engine.dtype_choice`` says which and why.
+    native bf16, else fp32 (:mod:`evalkit.model.dtypes`), and on CPU ``q4`` (4-bit decoder linears,
+    :mod:`evalkit.model.quant`) for a model file that stores its linears as 4-bit blocks (:meth:`from_name`);
+    ``dtype="q4"`` asks for it. ``engine.dtype_choice`` says which and why.
 
     Device: ``"auto"`` is CUDA when torch sees a GPU, else CPU; ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     On CUDA, ``window`` decode steps run between host synchronisations (default 16) and, on the fused
@@ -171,7 +182,9 @@ class Engine:
         self.max_batch = max_batch
         self.weights_version = 0
         with torch.no_grad():
-            self._forward = build_forward(model, self.dtype, self.device, backend, max_batch)
+            self._forward = build_forward(
+                model, self.dtype, self.device, backend, max_batch, self.dtype_choice.weights
+            )
         if isinstance(model, StoredModel):
             model.release()  # the snapshot holds copies; the mapped file is not needed any more
         self.backend: str = self._forward.name
@@ -212,11 +225,11 @@ class Engine:
         ``options`` are the constructor's (``device``, ``backend``, ``threads``, ``kv_cache_gb``, ...)."""
         source = name if isinstance(name, (GgufModel, LocalDirModel)) else resolve_model(name)
         device = resolve_device(options.pop("device", "auto"))
-        choice = choose_dtype(dtype, device)
+        choice = choose_dtype(dtype, device, q4_file=stores_q4(source))
         log(f"loading {source.name} on {device}, {choice.line()}...")
         model, tokenizer = open_model(source, choice.name)  # a serving engine's master needs no float32
         engine = cls(
-            model, tokenizer, dtype=choice.name, max_batch=max_batch, name=source.name, device=device, **options
+            model, tokenizer, dtype=choice.spelling, max_batch=max_batch, name=source.name, device=device, **options
         )
         engine.dtype_choice = choice  # keep the reason (auto's), not "asked for"
         return engine

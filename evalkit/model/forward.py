@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from evalkit.model.kvcache import KVCache, extension, right_padded
 from evalkit.model.tensors import model_config
-from evalkit.model.weights import DecoderShape, DecoderWeights, rope_tables
+from evalkit.model.weights import DENSE, DecoderShape, DecoderWeights, rope_tables
 
 
 class LlamaForward:
@@ -39,15 +39,24 @@ class LlamaForward:
     name = "fused"
     graph_safe = True
 
-    def __init__(self, model: Any, dtype: torch.dtype, device: torch.device | str = "cpu", batch_hint: int = 32):
-        """``model``: a module (peft-wrapped or not) or a :class:`~evalkit.model.tensors.StoredModel`."""
+    def __init__(
+        self,
+        model: Any,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+        batch_hint: int = 32,
+        weights: str = DENSE,
+    ):
+        """``model``: a module (peft-wrapped or not) or a :class:`~evalkit.model.tensors.StoredModel`;
+        ``weights``: ``dense`` or ``q4`` (:meth:`DecoderWeights.build`)."""
         self.shape = DecoderShape.from_config(model_config(model))
         self.cache_shape = self.shape.cache_shape
         self.vocab_size = self.shape.vocab_size
         self.dtype = dtype
         self.device = torch.device(device)
         self._batch_hint = batch_hint
-        self.weights = DecoderWeights.build(model, dtype, batch_hint, self.device)
+        self.weight_format = weights
+        self.weights = DecoderWeights.build(model, dtype, batch_hint, self.device, weights)
         self.cos, self.sin = rope_tables(model, self.shape.max_positions, dtype, self.device)
         self._half = self.shape.head_dim // 2
         self._q_width = self.shape.num_heads * self.shape.head_dim
@@ -57,7 +66,7 @@ class LlamaForward:
     def load(self, model: Any) -> None:
         """Re-snapshot ``model``'s effective weights: in place where possible (a captured CUDA
         graph keeps reading the same tensors), else by replacing the snapshot."""
-        fresh = DecoderWeights.build(model, self.dtype, self._batch_hint, self.device)
+        fresh = DecoderWeights.build(model, self.dtype, self._batch_hint, self.device, self.weight_format)
         if not self.weights.copy_(fresh):
             self.weights = fresh
 

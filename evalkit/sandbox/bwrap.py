@@ -54,12 +54,13 @@ class Limits:
     """CPU time of each process (``RLIMIT_CPU``), seconds."""
 
     @classmethod
-    def from_knobs(cls, where: str, knobs: dict[str, object]) -> Limits:
-        """Limits from ``[env.agent.runtime]`` knobs; UserError naming the knobs for an unknown or bad one."""
+    def from_knobs(cls, where: str, knobs: dict[str, object], runtime: str = "sandbox") -> Limits:
+        """Limits from ``[env.agent.runtime]`` knobs (of the ``runtime`` named in a message: ``sandbox`` or
+        ``subprocess`` take the same); UserError naming the knobs for an unknown or bad one."""
         names = list(cls.__dataclass_fields__)
         unknown = sorted(set(knobs) - set(names))
         if unknown:
-            raise UserError(f"{where}: runtime setting(s) {unknown}: the sandbox runtime takes 'type' and "
+            raise UserError(f"{where}: runtime setting(s) {unknown}: the {runtime} runtime takes 'type' and "
                             f"{', '.join(names)}")
         knobs = {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in knobs.items()}  # dotted flags
         for name, value in knobs.items():

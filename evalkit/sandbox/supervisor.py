@@ -1,6 +1,7 @@
 """The first program inside a sandbox (run by bwrap as ``python -I -S supervisor.py PRIVATE LIMITS PORTS -- [ARGV]``).
 
-Standard library only, started by path. It sets the run's rlimits on itself (its children inherit them), listens on
+Standard library only, started by path. It starts the program with the run's rlimits (not on itself: the bridge's
+threads and the watch need room a 16 MiB address space does not give), listens on
 ``127.0.0.1:<port>`` of the sandbox's own loopback for each bridged port and forwards each connection to the unix
 socket ``PRIVATE/port-<port>.sock`` (the host side, :mod:`evalkit.sandbox.bridge`, forwards it on to the host's
 port), then runs ``ARGV`` and waits for it. Meanwhile it counts the sandbox's processes (``/proc`` here shows only
@@ -33,12 +34,16 @@ def main(argv: list[str]) -> int:
     private, limits_arg, ports_arg = argv[:3]
     program = argv[argv.index("--") + 1:]
     limits = {k: int(v) for k, v in (item.split("=") for item in limits_arg.split(",") if item)}
-    apply_limits(limits)
-    for port in filter(None, ports_arg.split(",")):
-        listen(int(port), os.path.join(private, f"port-{port}.sock"))
-    if not program:
+    apply_process_limit(limits)
+    servers = [(listen(int(port)), os.path.join(private, f"port-{port}.sock"))
+               for port in filter(None, ports_arg.split(","))]
+    # the program's own limits, set in its process before exec: the supervisor keeps room for its bridge threads
+    # and its watch (under a 16 MiB address space it could not start a thread). Forked before any thread starts.
+    child = subprocess.Popen(program, preexec_fn=lambda: apply_limits(limits)) if program else None
+    for server, target in servers:
+        threading.Thread(target=accept, args=(server, target), daemon=True).start()
+    if child is None:
         return hold(private, limits)
-    child = subprocess.Popen(program)
     verdict = watch(child, limits)
     if verdict is None and child.returncode is not None:
         verdict = oversized(limits.get("file_size_mb", 0))
@@ -75,22 +80,28 @@ def hold(private: str, limits: dict[str, int]) -> int:
 
 
 def apply_limits(limits: dict[str, int]) -> None:
+    """The program's per-process limits (a joined program sets the same on itself: ``sandbox_join.py``)."""
     mib = 2**20
     for name, rlimit, scale in (("memory_mb", resource.RLIMIT_AS, mib), ("file_size_mb", resource.RLIMIT_FSIZE, mib),
                                 ("cpu_seconds", resource.RLIMIT_CPU, 1)):
         if limits.get(name):
             resource.setrlimit(rlimit, (limits[name] * scale, limits[name] * scale))
+
+
+def apply_process_limit(limits: dict[str, int]) -> None:
+    """``RLIMIT_NPROC`` for the sandbox's tasks, on the supervisor itself (its children inherit it)."""
     if limits.get("processes"):
         allowed = limits["processes"] + THREAD_ROOM
         resource.setrlimit(resource.RLIMIT_NPROC, (allowed, allowed))
 
 
-def listen(port: int, target: str) -> None:
+def listen(port: int) -> socket.socket:
+    """A socket listening on the sandbox's ``127.0.0.1:<port>`` (its accept thread is started by :func:`main`)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
     server.listen(64)
-    threading.Thread(target=accept, args=(server, target), daemon=True).start()
+    return server
 
 
 def accept(server: socket.socket, target: str) -> None:

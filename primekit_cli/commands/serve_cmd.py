@@ -23,7 +23,10 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port."),
     dtype: str = typer.Option(
-        "auto", "--dtype", help="auto (bf16 on CUDA and on CPUs with native bf16, else fp32), bf16 or fp32."
+        "auto",
+        "--dtype",
+        help="auto (bf16 on CUDA and on CPUs with native bf16, else fp32; on CPU q4 for a 4-bit model file such as the "
+        "embedded one), bf16, fp32 or q4 (4-bit linears, CPU only).",
     ),
     max_batch: int | None = typer.Option(
         None, "--max-batch", help="Most sequences decoded together in one step (default: 32 on CPU, 256 on CUDA)."
@@ -55,14 +58,13 @@ def serve(
       evaluates through the server (it also answers to its own -m name)
     """
     from evalkit.model.devices import check_device, resolve_device
-    from evalkit.model.dtypes import is_auto
-    from evalkit.model.loading import dtype_name
+    from evalkit.model.dtypes import choose_dtype, is_auto
     from evalkit.model.registry import resolve_model
 
     resolve_model(model)  # typos are reported before the port check and the load
-    if not is_auto(dtype):
-        dtype_name(dtype)
     check_device(device)
+    if not is_auto(dtype):
+        choose_dtype(dtype, resolve_device(device))  # an unknown dtype, or q4 where it cannot run
     if max_batch is not None and max_batch < 1:
         raise UserError("--max-batch must be at least 1")
     if api_key is not None and not api_key.strip():

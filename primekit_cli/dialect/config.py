@@ -369,7 +369,7 @@ def _seat_knobs(name: str, agent: Any, given: dict[str, Any], taskset_id: str, n
                      f"runs the harness program as a local {RUNTIME}")
     else:
         table = given.get("runtime")
-        if isinstance(table, dict) and table.get("type") == SANDBOX:
+        if isinstance(table, dict) and table.get("type") in (SANDBOX, RUNTIME):
             knobs["runtime"] = dict(table)  # checked with its limit knobs by env_config_data
         else:
             check_runtime(f"env.{name}.runtime", runtime.type)

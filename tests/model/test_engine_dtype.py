@@ -54,7 +54,7 @@ def test_an_asked_dtype_is_used_as_given(asked, name):
 
 
 def test_an_unknown_dtype_is_a_user_error():
-    with pytest.raises(UserError, match="use auto, bf16 or fp32"):
+    with pytest.raises(UserError, match="use auto, bf16, fp32 or q4"):
         choose_dtype("fp16", "cpu", AVX2)
 
 

@@ -152,7 +152,7 @@ def test_missing_gguf_package_tells_the_pip_command(monkeypatch: pytest.MonkeyPa
 
 def test_unsupported_dtype_is_a_user_error():
     assert loading.dtype_name("bf16") == "bfloat16" and loading.dtype_name("fp32") == "float32"
-    with pytest.raises(UserError, match="bf16 or fp32"):
+    with pytest.raises(UserError, match="bf16, fp32 or q4"):
         loading.dtype_name("int4")
 
 

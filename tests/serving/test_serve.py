@@ -202,7 +202,7 @@ def test_serve_refuses_a_taken_port_and_bad_flags():
     result = runner.invoke(cli, ["serve", "--model", "local/nope"])
     assert result.exit_code == 2 and "known: local/smollm2-135m" in result.output
     result = runner.invoke(cli, ["serve", "--dtype", "int8"])
-    assert result.exit_code == 2 and "bf16 or fp32" in result.output
+    assert result.exit_code == 2 and "bf16, fp32 or q4" in result.output
     result = runner.invoke(cli, ["serve", "--device", "tpu"])
     assert result.exit_code == 2 and "auto, cpu, cuda or cuda:N" in result.output
     result = runner.invoke(cli, ["serve", "--api-key", " "])

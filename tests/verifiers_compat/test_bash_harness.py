@@ -139,7 +139,8 @@ def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifier
                            ("prime", "a Prime Intellect account")):
         with pytest.raises(UserError, match=re.escape(f"runtime '{runtime}' needs {needs}")):
             load_environment("vf-v1-math", {"harness": {"id": "bash"}, "runtime": {"type": runtime}})
-    with pytest.raises(UserError, match=r"runtime setting\(s\) \['image'\]: the subprocess runtime takes only 'type'"):
+    with pytest.raises(UserError, match=r"runtime setting\(s\) \['image'\]: the subprocess runtime takes 'type' and "
+                                        "memory_mb, processes, file_size_mb, cpu_seconds"):
         load_environment("vf-v1-math", {**BASH, "runtime": {"type": "subprocess", "image": "x"}})
 
 

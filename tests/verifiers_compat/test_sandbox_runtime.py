@@ -102,6 +102,15 @@ def test_a_fork_flood_and_a_big_write_end_their_rows_with_the_limit_named(verifi
     assert "SandboxLimitError" in done.stderr and leftovers() == []
 
 
+def test_a_memory_limit_the_harness_program_cannot_live_in_is_the_named_row_error(verifiers_project, server):
+    """``memory_mb`` is each process's ``RLIMIT_AS`` (set on the program, not on the supervisor, which keeps room
+    for its bridge); the program failing to allocate under it is the row error naming the limit."""
+    run_commands(verifiers_project, server, ["echo hi"], {"type": "sandbox", "memory_mb": 16}, "starved")
+    (row,) = outputs(verifiers_project, "starved").values()
+    assert row["error"].startswith("SandboxLimitError: sandbox limit reached: memory_mb = 16 (the harness "
+                                   "program: "), row
+
+
 def test_bwrap_missing_is_one_error_line_saying_how_to_install_it(verifiers_project, server, tmp_path):
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -187,4 +196,5 @@ def test_verifiers_dotted_flags_choose_the_sandbox_and_its_limits(verifiers_proj
 
     assert [(r["reward"], r["error"]) for r in run("fits")] == [(1.0, None)] * 3
     starved = run("starved", "--env.agent.runtime.memory_mb", "16")  # the interpreter cannot start in 16 MiB
-    assert all(r["error"] and r["reward"] == 0.0 for r in starved), starved
+    assert all(r["error"].startswith("SandboxLimitError: sandbox limit reached: memory_mb = 16")
+               and r["reward"] == 0.0 for r in starved), starved

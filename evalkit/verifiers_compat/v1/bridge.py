@@ -15,11 +15,12 @@ verifiers' interception server sees one endpoint and keeps one HTTP client for i
 each rollout a new base URL, and verifiers built a new client (an SSL context: ~25 ms of CPU) for each. A
 rollout's requests are told apart by the trace id verifiers' interception sends with every upstream request
 (``X-Session-ID``): :meth:`ModelBridgeServer.take` hands an episode the calls its traces made. A failed model
-call is answered HTTP 502 with the (already redacted) error
-text, which verifiers records on the trace as a provider error. Requests must carry the process's bridge
-token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local process can
-use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess runtime keeps
-out of harness programs.
+call is answered HTTP 502 with the (already redacted) error text, which verifiers records on the trace as a
+provider error. A request's messages leave with every registered secret replaced
+(:func:`~evalkit.core.redact.scrub_data`): a command the model ran may have printed one. Requests must carry the
+process's bridge token (:func:`bridge_key_var` names the variable verifiers reads it from), so no other local
+process can use the model through it; the variable's name contains ``API_KEY``, which verifiers' subprocess
+runtime keeps out of harness programs.
 
 Tool descriptions (GEPA's ``tools`` component, ``prime eval run --tools-file``): a v1 taskset's tools are MCP
 servers that verifiers' chat program lists itself, so the only place a candidate's descriptions can reach the
@@ -42,6 +43,7 @@ from aiohttp import web
 from evalkit.clients.base import ModelClient
 from evalkit.clients.wire import SSE_MEDIA_TYPE, completion_body, completion_events, error_body, parse_request
 from evalkit.core.errors import ModelCallError
+from evalkit.core.redact import scrub_data
 from evalkit.core.types import Completion
 from evalkit.envs.tool_descriptions import describe
 
@@ -128,7 +130,8 @@ class ModelBridgeServer:
                 return _error(404, "no tool descriptions are registered under this bridge path")
             tools = describe(tools, self._described[key]) if tools else tools
         try:
-            completion = await self.client.chat(chat.messages, chat.sampling, tools)
+            # a command's output may hold a secret of this process (docs/reliability.md): never sent on
+            completion = await self.client.chat(scrub_data(chat.messages), chat.sampling, tools)
         except ModelCallError as exc:
             return _error(502, str(exc))
         self._answered += 1

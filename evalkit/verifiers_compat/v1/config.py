@@ -14,8 +14,9 @@ Env args (``-a``, ``args``/``env_args`` in TOML) take three shapes, all meaning 
 ``--env.agent.<knob>``) or its harness program's config (``id``, ``tool_timeout``, ``env``, ``forward_env``,
 ``disabled_tools``, and the ``bash`` program's ``edit``/``compaction``...: ``--env.agent.harness.<knob>``). Any
 other key is a UserError naming both lists. A ``runtime`` part (``[env.agent.runtime]``: ``{"type":
-"sandbox"}`` or ``"subprocess"``, with the sandbox's limits beside ``type``) is the user's explicit choice of the
-runtime: verifiers is always told ``subprocess``, and ``sandbox`` picks primekit's sandboxed harness plugins.
+"sandbox"}`` or ``"subprocess"``, with the limits beside ``type``: both take the same,
+:mod:`~evalkit.verifiers_compat.v1.limits`) is the user's explicit choice of the runtime: verifiers is always told
+``subprocess``, and ``sandbox`` picks primekit's sandboxed harness plugins.
 
 Seats: the env's config class (``vf.env_config_type``: ``SingleAgentEnvConfig`` with its one ``agent`` seat for a
 plain taskset, the taskset's own ``EnvConfig`` subclass for a multi-agent ``Env``) declares each seat as an
@@ -135,7 +136,16 @@ def _seat_program(env_id: str, seat: str, agent: Any, chosen: str | None, runtim
         from evalkit.verifiers_compat.v1.sandbox_config import sandbox_program
 
         return {**knobs, **sandbox_program(plugin, runtime)}
-    return {**knobs, "id": plugin}
+    return {**knobs, "id": plugin, "limits": subprocess_limits(runtime)}
+
+
+def subprocess_limits(runtime: dict[str, Any]) -> dict[str, int]:
+    """The limits of a harness run on ``subprocess``: the runtime's knobs beside ``type``, the sandbox's defaults
+    for the rest (:mod:`~evalkit.verifiers_compat.v1.limits`)."""
+    from evalkit.sandbox.bwrap import Limits
+
+    knobs = {k: v for k, v in runtime.items() if k != "type"}
+    return Limits.from_knobs("runtime", knobs, runtime=RUNTIME).as_dict()
 
 
 def offline_program(where: str, harness_id: Any, runtime: dict[str, Any]) -> str:
@@ -174,7 +184,10 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
                   knobs: dict[str, Any] | None = None) -> None:
     """UserError for a runtime other than the local subprocess and sandbox ones, saying what it would need (for
     ``sandbox``: bad limit knobs, or bwrap missing or unable to run here)."""
-    if runtime_type == RUNTIME and not extra:
+    if runtime_type == RUNTIME:
+        from evalkit.sandbox.bwrap import Limits
+
+        Limits.from_knobs(where, {k: v for k, v in (knobs or {}).items() if k in extra}, runtime=RUNTIME)
         return
     if runtime_type == SANDBOX:
         from evalkit.verifiers_compat.v1.sandbox_config import check_sandbox
@@ -191,7 +204,6 @@ def check_runtime(where: str, runtime_type: Any, extra: set[str] | frozenset[str
         need = needs.get(str(runtime_type), "a runtime primekit does not run")
         raise UserError(f"{where}: runtime '{runtime_type}' needs {need}; primekit runs harness programs on the local "
                         f"'{SANDBOX}' and '{RUNTIME}' runtimes: set [env.agent.runtime] type = \"{SANDBOX}\"")
-    raise UserError(f"{where}: runtime setting(s) {sorted(extra)}: the {RUNTIME} runtime takes only 'type'")
 
 
 def _docker_answers() -> bool:

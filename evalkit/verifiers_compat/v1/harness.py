@@ -26,13 +26,16 @@ verifiers finds harnesses by module name, so the plugins are exposed as the top-
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any
 
-from verifiers.v1.harnesses.bash.harness import BashHarness
-from verifiers.v1.harnesses.null.harness import NullHarness
+from verifiers.v1.harness import Harness
+from verifiers.v1.harnesses.bash.harness import BashHarness, BashHarnessConfig
+from verifiers.v1.harnesses.null.harness import NullHarness, NullHarnessConfig
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
+from evalkit.core.redact import register_env_secrets
 from evalkit.sandbox.hardening import make_undumpable
 from evalkit.sandbox.sweep import record_rollout
 from evalkit.verifiers_compat.v1.harness_workers import (
@@ -42,11 +45,14 @@ from evalkit.verifiers_compat.v1.harness_workers import (
     program_command,
     without_stdin,
 )
-from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
+from evalkit.verifiers_compat.v1.harness_workers.client import LimitReached, ServerUnreachable, run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import allowed, declare
+from evalkit.verifiers_compat.v1.limits import SandboxSettings, limit_error, marked_verdict, memory_verdict
 
 HARNESS_ID = "primekit-harness"
 BASH_HARNESS_ID = "primekit-bash-harness"
+LIMITS_VAR = "PRIMEKIT_HARNESS_LIMITS"
+"""Carries a run's limits to ``launcher.py`` (its ``LIMITS_VAR``), which keeps them from the program."""
 
 
 class LocalInterpreterRuntime:
@@ -63,11 +69,15 @@ class LocalInterpreterRuntime:
     launcher, or a fresh interpreter where no server runs) declare the same variables, and the launcher and the
     server apply the same allowlist.
 
+    The run's ``limits`` (the ``subprocess`` runtime's knobs, :mod:`~evalkit.verifiers_compat.v1.limits`) go with
+    it: rlimits of the harness child, its processes counted, a limit reached raised as ``SandboxLimitError``.
+
     Every other attribute and method is the wrapped runtime's own.
     """
 
-    def __init__(self, runtime: Any):
+    def __init__(self, runtime: Any, limits: dict[str, int] | None = None):
         self._runtime = runtime
+        self._limits = dict(limits or {})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
@@ -87,25 +97,41 @@ class LocalInterpreterRuntime:
     def _declared(self, argv: list[str], env: dict[str, str]) -> dict[str, str]:
         """``env`` with the names of what the harness declares when ``argv`` is a program started here (the
         launcher and the server keep only those and the base); any other command's ``env`` as given."""
-        return declare(self._runtime.process_env(env)) if is_harness_command(argv) else env
+        if not is_harness_command(argv):
+            return env
+        return {**declare(self._runtime.process_env(env)), LIMITS_VAR: json.dumps(self._limits)}
 
     async def _run(self, argv: list[str], env: dict[str, str], wrapped: Any) -> ProgramResult:
         """A forked program run in-process; any other command (or a server gone away: then a fresh
         interpreter) by the wrapped runtime's ``wrapped`` method."""
         request = forked_request(argv)
         if request is None:
+            if not is_harness_command(argv):
+                return await wrapped(argv, env)
             argv = without_stdin(argv)  # a fresh interpreter (no server) gets /dev/null too, as a forked run does
-            return await wrapped(argv, self._declared(argv, env))
+            return self._checked(await wrapped(argv, self._declared(argv, env)))
         socket_path, program = request
         full_env = allowed({**os.environ, **declare(self._runtime.process_env(env))})
         workdir = self._runtime.workdir
         cwd = os.path.abspath(workdir) if workdir is not None else os.getcwd()
         try:
-            code, out, err = await run_forked(socket_path, program, cwd, full_env)
+            code, out, err = await run_forked(socket_path, program, cwd, full_env, limits=self._limits)
         except ServerUnreachable:
             fresh = fallback_command(program[0], stdin=False) + program[1:]
-            return await wrapped(fresh, self._declared(fresh, env))
-        return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
+            return self._checked(await wrapped(fresh, self._declared(fresh, env)))
+        except LimitReached as reached:
+            raise limit_error("subprocess", reached.verdict) from None
+        return self._checked(ProgramResult(exit_code=code, stdout=out.decode(errors="replace"),
+                                           stderr=err.decode(errors="replace")))
+
+    def _checked(self, result: ProgramResult) -> ProgramResult:
+        """A harness program's result, or SandboxLimitError when a limit ended it (the launcher's verdict line, or
+        an allocation failure under ``memory_mb``)."""
+        verdict = marked_verdict(result.stderr) or memory_verdict(self._limits.get("memory_mb", 0),
+                                                                  result.exit_code, result.stderr)
+        if verdict is not None:
+            raise limit_error("subprocess", verdict)
+        return result
 
     async def prepare_uv_script(
         self, script: str | bytes, env: dict[str, str] | None = None, *, activate: bool = True
@@ -130,27 +156,38 @@ class _OfflineProgram:
         """The verifiers harness's ``launch`` on a runtime that runs the program with this interpreter; keyword
         arguments (0.4 adds ``tool_interception_url``) pass through unchanged."""
         if isinstance(runtime.config, SubprocessConfig):
-            runtime = LocalInterpreterRuntime(runtime)
+            limits = getattr(getattr(self, "config", None), "limits", None)  # set by primekit's config
+            runtime = LocalInterpreterRuntime(runtime, limits.model_dump() if limits is not None else {})
             make_undumpable()  # the program and what it runs are this user's processes: keep our /proc/<pid> closed
+            register_env_secrets()  # what they print may hold this process's credentials: redacted in every output
             record_rollout(runtime.workdir)  # swept by the next primekit should this one be killed
         return await super().launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs)  # type: ignore[misc]
 
 
-class OfflineChatHarness(_OfflineProgram, NullHarness):
+class OfflineChatConfig(NullHarnessConfig):
+    limits: SandboxSettings = SandboxSettings()
+
+
+class OfflineBashConfig(BashHarnessConfig):
+    limits: SandboxSettings = SandboxSettings()
+
+
+class OfflineChatHarness(_OfflineProgram, NullHarness, Harness[OfflineChatConfig]):
     """verifiers' ``null`` harness whose program runs offline on the subprocess runtime (see the module docstring).
 
-    Its config is the ``null`` harness's (``env``, ``forward_env``, ``tool_timeout``); nothing is installed.
+    Its config is the ``null`` harness's (``env``, ``forward_env``, ``tool_timeout``) and the run's ``limits``
+    (set from ``[env.agent.runtime]``); nothing is installed.
     """
 
 
-class OfflineBashHarness(_OfflineProgram, BashHarness):
+class OfflineBashHarness(_OfflineProgram, BashHarness, Harness[OfflineBashConfig]):
     """verifiers' ``bash`` harness (the same chat program as ``null``, started with ``--bash``/``--edit``/
     ``--compaction`` and a coding-agent system prompt) whose program runs offline on the subprocess runtime.
 
     The model's shell commands run on this machine, in the rollout's working directory, with the program's
     allowlisted environment; primekit builds it only when the user chose the ``subprocess`` runtime
     (:mod:`~evalkit.verifiers_compat.v1.config`). Its config is the ``bash`` harness's (``edit``, ``search``,
-    ``compaction`` in 0.4, and the shared ``env``, ``forward_env``, ``tool_timeout``).
+    ``compaction`` in 0.4, and the shared ``env``, ``forward_env``, ``tool_timeout``) and the run's ``limits``.
     """
 
 

@@ -14,7 +14,8 @@ bwrap only where no fork server runs.
 
 File I/O verifiers does on the runtime (``write``, ``read``) runs inside a sandbox too, so a link the model left
 in its folder cannot make primekit read or write outside it. A limit reached ends the run with
-:class:`SandboxLimitError`, a row error naming the limit.
+:class:`~evalkit.verifiers_compat.v1.limits.SandboxLimitError`, a row error naming the limit (the harness program
+failing to allocate under ``memory_mb`` too, :func:`~evalkit.verifiers_compat.v1.limits.memory_verdict`).
 """
 
 from __future__ import annotations
@@ -29,42 +30,31 @@ import shutil
 import signal
 from typing import Any
 
-from pydantic_config import BaseConfig
 from verifiers.v1.harness import Harness
 from verifiers.v1.harnesses.bash.harness import BashHarness, BashHarnessConfig
 from verifiers.v1.harnesses.null.harness import NullHarness, NullHarnessConfig
 from verifiers.v1.runtimes import ProgramResult
 
+from evalkit.core.redact import register_env_secrets
 from evalkit.sandbox import bwrap
 from evalkit.sandbox.bridge import Bridge, loopback_ports
 from evalkit.sandbox.sweep import private_folder, record_rollout
 from evalkit.verifiers_compat.v1.harness_workers import forked_request, program_command
 from evalkit.verifiers_compat.v1.harness_workers.client import ServerUnreachable, run_forked
 from evalkit.verifiers_compat.v1.harness_workers.harness_env import DECLARED, allowed, declare
-
-try:
-    from verifiers.v1.errors import SandboxError
-except ImportError:  # verifiers 0.3.1 has no error vocabulary
-    SandboxError = RuntimeError  # type: ignore[misc,assignment]
+from evalkit.verifiers_compat.v1.limits import (
+    SandboxError,
+    SandboxLimitError,
+    SandboxSettings,
+    limit_error,
+    memory_verdict,
+)
 
 TOUCHED = "_primekit_sandbox_ran"
 """The attribute set on verifiers' runtime once a sandboxed program has run in its folder."""
 PROGRAM_PREFIX = ".primekit-program-"
 SANDBOX_HARNESS_ID = "primekit-sandbox-harness"
 SANDBOX_BASH_HARNESS_ID = "primekit-sandbox-bash-harness"
-
-
-class SandboxLimitError(SandboxError):  # type: ignore[misc,valid-type]
-    """A sandboxed run reached one of its limits (processes, file size, CPU time); the message names it."""
-
-
-class SandboxSettings(BaseConfig):
-    """The sandbox's limits (see :class:`~evalkit.sandbox.bwrap.Limits` for each one's meaning); 0: none."""
-
-    memory_mb: int = bwrap.Limits.memory_mb
-    processes: int = bwrap.Limits.processes
-    file_size_mb: int = bwrap.Limits.file_size_mb
-    cpu_seconds: int = bwrap.Limits.cpu_seconds
 
 
 class SandboxRuntime:
@@ -95,11 +85,17 @@ class SandboxRuntime:
         """The harness program, with the host loopback ports its arguments name bridged in: forked from the fork
         server into the sandbox (:meth:`_joined`) where one runs, else a fresh interpreter under bwrap."""
         ports = loopback_ports(argv)
+        result = None
         if len(argv) > 1 and argv[0] == bwrap.interpreter() and argv[1].startswith(PROGRAM_PREFIX):
             request = forked_request(program_command(argv[1]) + argv[2:])
             if request is not None:
-                return await self._joined(request, env, ports)
-        return await self._sandboxed(argv, env, ports)
+                result = await self._joined(request, env, ports)
+        if result is None:
+            result = await self._sandboxed(argv, env, ports)
+        verdict = memory_verdict(self._limits.memory_mb, result.exit_code, result.stderr)
+        if verdict is not None:  # an allocation failed under memory_mb: the program could not go on
+            raise limit_error("sandbox", verdict)
+        return result
 
     async def open_process(self, argv: list[str], env: dict[str, str]) -> Any:
         raise SandboxError("the sandbox runtime does not run live processes (open_process) yet")
@@ -181,7 +177,7 @@ class SandboxRuntime:
                 await bridge.close()
             verdict = _verdict(private)
         if verdict is not None:
-            raise _limit_error(verdict)
+            raise limit_error("sandbox", verdict)
         return ProgramResult(exit_code=code, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
 
     async def _sandboxed(self, argv: list[str], env: dict[str, str], ports: list[int]) -> ProgramResult:
@@ -212,7 +208,7 @@ class SandboxRuntime:
             await bridge.close()
         verdict = _verdict(private)
         if verdict is not None:
-            raise _limit_error(verdict)
+            raise limit_error("sandbox", verdict)
         return ProgramResult(exit_code=proc.returncode or 0, stdout=stdout.decode(errors="replace"),
                              stderr=stderr.decode(errors="replace"))
 
@@ -225,11 +221,6 @@ def _private():
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _limit_error(verdict: dict[str, Any]) -> SandboxLimitError:
-    return SandboxLimitError(f"sandbox limit reached: {verdict['limit']} = {verdict['value']} "
-                             f"({verdict.get('detail', '')}); raise it in [env.agent.runtime]")
 
 
 def _read_info(fd: int) -> dict[str, Any]:
@@ -287,6 +278,7 @@ class _SandboxProgram:
                      mcp_urls: dict[str, str], data: Any, **kwargs: Any) -> Any:
         limits = bwrap.Limits(**self.config.sandbox.model_dump())
         sandboxed = SandboxRuntime(runtime, limits)
+        register_env_secrets()  # should a command still print one of this process's credentials: redacted
         record_rollout(sandboxed.workdir)
         launch = super().launch  # type: ignore[misc]
         return await launch(ctx, trace, sandboxed, endpoint, secret, mcp_urls, data, **kwargs)

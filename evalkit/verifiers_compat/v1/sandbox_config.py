@@ -33,9 +33,10 @@ def sandbox_program(plugin: str, runtime: dict[str, Any]) -> dict[str, Any]:
 
 def hide_sandbox(env: Any) -> None:
     """Rewrite, in place, each seat's ``runtime`` table of type ``sandbox`` in raw ``[env]`` data to verifiers'
-    ``subprocess`` (the type verifiers validates and runs under primekit's sandboxed plugins); the caller keeps a
-    copy of the raw table for the runtime's knobs."""
+    ``subprocess`` (the type verifiers validates and runs under primekit's sandboxed plugins), and a ``subprocess``
+    table to its bare type (verifiers' config has no limit knobs); the caller keeps a copy of the raw table for the
+    runtime's knobs."""
     for seat in (env.values() if isinstance(env, dict) else ()):
         runtime = seat.get("runtime") if isinstance(seat, dict) else None
-        if isinstance(runtime, dict) and runtime.get("type") == "sandbox":
+        if isinstance(runtime, dict) and runtime.get("type") in ("sandbox", "subprocess"):
             seat["runtime"] = {"type": "subprocess"}

@@ -17,7 +17,8 @@ is started with a small allowlisted environment (:data:`SERVER_ENV`), so no key 
 in its memory; each run's environment is an allowlist too (:mod:`.harness_env`): that base and the variables
 the harness declares, never the rest of primekit's environment. Where the server cannot run (no
 ``os.pidfd_open``: not Linux 5.3+; or it fails to start), every run falls back to a fresh interpreter, started
-through the launcher (``launcher.py --exec``) so its environment is the same allowlist, and one warning says so.
+through the launcher (``launcher.py --exec``) so its environment is the same allowlist and a reaper ends what it
+detached and applies its limits (``process_tree.py``) as the server does, and one warning says so.
 
 The server's socket lives in a folder of its own, ``$TMPDIR/primekit-harness-<pid>-*`` (``<pid>``: the primekit
 process). The server removes it when it ends, also when primekit was killed with ``kill -9`` (its stdin closes);

@@ -27,12 +27,24 @@ class ServerUnreachable(OSError):
     """The server's socket refused the connection (the server is gone): nothing was started."""
 
 
+class LimitReached(Exception):
+    """The run reached one of its limits (``limits`` of :func:`run_forked`) and was killed whole: ``verdict`` is
+    ``{"limit": name, "value": n, "detail": ...}`` (``process_tree.py``); ``code``, ``stdout``, ``stderr`` what the
+    run gave until then."""
+
+    def __init__(self, verdict: dict, code: int, stdout: bytes, stderr: bytes):
+        super().__init__(f"{verdict.get('limit')} = {verdict.get('value')} ({verdict.get('detail', '')})")
+        self.verdict, self.code, self.stdout, self.stderr = verdict, code, stdout, stderr
+
+
 async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str, str],
-                     join: dict | None = None) -> tuple[int, bytes, bytes]:
+                     join: dict | None = None, limits: dict | None = None) -> tuple[int, bytes, bytes]:
     """Run ``argv`` (program path relative to ``cwd``, then its arguments) in a child forked by the server
     listening on ``socket_path``; its exit code (``128 + N`` when killed by signal N, as from the launcher),
     stdout and stderr. ``join`` (``{"pid": ..., "limits": {...}}``): the child enters that process's sandbox first
-    (``sandbox_join.py``). Raises :class:`ServerUnreachable` when the server cannot be reached."""
+    (``sandbox_join.py``). ``limits`` (the ``subprocess`` runtime's ``memory_mb``, ``processes``, ``file_size_mb``,
+    ``cpu_seconds``): the child's rlimits and the server's count of its processes; :class:`LimitReached` when one
+    ended the run. Raises :class:`ServerUnreachable` when the server cannot be reached."""
     loop = asyncio.get_running_loop()
     conn = await _connect(socket_path)
     pipes: list[int] = []
@@ -44,7 +56,8 @@ async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str,
         pipes += [err_read, err_write]
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         pipes.append(null)
-        header = json.dumps({"argv": argv, "cwd": cwd, "env": env, **({"join": join} if join else {})}).encode()
+        extra = {**({"join": join} if join else {}), **({"limits": limits} if limits else {})}
+        header = json.dumps({"argv": argv, "cwd": cwd, "env": env, **extra}).encode()
         data = struct.pack(">I", len(header)) + header
         sent = socket.send_fds(conn, [data], [null, out_write, err_write])
         for fd in (null, out_write, err_write):  # the child holds its own copies now
@@ -60,10 +73,13 @@ async def run_forked(socket_path: str, argv: list[str], cwd: str, env: dict[str,
         for fd in pipes:
             os.close(fd)
         conn.close()  # before the answer: the server kills the run's group
-    code, out, err = results
+    (code, verdict), out, err = results
     if code is None:
         return 1, out, err + GONE
-    return (128 - code if code < 0 else code), out, err
+    code = 128 - code if code < 0 else code
+    if verdict is not None:
+        raise LimitReached(verdict, code, out, err)
+    return code, out, err
 
 
 async def _connect(path: str) -> socket.socket:
@@ -85,16 +101,17 @@ async def _connect(path: str) -> socket.socket:
         raise
 
 
-async def _answer(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> int | None:
-    """The server's ``<exit code>\\n`` line as an int (negative: killed by that signal), or None if the
-    connection ended first."""
+async def _answer(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> tuple[int | None, dict | None]:
+    """The server's ``<exit code>[ <verdict>]\\n`` line: the code as an int (negative: killed by that signal), or
+    None if the connection ended first, and the limit verdict if the run reached one."""
     answer = b""
     while not answer.endswith(b"\n"):
-        more = await loop.sock_recv(conn, 64)
+        more = await loop.sock_recv(conn, 4096)
         if not more:
-            return None
+            return None, None
         answer += more
-    return int(answer)
+    code, _, verdict = answer.decode().partition(" ")
+    return int(code), (json.loads(verdict) if verdict.strip() else None)
 
 
 async def _drain(loop: asyncio.AbstractEventLoop, fd: int) -> bytes:

@@ -8,9 +8,11 @@ session (process group), working directory, environment, standard streams and ex
 whole group when the launcher that asked for it goes away.
 
 Protocol (one Unix-socket connection per run, opened by ``launcher.py``): a 4-byte big-endian length, then a
-JSON header ``{"argv": [program, *args], "cwd": ..., "env": {...}}``, with the launcher's stdin, stdout and
-stderr passed as descriptors alongside the first bytes. The server answers one line ``<exit code>\\n`` when the
-child ends. A byte ``T`` from the launcher forwards SIGTERM to the child's group; the connection closing
+JSON header ``{"argv": [program, *args], "cwd": ..., "env": {...}}`` (and ``"limits"``: the ``subprocess``
+runtime's, see ``process_tree.py``: rlimits set in the child, its processes counted here), with the launcher's
+stdin, stdout and stderr passed as descriptors alongside the first bytes. The server answers one line
+``<exit code>\\n`` when the child ends, or ``<exit code> <verdict JSON>\\n`` when the run reached a limit (the
+whole run killed). A byte ``T`` from the launcher forwards SIGTERM to the child's group; the connection closing
 before the child ends (the launcher was killed) SIGKILLs the group. The server ends, killing what still runs,
 when its own stdin closes (primekit exited, however it exited), and removes its socket and the socket's folder.
 A child's environment is the allowlist of ``harness_env.py`` applied to the one sent.
@@ -36,7 +38,6 @@ loaded, a few milliseconds at a time, so a request never waits for more than one
 from __future__ import annotations
 
 import ast
-import ctypes
 import hashlib
 import importlib
 import json
@@ -53,7 +54,16 @@ import time
 import traceback
 import types
 
-from harness_env import allowed  # a sibling module: this file runs by path
+from harness_env import allowed  # sibling modules: this file runs by path
+from process_tree import (
+    POLL_S,
+    apply_limits,
+    become_subreaper,
+    end_descendants,
+    kill_tree,
+    over_processes,
+    verdict_after,
+)
 
 _compiled: dict[str, object] = {}
 """Program file name -> its code object (primekit names the file by a hash of its text)."""
@@ -65,53 +75,6 @@ REPORT_LIMIT = 60_000
 """The most bytes of module names a child reports: less than a pipe holds, so its write never blocks."""
 BUILD_SLICE_S = 0.01
 """CPU seconds of model building between two looks for requests."""
-PR_SET_CHILD_SUBREAPER = 36
-END_ROUNDS = 10_000
-"""The most rounds of killing children :func:`end_descendants` makes (each round kills all it finds)."""
-
-
-def become_subreaper() -> None:
-    """Make this process the parent of its orphaned descendants (``PR_SET_CHILD_SUBREAPER``), so that what a
-    command detached with ``setsid`` or ``setpgid`` stays findable here instead of becoming init's. Best effort."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def children(parent: int) -> list[int]:
-    """The pids whose parent is ``parent`` (from ``/proc/<pid>/stat``: any thread's children count)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(b")") + 2:].split()[1]) == parent:
-            found.append(int(name))
-    return found
-
-
-def end_descendants(keep: frozenset[int] = frozenset()) -> None:
-    """SIGKILL and reap this process's children but ``keep``, round after round: a killed child's own children
-    are orphaned to this process (a subreaper), so the next round finds them, until none is left."""
-    for _ in range(END_ROUNDS):
-        found = [pid for pid in children(os.getpid()) if pid not in keep]
-        if not found:
-            return
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in found:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
 
 
 def import_roots() -> tuple[str, ...]:
@@ -335,6 +298,8 @@ def run_child(request: dict, fds: list[int], code: object | None, inherited: lis
             outside = sandbox_join.enter(int(request["join"]["pid"]), request["join"].get("limits") or {})
             if outside is not None:
                 os._exit(outside if outside >= 0 else 128 - outside)
+        else:
+            apply_limits(request.get("limits") or {})  # the subprocess runtime's (a sandbox's are its own)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(allowed(request["env"]))
@@ -389,6 +354,11 @@ class Server:
         self.selector.register(sys.stdin, selectors.EVENT_READ, ("parent", None))
         self.children: dict[int, tuple[socket.socket, int, int, str]] = {}
         """pid -> (connection, pidfd, report pipe, its program's file name)"""
+        self.limits: dict[int, tuple[str, dict]] = {}
+        """pid -> (working folder, limits) of each run with limits (the subprocess runtime's)"""
+        self.verdicts: dict[int, dict] = {}
+        """pid -> the limit a run reached while it ran (``processes``), until it is reaped"""
+        self.next_watch = 0.0
         self.memory = memory
         self.roots = import_roots()
         self.unbuilt: list[type] = []  # deferred_models() not built yet, since the last import
@@ -400,8 +370,11 @@ class Server:
         while True:
             if len(sys.modules) != self.modules_seen:
                 self.unbuilt, self.modules_seen = deferred_models()[::-1], len(sys.modules)  # built first to last
-            events = self.selector.select(0 if self.unbuilt else None)
-            if not events:
+            watching = any(limits.get("processes") for _, limits in self.limits.values())
+            events = self.selector.select(0 if self.unbuilt else (POLL_S if watching else None))
+            if watching and time.monotonic() >= self.next_watch:
+                self.watch()
+            if not events and self.unbuilt:
                 build_models(self.unbuilt, BUILD_SLICE_S)
             for key, _ in events:
                 kind, data = key.data
@@ -435,8 +408,21 @@ class Server:
         os.set_blocking(report_read, False)
         pidfd = os.pidfd_open(pid)
         self.children[pid] = (conn, pidfd, report_read, os.path.basename(program))
+        if request.get("limits") and not request.get("join"):
+            self.limits[pid] = (request["cwd"], request["limits"])
         self.selector.register(conn, selectors.EVENT_READ, ("conn", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
+
+    def watch(self) -> None:
+        """Count each limited run's processes; a run at its ``processes`` limit is killed whole, with a verdict."""
+        self.next_watch = time.monotonic() + POLL_S
+        for pid, (_, limits) in list(self.limits.items()):
+            if pid in self.verdicts:
+                continue
+            verdict = over_processes(pid, limits)
+            if verdict is not None:
+                self.verdicts[pid] = verdict
+                kill_tree(pid)
 
     def inherited(self) -> list[int]:
         """The descriptors a new child must close: the listener, the selector, every other run's."""
@@ -465,8 +451,11 @@ class Server:
         os.close(pidfd)
         self.signal(pid, signal.SIGKILL)  # the program's own children live only as long as its run
         end_descendants(frozenset(self.children))  # and those it detached, orphaned here when it was killed
+        cwd, limits = self.limits.pop(pid, ("", {}))
+        verdict = self.verdicts.pop(pid, None) or (verdict_after(status, cwd, limits) if limits else None)
+        answer = f"{os.waitstatus_to_exitcode(status)}" + (f" {json.dumps(verdict)}" if verdict else "")
         try:
-            conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            conn.sendall(f"{answer}\n".encode())
         except OSError:
             pass
         try:
