@@ -18,7 +18,7 @@ from rl_backend.config import RLConfig
 
 COMMIT = "1e0fe9637d32df999a7e9413281b7ada9fd02e03"
 """The last prime-rl commit with the older config classes (its next commit, ``20f6449e1``, renamed them)."""
-USE_CURRENT = "prime-rl's older shape (before 20f6449e1) has no key for it; export with --prime-rl-shape current"
+USE_CURRENT = "prime-rl's older shape (before 20f6449e1) cannot say it; export with --prime-rl-shape current"
 
 
 def refuse(key: str, why: str) -> UserError:
@@ -53,7 +53,7 @@ def older(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 def check(config: RLConfig) -> None:
     """UserError for the first setting the older shape cannot express (before anything else is checked)."""
     if config.algo.type != "grpo" or config.algo.model_fields_set - {"type"}:
-        raise refuse(f"algo (type '{config.algo.type}')", "[orchestrator.algo] appeared with 20f6449e1's successors")
+        raise refuse(f"algo (type '{config.algo.type}')", "it has no [orchestrator.algo] table")
     if config.trainer.advantage.type != "grpo":
         raise refuse(f"trainer.advantage.type = '{config.trainer.advantage.type}'",
                      "the older [orchestrator.advantage] is GRPO's group mean or a custom import")
