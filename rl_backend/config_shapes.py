@@ -168,6 +168,8 @@ RULES: dict[str, Rule] = {
     "orchestrator.trajectory_strategy": to("trajectory_strategy"),
     "orchestrator.lora_name": note("primekit names each step's adapter itself (adapters/step_N)"),
     "orchestrator.env": to("env", lambda v: [v] if isinstance(v, dict) else v),
+    "orchestrator.max_inflight_rollouts": to("max_concurrent"),  # before 20f6449e1 (see _train_envs)
+    "orchestrator.filters": to("filter.enabled", lambda v: _zero_advantage(v) is not False),
     "orchestrator.env_mix.probabilities": to("buffer.env_ratios"),
     "orchestrator.env_mix.strategy": note(
         "environments are interleaved in proportion to their ratios",
@@ -276,6 +278,7 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if current_shape and all(dotted.get(work, key) is dotted.MISSING for key in ("trainer.model.lora", "trainer.lora")):
         _put(work, "trainer.lora", False, "trainer.model")  # no [trainer.model.lora]: prime-rl trains every weight
         notes.append("trainer.model.lora: absent, so every weight is trained (prime-rl's default; primekit's is LoRA)")
+    _train_envs(work)
     _sources(work, notes)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
@@ -338,6 +341,37 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
             raise _Refused(f"orchestrator.eval.sampling.max_completion_tokens = {eval_tokens!r}: primekit's periodic "
                            "evals sample with the training max_tokens; set both the same or remove it")
         notes.append("orchestrator.eval.sampling.max_completion_tokens: the training max_tokens, which evals use")
+
+
+def _train_envs(work: dict[str, Any]) -> None:
+    """prime-rl's shape before its commit ``20f6449e1``: ``[[orchestrator.train.env]]`` tables are our ``[[env]]``
+    (``id``, ``name``, ``args``), their ``ratio`` our ``buffer.env_ratios``."""
+    key = "orchestrator.train.env"
+    tables = dotted.get(work, key)
+    if tables is dotted.MISSING:
+        return
+    dotted.pop(work, key)
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise _Refused(f"{key} must be [[{key}]] tables")
+    tables = [dict(t) for t in tables]
+    ratios = [t.pop("ratio", None) for t in tables]
+    _put(work, "env", tables, key)
+    if any(r is not None for r in ratios):
+        _put(work, "buffer.env_ratios", ratios, f"{key}.ratio")
+
+
+def _zero_advantage(filters: Any) -> bool | None:
+    """Whether prime-rl's older ``[[orchestrator.filters]]`` enforce its zero-advantage filter (None: not listed, so
+    its default list's does); any other filter enforced is refused."""
+    enforced = None
+    for table in filters if isinstance(filters, list) else [filters]:
+        kind = table.get("type") if isinstance(table, dict) else None
+        if kind == "zero_advantage":
+            enforced = table.get("enforce", True)
+        elif kind not in ("gibberish", "repetition") or table.get("enforce", False):
+            raise _Refused(f"orchestrator.filters: {table!r} has no primekit counterpart (primekit filters only "
+                           "zero-advantage groups, [filter])")
+    return enforced
 
 
 def _source(table: dict[str, Any], where: str, train: bool, notes: list[str]) -> dict[str, Any]:

@@ -216,13 +216,18 @@ def export(
     output: Path = typer.Option(None, "--output", "-o", help="File to write (default: stdout); a symlink is "
                                 "resolved and the file it points to is written."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o file (never the config itself)."),
+    prime_rl_shape: str = typer.Option(
+        "current", "--prime-rl-shape", metavar="current|older",
+        help="prime-rl's config shape: current (group_size, [[orchestrator.train.source]]: prime-rl 559b4477, "
+             "the commit this export pins) or older (rollouts_per_example, [[orchestrator.train.env]]: prime-rl up to "
+             "1e0fe9637, before 20f6449e1 renamed them). --target prime-rl only."),
 ) -> None:
     from rl_backend.export import export_file, output_path, write_export
     from rl_backend.export.common import command_line
     from rl_backend.handoff import print_notes
 
     output = output_path(output, config) if output is not None else None
-    result = export_file(config, list(ctx.args), target, output)
+    result = export_file(config, list(ctx.args), target, output, prime_rl_shape)
     print_notes(result.target, result.notes)
     if output is None:
         sys.stdout.write(result.text)

@@ -25,13 +25,15 @@ from rl_backend.export.common import Export
 TARGETS: dict[str, ModuleType] = {"prime-rl": prime_rl, "tinker": tinker, "skyrl": skyrl}
 
 
-def export_config(config: RLConfig, target: str, output: Path | None = None) -> Export:
+def export_config(config: RLConfig, target: str, output: Path | None = None, prime_rl_shape: str = "current") -> Export:
     """``config`` translated for ``target``; UserError for an unknown target or what cannot carry."""
     module = TARGETS.get(target)
     if module is None:
         raise UserError(f"unknown export target '{target}'; choose one of: {', '.join(TARGETS)}")
+    if prime_rl_shape != "current" and target != prime_rl.TARGET:
+        raise UserError(f"--prime-rl-shape {prime_rl_shape} is for --target prime-rl, not {target}")
     run: Callable[..., Export] = module.export
-    return run(config, output=output)
+    return run(config, output=output, shape=prime_rl_shape) if target == prime_rl.TARGET else run(config, output=output)
 
 
 def is_sft_config(path: Path) -> bool:
@@ -39,10 +41,14 @@ def is_sft_config(path: Path) -> bool:
     return is_sft_table(load_toml(path))
 
 
-def export_file(path: Path, overrides: list[str], target: str, output: Path | None = None) -> Export:
+def export_file(path: Path, overrides: list[str], target: str, output: Path | None = None,
+                prime_rl_shape: str = "current") -> Export:
     """Export the RL or SFT config at ``path`` (dotted ``overrides`` applied); SFT configs go to prime-rl only."""
     if not is_sft_config(path):
-        return export_config(load_rl_config(path, overrides), target, output)
+        return export_config(load_rl_config(path, overrides), target, output, prime_rl_shape)
+    if prime_rl_shape != "current":
+        raise UserError(f"--prime-rl-shape {prime_rl_shape} is for RL configs; an SFT config exports in the current "
+                        "shape only")
     if target != prime_rl.TARGET:
         raise UserError(f"{path} is an SFT config (`prime sft run`); it exports to prime-rl only (--target prime-rl), "
                         f"not {target}")

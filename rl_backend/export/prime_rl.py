@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.core.errors import UserError
 from evalkit.core.tomlio import dumps
 from rl_backend.algo_config import AlgoConfig
 from rl_backend.config import DPPO_KNOBS, LoraConfig, OptimizerFields, RLConfig
@@ -294,14 +295,25 @@ def _env(entry: EnvEntry, system_prompt_file: Path | None) -> dict[str, Any]:
     return {"taskset": taskset, "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}}
 
 
+SHAPES = ("current", "older")
+"""``--prime-rl-shape``: the shape of :data:`COMMIT` (default), or the one before prime-rl's ``20f6449e1``."""
+
+
 def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | None = None,
-           run_name: str | None = None) -> Export:
+           run_name: str | None = None, shape: str = "current") -> Export:
     """The prime-rl config for ``config``, or one UserError naming everything that cannot carry.
 
     ``output`` is where the file will be written (a system prompt goes to a file beside it, which
     prime-rl reads); ``output_dir`` / ``run_name`` place prime-rl's own outputs (`prime rl run
-    --backend prime-rl` points them into its run dir).
+    --backend prime-rl` points them into its run dir); ``shape`` "older" writes prime-rl's shape from before
+    its commit ``20f6449e1`` (:mod:`rl_backend.export.prime_rl_older`).
     """
+    from rl_backend.export import prime_rl_older
+
+    if shape not in SHAPES:
+        raise UserError(f"--prime-rl-shape {shape!r}: choose one of {', '.join(SHAPES)}")
+    if shape == "older":
+        prime_rl_older.check(config)
     eval_entries = classify_envs(config, config.eval.env) if config.eval.env else None
     problems = _value_problems(config, output)
     if eval_entries:
@@ -321,7 +333,12 @@ def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | N
     if prompt_file is not None:
         notes.append(f"system_prompt: written to {prompt_file}, which the config names by that absolute path "
                      "(moving the files to another machine: fix taskset.system_prompt)")
-    text = HEADER + dumps(data)
+    header = HEADER
+    if shape == "older":
+        data, older_notes = prime_rl_older.older(data)
+        notes += older_notes
+        header = OLDER_HEADER
+    text = header + dumps(data)
     extra = {prompt_file.name: config.system_prompt} if prompt_file is not None and config.system_prompt else {}
     return Export(
         TARGET,
@@ -382,4 +399,9 @@ HEADER = (
     "# [deployment] asks for 1 trainer GPU + 1 inference GPU; raise num_train_gpus / num_infer_gpus to scale out.\n"
     "# [orchestrator.renderer] 'default' renders with the model's chat template, as primekit does; a model in\n"
     "# prime-rl's renderer table can use name = \"auto\" instead.\n\n"
+)
+OLDER_HEADER = (
+    "# prime-rl config in the shape before its commit 20f6449e1 (validated against 1e0fe9637), exported by\n"
+    "# `prime rl export --target prime-rl --prime-rl-shape older`.\n"
+    "# Run it from a prime-rl checkout of that age: uv run rl @ THIS_FILE  (add --dry-run to check it first).\n\n"
 )
