@@ -273,6 +273,9 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         work["ckpt"]["interval"] = 0  # prime-rl's [ckpt] without an interval saves at the end only
     _gpu_counts(work, notes)
     current_shape = _current_shape(work)
+    if current_shape and all(dotted.get(work, key) is dotted.MISSING for key in ("trainer.model.lora", "trainer.lora")):
+        _put(work, "trainer.lora", False, "trainer.model")  # no [trainer.model.lora]: prime-rl trains every weight
+        notes.append("trainer.model.lora: absent, so every weight is trained (prime-rl's default; primekit's is LoRA)")
     _sources(work, notes)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
@@ -322,10 +325,11 @@ def _sources(work: dict[str, Any], notes: list[str]) -> None:
         ratios = [t.pop("ratio", None) for t in tables]
         _put(work, target, [_source(t, f"{key}[{i}]", train=target == "env", notes=notes)
                             for i, t in enumerate(tables)], key)
-        if any(r is not None for r in ratios):
-            if target != "env" or None in ratios:
-                raise _Refused(f"{key}.ratio: give every training source a ratio, or none")
-            _put(work, "buffer.env_ratios", ratios, f"{key}.ratio")
+        if target != "env":
+            if any(r is not None for r in ratios):
+                raise _Refused(f"{key}.ratio: evaluation sources have no ratio; remove it")
+        elif len(tables) > 1 or ratios[0] is not None:  # prime-rl draws each source by its ratio, 1.0 unless set
+            _put(work, "buffer.env_ratios", [1.0 if r is None else r for r in ratios], f"{key}.ratio")
     eval_tokens = dotted.get(work, "orchestrator.eval.sampling.max_completion_tokens")
     if eval_tokens is not dotted.MISSING:
         dotted.pop(work, "orchestrator.eval.sampling.max_completion_tokens")

@@ -80,7 +80,7 @@ class EnvEntry:
         return self.verifiers_id.rsplit("/", 1)[-1].split("@", 1)[0]
 
 
-def classify_envs(config: RLConfig) -> list[EnvEntry]:
+def classify_envs(config: RLConfig, specs: list[EnvConfig] | None = None) -> list[EnvEntry]:
     """Resolve each ``[[env]]`` the way `prime rl run` does and say what kind it is.
 
     A built-in is classified without importing anything; other environments are imported (not
@@ -92,7 +92,7 @@ def classify_envs(config: RLConfig) -> list[EnvEntry]:
     from evalkit.verifiers_compat.v1.loader import taskset_class_of
 
     entries = []
-    for spec in config.env:
+    for spec in config.env if specs is None else specs:
         source = resolve(spec.id)
         if source.origin == "builtin":
             entries.append(EnvEntry(spec, "builtin", source.module_name, None))

@@ -29,6 +29,8 @@ from rl_backend.export.common import (
     Export,
     changed,
     checked,
+    classify_envs,
+    env_problems,
     value_at,
 )
 from rl_backend.prime_rl_loss import CARRIED, IMPORT_PATH
@@ -89,6 +91,7 @@ MAPPING: dict[str, str] = {
     "eval.num_examples": "orchestrator.eval.num_examples",
     "eval.rollouts_per_example": "orchestrator.eval.group_size",
     "eval.temperature": "orchestrator.eval.sampling.temperature",
+    "eval.env": "orchestrator.eval.source (one per [[eval.env]]; else the training environments' tasksets)",
     "eval.at_start": "orchestrator.eval.skip_first_step (negated)",
     "filter.enabled": "orchestrator.train.filter_zero_advantages + an advantage_range gate per source",
     "wandb.project": "monitors.wandb.project",
@@ -120,7 +123,6 @@ NO_MEANING: dict[str, str] = {
     "trainer.kl_coef": "prime-rl's kl_tau weighs a term against the sampler, not the starting model",
     "trainer.mask_truncated_completions": "prime-rl trains truncated rollouts as they are",
     "trainer.zero_truncated_completions": "prime-rl scores truncated rollouts as they are",
-    "eval.env": "the export evaluates the training environments' tasksets",
 }
 NOTED: dict[str, str] = dict(NEWER_NOTED)
 """Keys noted when set, never refused."""
@@ -130,7 +132,8 @@ SAME_AT_DEFAULT = ("sampling.top_p", "trainer.advantage.std_normalize", "trainer
 
 
 def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: Path | None = None,
-          run_name: str | None = None, system_prompt_file: Path | None = None) -> dict[str, Any]:
+          run_name: str | None = None, system_prompt_file: Path | None = None,
+          eval_entries: list[EnvEntry] | None = None) -> dict[str, Any]:
     """The prime-rl config as a dict (what :func:`export` writes as TOML)."""
     data: dict[str, Any] = {"max_steps": config.max_steps, "seq_len": config.trainer.max_seq_len}
     if output_dir is not None:
@@ -141,7 +144,7 @@ def build(config: RLConfig, entries: list[EnvEntry], model: str, *, output_dir: 
     data["model"] = {"name": model}
     data["deployment"] = {"type": "single_node", "num_train_gpus": 1, "num_infer_gpus": 1}
     data["trainer"] = _trainer(config)
-    data["orchestrator"] = _orchestrator(config, entries, system_prompt_file)
+    data["orchestrator"] = _orchestrator(config, entries, system_prompt_file, eval_entries or entries)
     ckpt: dict[str, Any] = {}
     if config.ckpt.interval:
         ckpt["interval"] = config.ckpt.interval
@@ -218,7 +221,8 @@ def scheduler_table(trainer: OptimizerFields, max_steps: int) -> dict[str, Any]:
     return {"type": "linear", "warmup_steps": warmup, "decay_steps": 0} if warmup else {"type": "constant"}
 
 
-def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file: Path | None) -> dict[str, Any]:
+def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file: Path | None,
+                  eval_entries: list[EnvEntry]) -> dict[str, Any]:
     sampling: dict[str, Any] = {
         "temperature": config.sampling.temperature,
         "max_completion_tokens": config.sampling.max_tokens,
@@ -249,7 +253,7 @@ def _orchestrator(config: RLConfig, entries: list[EnvEntry], system_prompt_file:
             "group_size": config.eval.rollouts_per_example,
             "skip_first_step": not config.eval.at_start,
             "sampling": eval_sampling,
-            "source": [{"name": e.spec.label, "env": _env(e, system_prompt_file)} for e in entries],
+            "source": [{"name": e.spec.label, "env": _env(e, system_prompt_file)} for e in eval_entries],
         }
     return out
 
@@ -298,9 +302,14 @@ def export(config: RLConfig, *, output: Path | None = None, output_dir: Path | N
     prime-rl reads); ``output_dir`` / ``run_name`` place prime-rl's own outputs (`prime rl run
     --backend prime-rl` points them into its run dir).
     """
-    model, entries, notes = checked(config, sys.modules[__name__], ("v1",), _value_problems(config, output))
+    eval_entries = classify_envs(config, config.eval.env) if config.eval.env else None
+    problems = _value_problems(config, output)
+    if eval_entries:
+        problems += [p.replace("[[env]]", "[[eval.env]]", 1) for p in env_problems(eval_entries, TARGET, ("v1",))]
+    model, entries, notes = checked(config, sys.modules[__name__], ("v1",), problems)
     prompt_file = output.with_suffix(".system_prompt.txt").resolve() if output and config.system_prompt else None
-    data = build(config, entries, model, output_dir=output_dir, run_name=run_name, system_prompt_file=prompt_file)
+    data = build(config, entries, model, output_dir=output_dir, run_name=run_name, system_prompt_file=prompt_file,
+                 eval_entries=eval_entries)
     if config.trainer.loss.type in CARRIED:
         notes.append(f"trainer.loss.type = '{config.trainer.loss.type}': prime-rl imports primekit's loss "
                      f"({IMPORT_PATH}); install primekit where prime-rl runs (`uv pip install --no-deps primekit`)")
