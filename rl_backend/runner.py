@@ -279,10 +279,12 @@ class Trainer:
         """``name`` for a single environment, ``name/<env label>`` for each of several."""
         return name if len(members or self.mixture.members) == 1 else f"{name}/{member.name}"
 
-    def run_eval(self, name: str, sampling: SamplingArgs, member: Any, **settings: Any) -> Any:
-        """An eval of the current weights on one environment into ``<run>/<name>/`` (results.jsonl,
-        metadata.json, the summary), through the eval runner with the source's client on the run's
-        loop. What an earlier attempt left there (a run resumed from an older checkpoint) is replaced."""
+    def run_eval(self, name: str, sampling: SamplingArgs, member: Any, client: Any = None, model: str | None = None,
+                 **settings: Any) -> Any:
+        """An eval of the current weights (or of ``client``, a teacher's, named ``model``) on one environment into
+        ``<run>/<name>/`` (results.jsonl, metadata.json, the summary), through the eval runner with the source's
+        client on the run's loop. What an earlier attempt left there (a run resumed from an older checkpoint) is
+        replaced."""
         from evalkit.eval.config import EvalConfig
         from evalkit.eval.runner import arun_eval
         from evalkit.vocabulary import ConcurrencyFields, RolloutBounds, shared_fields
@@ -295,7 +297,7 @@ class Trainer:
         config = EvalConfig(
             env_id=spec.id,
             env_args=spec.args,
-            model=self.config.model,
+            model=model or self.config.model,
             **shared_fields(self.config, RolloutBounds, ConcurrencyFields),
             system_prompt=self.config.system_prompt,
             sampling=sampling.to_dict(),
@@ -305,7 +307,7 @@ class Trainer:
             preflight=False,
             **settings,
         )
-        return self.loop.run(arun_eval(config, client=self.source.client, env=member.env))
+        return self.loop.run(arun_eval(config, client=client or self.source.client, env=member.env))
 
     def baseline(self) -> dict[str, Any]:
         """The baseline checks on training examples of each environment (``<run>/baseline/[<env>/]``,
@@ -349,30 +351,84 @@ class Trainer:
         Returns the metrics line: ``eval_reward`` (the mean of the environments' mean rewards) and,
         with several environments, ``eval_reward/<env>`` for each; and prime-rl's ``eval/<env>/...`` names.
         """
+        self.source.reseed(_eval_seed(self.config.seed))
+        line = self.held_out(f"{runs.EVALS_DIR}/step_{step}", [(m, None) for m in self.eval_members])
+        self.eval_rewards[step] = line["eval_reward"]
+        return line
+
+    def held_out(self, folder: str, pairs: list[tuple[Any, Any]]) -> dict[str, float]:
+        """The held-out eval's metrics line over ``(member, teacher sampler or None for the policy)`` pairs."""
+        from rl_backend.prime_metrics import eval_metrics
+
         cfg = self.config.eval
         sampling = self.collector.sampling
         if cfg.temperature is not None:
             sampling = sampling.merged({"temperature": cfg.temperature})
-        self.source.reseed(self.config.seed * 31 + 17)
-        from rl_backend.prime_metrics import eval_metrics
-
         means: dict[str, float] = {}
         named: dict[str, float] = {}
-        self.eval_examples = 0
-        for member in self.eval_members:
-            result = self.run_eval(self.eval_dir(f"{runs.EVALS_DIR}/step_{step}", member, self.eval_members), sampling,
-                                   member, num_examples=cfg.num_examples,
-                                   rollouts_per_example=cfg.rollouts_per_example, seed=self.config.seed)
+        self.eval_counts: dict[str, int] = {}
+        members = [member for member, _ in pairs]
+        for member, teacher in pairs:
+            if teacher is not None:
+                teacher.reseed(_eval_seed(self.config.seed))
+            result = self.run_eval(self.eval_dir(folder, member, members), sampling, member,
+                                   client=teacher.client if teacher is not None else None,
+                                   model=teacher.config.name if teacher is not None else None,
+                                   num_examples=cfg.num_examples, rollouts_per_example=cfg.rollouts_per_example,
+                                   seed=self.config.seed)
             means[member.name] = float(result.summary["avg_reward"] or 0.0)
-            self.eval_examples += int(result.metadata["num_examples"])
+            self.eval_counts[member.name] = int(result.metadata["num_examples"])
             named |= eval_metrics(member.name, result.states, cfg.rollouts_per_example)
-        mean = mean_of(means.values())
-        self.eval_rewards[step] = mean
+        self.eval_examples = sum(self.eval_counts.values())
         return {
-            "eval_reward": mean,
+            "eval_reward": mean_of(means.values()),
             **({f"eval_reward/{k}": v for k, v in means.items()} if len(means) > 1 else {}),
             **named,
         }
+
+    def evaluate_teachers(self) -> None:
+        """Once, before step 1 of a run with a held-out eval: the same eval (examples, sampling, seed) of each
+        environment's teacher (``opd``'s or ``sft``'s), into ``<run>/evals/teacher/`` and metrics.jsonl's step 0 as
+        ``teacher/<eval name>``: the score the student is distilled toward. An ``sft`` teacher is evaluated through
+        the client that samples its rollouts; an ``opd`` teacher (a scorer) through a chat client made for it."""
+        from rl_backend.teacher_eval import held_out_teachers
+        from rl_backend.teacher_sampler import TeacherSampler
+
+        if not (self.config.eval.interval or self.config.eval.at_start):
+            return
+        chosen = held_out_teachers(self.config, [m.name for m in self.eval_members])
+        if not chosen:
+            return
+        assert self.loop is not None
+        known = {s.config.model_dump_json(): s for s in self.samplers.values()}
+        made: list[Any] = []
+        pairs: list[tuple[Any, Any]] = []
+        try:
+            for member in self.eval_members:
+                if member.name not in chosen:
+                    continue
+                frozen, where = chosen[member.name]
+                key = frozen.model_dump_json()
+                if key not in known:
+                    known[key] = TeacherSampler(frozen, where, dtype=self.config.inference.dtype,
+                                                device=trainer_device(self.config),
+                                                max_batch=self.config.inference.max_batch_size)
+                    made.append(known[key])
+                pairs.append((member, known[key]))
+            line = self.held_out(f"{runs.EVALS_DIR}/teacher", pairs)
+        finally:
+            for sampler in made:
+                self.loop.run(sampler.aclose())
+                sampler.close()
+        for member, sampler in pairs:
+            reward = line.get(f"eval_reward/{member.name}", line["eval_reward"])
+            self.console.print(f"teacher held-out reward on {member.name}: {reward:.3f} "
+                               f"({self.eval_counts[member.name]} examples; {sampler.config.name})",
+                               markup=False, highlight=False, soft_wrap=True)
+        named = {f"teacher/{k}": v for k, v in line.items()}
+        self._append_metrics({"step": 0, **named})
+        if self._wandb is not None:
+            self._wandb.log(named, step=0)
 
     def at_sync_point(self, step: int, start_step: int, final: bool) -> None:
         """The sampler holds exactly step ``step``'s weights and is idle: evaluate/export if due.
@@ -429,6 +485,8 @@ class Trainer:
         step = start_step
         self.health = _health_monitor(self.run_dir / runs.METRICS)
         self.source.sync(self.policy, step)
+        if step == 0:
+            self.evaluate_teachers()
         self.at_sync_point(step, start_step, final=False)
         self.cpu_share = CpuShare(getattr(self.source, "engine", None), overlap=level > 0, drain=pipeline.drain)
         pipeline.submit(step + 1, step, min(max(1, level), cfg.max_steps - step), cursor)
@@ -674,6 +732,11 @@ class Pipeline:
 
 class RunHalted(UserError):
     """``--halt-on``: a chosen health alarm stopped the run, everything up to its step saved."""
+
+
+def _eval_seed(seed: int) -> int:
+    """The sampler's seed for every held-out eval (the policy's at each step, the teacher's once): the same draws."""
+    return seed * 31 + 17
 
 
 def _health_monitor(metrics_file: Path) -> Any:

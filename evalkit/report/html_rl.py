@@ -161,4 +161,6 @@ def _reward_plot(runs: list[RLRun]) -> str:
         for run in runs
         if isinstance(run.baseline.get("mean_reward"), (int, float)) and math.isfinite(run.baseline["mean_reward"])
     ]
-    return plots.reward_curves(series, bands, evals, baselines)
+    teachers = [(f"{run.label} teacher", run.teacher_reward) if run.teacher_reward is not None else None
+                for run in runs]
+    return plots.reward_curves(series, bands, evals, baselines, teachers)

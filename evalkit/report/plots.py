@@ -246,8 +246,9 @@ def stacked_bars(xs: Sequence[int], parts: dict[str, Sequence[float]], xlabel: s
 
 @_drawn
 def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], evals: Sequence[Series],
-                  baselines: Sequence[Series]) -> str:
-    """RL reward: training-batch mean per step (± std shaded), eval points, the baseline at step 0.
+                  baselines: Sequence[Series], teachers: Sequence[tuple[str, float] | None] = ()) -> str:
+    """RL reward: training-batch mean per step (± std shaded), eval points, the baseline at step 0, and a
+    distillation run's teacher on the same held-out eval as a flat dotted line (the score it is distilled toward).
 
     Series ``i`` of each list belongs to run ``i`` and shares its colour (baselines may skip runs,
     so they are matched by label prefix).
@@ -266,6 +267,9 @@ def reward_curves(train: Sequence[Series], bands: Sequence[Sequence[float]], eva
     for label, xs, ys in baselines:
         i = next((j for j, name in enumerate(train_labels) if name.startswith(label.rsplit(" baseline", 1)[0])), 0)
         ax.scatter(list(xs), list(ys), marker="s", s=40, color=color(i), edgecolor="black", zorder=4, label=label)
+    for i, teacher in enumerate(teachers):
+        if teacher is not None:
+            ax.axhline(teacher[1], color=color(i), linestyle=":", linewidth=1.4, label=f"{teacher[0]} {teacher[1]:.3f}")
     return _step_axes(fig, ax, "reward")
 
 

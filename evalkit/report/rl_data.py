@@ -5,7 +5,8 @@ Files (``rl_backend/runner.py`` writes them): ``config.resolved.toml``, ``baseli
 at a sync point), ``rollouts/step_N.jsonl`` (eval-style rows plus ``kept`` and ``advantage``).
 Runs may also hold full eval run dirs, ``baseline/`` and ``evals/step_N/`` (results.jsonl +
 metadata.json); when they exist, eval rewards come from them (with pass@1), otherwise from
-``metrics.jsonl``. A resumed run may repeat a step in ``metrics.jsonl``: the last line wins.
+``metrics.jsonl``. A distillation run with a held-out eval also has one step-0 line ``teacher/eval_reward``: the
+same eval of its teacher, once. A resumed run may repeat a step in ``metrics.jsonl``: the last line wins.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class RLRun:
     rollout_files: dict[int, Path]
     baseline_run: EvalRun | None = None
     eval_runs: dict[int, EvalRun] = field(default_factory=dict)
+    teacher_reward: float | None = None
+    """A distillation run's teacher on the same held-out eval (measured once, before step 1)."""
 
 
 def load_rl_run(path: Path, label: str | None = None) -> RLRun:
@@ -65,11 +68,14 @@ def load_rl_run(path: Path, label: str | None = None) -> RLRun:
     lines = [with_old_names(line) for line in read_jsonl(path / METRICS, RL_METRICS_ROW)]  # prime-rl's names or ours
     steps_by_number: dict[int, dict[str, Any]] = {}
     evals_by_step: dict[int, EvalPoint] = {}
+    teacher: float | None = None
     for line in lines:
         step = line.get("step")
         if not isinstance(step, int):
             continue
-        if "eval_reward" in line and "loss" not in line:
+        if isinstance(line.get("teacher/eval_reward"), (int, float)):
+            teacher = float(line["teacher/eval_reward"])
+        elif "eval_reward" in line and "loss" not in line:
             evals_by_step[step] = EvalPoint(step, float(line["eval_reward"]))
         else:
             steps_by_number[step] = line
@@ -91,6 +97,7 @@ def load_rl_run(path: Path, label: str | None = None) -> RLRun:
         rollout_files=_rollout_files(path / ROLLOUTS_DIR),
         baseline_run=baseline_run,
         eval_runs=eval_runs,
+        teacher_reward=teacher,
     )
 
 
@@ -118,6 +125,7 @@ def header(run: RLRun) -> list[tuple[str, str]]:
             else "",
         ),
         ("sampling", json.dumps(cfg.get("sampling"), sort_keys=True) if cfg.get("sampling") else ""),
+        ("teacher held-out reward", f"{run.teacher_reward:.3f}" if run.teacher_reward is not None else ""),
         ("run dir", str(run.path)),
     ]
     return [(name, value) for name, value in pairs if value]

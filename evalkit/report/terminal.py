@@ -100,6 +100,8 @@ def render_rl(run: RLRun, console: Console) -> None:
     console.print(table)
     if run.evals:
         console.print("eval reward by step: " + ", ".join(f"{p.step}: {p.reward:.3f}" for p in run.evals))
+    if run.teacher_reward is not None:
+        console.print(f"teacher held-out reward (same eval, before step 1): {run.teacher_reward:.3f}")
     for found in rl_comparisons(run):
         console.print(paired_renderable(*found))
     _render_health(run, console)
