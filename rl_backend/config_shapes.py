@@ -280,6 +280,7 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         notes.append("trainer.model.lora: absent, so every weight is trained (prime-rl's default; primekit's is LoRA)")
     _train_envs(work)
     _sources(work, notes)
+    _decay_steps(work)
     for source, rule in RULES.items():
         _apply(work, source, rule, notes)
     args = dotted.get(work, "trainer.args")
@@ -300,6 +301,32 @@ def translate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     _check_off_policy(work, notes)
     _leftovers(work)
     return work, notes
+
+
+def _decay_steps(work: dict[str, Any]) -> None:
+    """prime-rl's linear schedule states its decay; primekit's has two: warm-up then constant (``decay_steps = 0``,
+    how the export writes it) or decay to ``min_lr`` over the steps after warm-up (``decay_steps = max_steps -
+    warmup_steps``). Either reads back as that schedule; another length is one a primekit run cannot follow."""
+    decay = dotted.get(work, "trainer.scheduler.decay_steps")
+    if decay is dotted.MISSING:
+        return
+    dotted.pop(work, "trainer.scheduler.decay_steps")
+    kind = dotted.get(work, "trainer.scheduler.type")
+    if kind != "linear":
+        raise _Refused(f"trainer.scheduler.decay_steps: only a linear schedule has one (type is {kind!r})")
+    warmup = dotted.get(work, "trainer.scheduler.warmup_steps")
+    warmup = 0 if warmup is dotted.MISSING else warmup
+    max_steps = next((value for key in ("max_steps", "orchestrator.max_steps", "trainer.max_steps")
+                      if (value := dotted.get(work, key)) is not dotted.MISSING), None)
+    if decay == 0:
+        work["trainer"]["scheduler"]["type"] = "constant"  # warm-up, then the peak rate
+        return
+    wanted = "max_steps - warmup_steps" if max_steps is None else str(max_steps - warmup)
+    if max_steps is None or decay != max_steps - warmup:
+        raise _Refused(
+            f"trainer.scheduler.decay_steps = {decay}: primekit's linear schedule decays over the steps after "
+            f"warm-up ({wanted}); set it to that, or to 0 for a constant rate after warm-up"
+        )
 
 
 ZERO_ADVANTAGE_GATE = {"type": "advantage_range", "reject_min": 0.0, "reject_max": 0.0}

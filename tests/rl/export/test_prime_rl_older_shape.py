@@ -91,6 +91,33 @@ def test_older_export_reads_back_as_the_same_plan(tmp_path: Path) -> None:
     assert back["eval"]["at_start"] is True and back["sampling"]["max_tokens"] == 40
 
 
+@pytest.mark.parametrize("schedule", ["constant", "linear"])
+@pytest.mark.parametrize("shape", ["current", "older"])
+def test_a_warm_up_schedule_reads_back_in_both_shapes(tmp_path: Path, shape: str, schedule: str) -> None:
+    """The export states the schedule's decay (``decay_steps``: 0 after a constant warm-up, the steps after warm-up
+    for a linear one); the reader took neither back before."""
+    text = CONFIG.format(folder=FOLDER).replace(
+        "lr = 3e-5\n", f'lr = 3e-5\nwarmup_steps = 2\nlr_scheduler_type = "{schedule}"\nmin_lr = 1e-6\n')
+    code, output, out = _export(tmp_path, text, "--prime-rl-shape", shape)
+    assert code == 0, output
+    scheduler = tomllib.loads(out.read_text())["trainer"]["scheduler"]
+    assert (scheduler["type"], scheduler["decay_steps"]) == ("linear", 0 if schedule == "constant" else 5)
+    back = load_rl_config(out).trainer
+    assert (back.lr_scheduler_type, back.warmup_steps) == (schedule, 2)
+
+
+def test_a_decay_primekit_cannot_follow_is_one_line(tmp_path: Path) -> None:
+    text = CONFIG.format(folder=FOLDER).replace(
+        "lr = 3e-5\n", 'lr = 3e-5\nwarmup_steps = 2\nlr_scheduler_type = "linear"\n')
+    code, output, out = _export(tmp_path, text)
+    assert code == 0, output
+    out.write_text(out.read_text().replace("decay_steps = 5", "decay_steps = 3"))
+    result = prime("rl", "run", str(out), "--dry-run")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "decay_steps = 3" in errors[0] and "(5)" in errors[0], result.output
+
+
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
