@@ -173,6 +173,56 @@ class Sample:
         return sum(self.mask())
 
 
+def _padded(rows: list[Any], width: int) -> Any:
+    """Per-token values of each row, cut to ``width`` and zero-padded to it: one float32 tensor for the batch."""
+    import torch
+
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for r, values in enumerate(rows):
+        values = list(values)[:width]
+        out[r, : len(values)] = torch.tensor(values, dtype=torch.float32)
+    return out
+
+
+def _ref_kl_term(batch: list[Sample], ref_rows: list[int], logprobs: Any, old: Any, mask: Any,
+                 count: int) -> tuple[Any, float, float, float, tuple[Any, Any]]:
+    """The ``ref_kl`` rows' loss term (over the step's ``count`` tokens of that component), and for the metrics: the
+    summed KL to the reference, the tokens the mask dropped, the sampler mismatch and the per-token KL for
+    :func:`_sum_by_env` (laid out over the whole micro-batch)."""
+    import torch
+
+    from rl_backend.loss_components import combine, ref_kl_token_losses
+
+    rows = torch.tensor(ref_rows, device=logprobs.device)
+    ref = _padded([batch[r].ref_logprobs or [] for r in ref_rows], logprobs.shape[1]).to(logprobs.device)
+    lp, sampled, ref_mask = logprobs[rows], old[rows], mask[rows]
+    term = combine({"ref_kl": ref_kl_token_losses(lp, sampled, ref, ref_mask).sum()}, {"ref_kl": count})
+    with torch.no_grad():
+        ref_kl_sum = float(((ref - lp) * ref_mask).sum())
+        ref_masked = float((((lp.exp() - sampled.exp()) < -REF_KL_MASK_LOW).float() * ref_mask).sum())
+        detached = (lp - sampled).detach()
+        mismatch = float(((detached.exp() - 1 - detached) * ref_mask).sum())
+        full = torch.zeros_like(mask)
+        full[rows] = ((ref - lp) * ref_mask).detach()
+        whole_mask = torch.zeros_like(mask)
+        whole_mask[rows] = ref_mask
+    return term, ref_kl_sum, ref_masked, mismatch, (full, whole_mask)
+
+
+def _ce_term(logprobs: Any, ce_weights: Any, count: int) -> tuple[Any, float, tuple[Any, Any]]:
+    """The ``ce`` loss term (weighted, over the step's ``count`` tokens of that component), the summed unweighted
+    cross-entropy of its member tokens and the per-token values for :func:`_sum_by_env`."""
+    import torch
+
+    from rl_backend.loss_components import ce_token_losses, combine, members
+
+    term = combine({"ce": ce_token_losses(logprobs, ce_weights).sum()}, {"ce": count})
+    ce_members = members(ce_weights)
+    with torch.no_grad():
+        ce_sum = float((-logprobs * ce_members).sum())
+    return term, ce_sum, ((-logprobs).detach() * ce_members, ce_members)
+
+
 def _sum_by_env(batch: list[Sample], values: Any, member: Any) -> dict[str, tuple[float, float]]:
     """``env -> (values summed over its samples' member tokens, those tokens)`` of one micro-batch."""
     out: dict[str, tuple[float, float]] = {}
@@ -334,20 +384,13 @@ class Policy:
         summed, over the step's tokens of that component, :func:`rl_backend.loss_components.combine`)."""
         import torch
 
-        from rl_backend.loss_components import ce_token_losses, combine, members, ref_kl_token_losses
-
         lay = layout(batch, self.tokenizer.pad_token_id or 0, self.device)
         inputs, targets, mask, comp_width = lay.inputs, lay.targets, lay.mask, lay.comp_width
-        old = torch.zeros((len(batch), comp_width), dtype=torch.float32)
-        for r, s in enumerate(batch):
-            old[r, : len(s.completion_ids)] = torch.tensor(
-                s.sampler_logprobs[: len(s.completion_ids)], dtype=torch.float32
-            )
-        advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         dev = self.device
+        old = _padded([s.sampler_logprobs[: len(s.completion_ids)] for s in batch], comp_width).to(dev)
+        advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
         logp_all = self._log_softmax(self.model, inputs, comp_width)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        old = old.to(dev)
         rl_rows = [r for r, s in enumerate(batch) if s.component == "rl"]
         ref_rows = [r for r, s in enumerate(batch) if s.component == "ref_kl"]
         loss, kl_sum = logprobs.sum() * 0.0, 0.0
@@ -360,34 +403,13 @@ class Policy:
             loss = loss + result.loss
             mismatch, masked, clipped = result.mismatch_kl, result.masked_tokens, result.clipped_tokens
         if ref_rows:
-            rows = torch.tensor(ref_rows, device=dev)
-            ref = torch.zeros((len(ref_rows), comp_width), dtype=torch.float32)
-            for i, r in enumerate(ref_rows):
-                values = batch[r].ref_logprobs or []
-                ref[i, : len(values)] = torch.tensor(values[:comp_width], dtype=torch.float32)
-            ref, lp, sampled, ref_mask = ref.to(dev), logprobs[rows], old[rows], mask[rows]
-            token_losses = ref_kl_token_losses(lp, sampled, ref, ref_mask)
-            loss = loss + combine({"ref_kl": token_losses.sum()}, {"ref_kl": counts["ref_kl"]})
-            with torch.no_grad():
-                ref_kl_sum = float(((ref - lp) * ref_mask).sum())
-                ref_masked = float((((lp.exp() - sampled.exp()) < -REF_KL_MASK_LOW).float() * ref_mask).sum())
-                detached = (lp - sampled).detach()
-                mismatch += float(((detached.exp() - 1 - detached) * ref_mask).sum())
-                full = torch.zeros_like(mask)
-                full[rows] = ((ref - lp) * ref_mask).detach()
-                whole_mask = torch.zeros_like(mask)
-                whole_mask[rows] = ref_mask
-                per_env["ref_kl"] = (full, whole_mask)
-        ce_weights = torch.zeros((len(batch), comp_width), dtype=torch.float32)
-        for r, s in enumerate(batch):
-            ce_weights[r, : len(s.completion_ids)] = torch.tensor(s.ce_row(), dtype=torch.float32)
+            term, ref_kl_sum, ref_masked, ref_mismatch, per_env["ref_kl"] = _ref_kl_term(
+                batch, ref_rows, logprobs, old, mask, counts["ref_kl"])
+            loss, mismatch = loss + term, mismatch + ref_mismatch
+        ce_weights = _padded([s.ce_row() for s in batch], comp_width)
         if bool(ce_weights.any()):
-            ce_weights = ce_weights.to(dev)
-            loss = loss + combine({"ce": ce_token_losses(logprobs, ce_weights).sum()}, {"ce": counts["ce"]})
-            ce_members = members(ce_weights)
-            with torch.no_grad():
-                ce_sum = float((-logprobs * ce_members).sum())
-            per_env["ce"] = ((-logprobs).detach() * ce_members, ce_members)
+            term, ce_sum, per_env["ce"] = _ce_term(logprobs, ce_weights.to(dev), counts["ce"])
+            loss = loss + term
         if self.config.trainer.kl_coef > 0:
             kl = self._reference_kl(inputs, comp_width, targets, logprobs)
             loss = loss + self.config.trainer.kl_coef * (kl * mask).sum() / max(1, total_tokens)
