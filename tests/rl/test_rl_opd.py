@@ -9,41 +9,17 @@ from pathlib import Path
 
 import pytest
 from support.app_thread import serve_app
-from support.report_runs import RL_ENV
-from support.tiny_model import build_tokenizer, write_tiny_model
-from typer.testing import CliRunner
-
-from primekit_cli.app import app
+from support.distill_models import digits_env, model_of_another_tokenizer, rl_run, sharpened_model
+from support.tiny_model import write_tiny_model
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     """The student (random weights), a teacher (the student with its logits 4x sharper: the final norm scaled),
     a copy of the student, and a model of another tokenizer (the same characters, other ids)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
     root = tmp_path_factory.mktemp("opd")
-    student = write_tiny_model(root / "student")
-    teacher = write_tiny_model(root / "teacher")
-    net = AutoModelForCausalLM.from_pretrained(teacher)
-    with torch.no_grad():
-        net.model.norm.weight.mul_(4.0)
-    net.save_pretrained(teacher)
-    other = write_tiny_model(root / "other")
-    tokenizer = build_tokenizer()
-    vocab = tokenizer.get_vocab()
-    plain = sorted((t for t in vocab if not t.startswith("<")), key=vocab.get)
-    swapped = json.loads((other / "tokenizer.json").read_text())
-    mapping = swapped["model"]["vocab"]
-    ids = [mapping[t] for t in plain]
-    for token, new_id in zip(plain, reversed(ids)):
-        mapping[token] = new_id
-    (other / "tokenizer.json").write_text(json.dumps(swapped))
-    env_dir = root / "environments" / "digits"
-    env_dir.mkdir(parents=True)
-    (env_dir / "digits.py").write_text(RL_ENV)
-    return {"student": student, "teacher": teacher, "other": other, "env": env_dir, "root": root}
+    return {"student": write_tiny_model(root / "student"), "teacher": sharpened_model(root / "teacher", 4.0),
+            "other": model_of_another_tokenizer(root / "other"), "env": digits_env(root), "root": root}
 
 
 def _config(tmp_path: Path, models: dict[str, Path], teacher: str, steps: int = 2, top: str = "") -> Path:
@@ -112,10 +88,6 @@ def plain_server():
         yield f"http://127.0.0.1:{port}/v1"
 
 
-def _run(config: Path, tmp_path: Path, *args: str):
-    return CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "o"), *args])
-
-
 def _ref_kl(tmp_path: Path) -> list[float]:
     rows = [json.loads(line) for line in (tmp_path / "o" / "rl" / "opd" / "metrics.jsonl").read_text().splitlines()]
     assert all(row["ref_kl/mean"] == row["ref_kl"] for row in rows)  # prime-rl's name beside primekit's
@@ -152,7 +124,7 @@ def test_the_ref_kl_component_by_hand(models, tmp_path):
 @pytest.mark.slow
 def test_opd_toward_a_served_teacher_closes_the_reference_kl(models, served, tmp_path):
     config = _config(tmp_path, models, f'name = "teacher"\nbase_url = "{served["teacher"]}"', steps=24)
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     assert result.exit_code == 0, result.output
     assert "algorithm    opd (ref_kl on sampled tokens), teacher teacher at http://127.0.0.1" in result.output
     assert "ref_kl -0." in result.output  # the step line
@@ -163,7 +135,7 @@ def test_opd_toward_a_served_teacher_closes_the_reference_kl(models, served, tmp
 
 def test_opd_with_a_local_teacher_folder(models, tmp_path):
     config = _config(tmp_path, models, f'name = "{models["teacher"]}"')
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     assert result.exit_code == 0, result.output
     assert "(local, scored in-process)" in result.output
     values = _ref_kl(tmp_path)
@@ -171,7 +143,7 @@ def test_opd_with_a_local_teacher_folder(models, tmp_path):
 
 
 def _refused(tmp_path: Path, config: Path, needle: str) -> None:
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
     assert not list((tmp_path / "o").rglob("rollouts")), "no rollout before the teacher is checked"
@@ -198,12 +170,12 @@ def test_a_teacher_that_is_the_policy_is_refused(models, served, tmp_path):
     config = _config(tmp_path, models, f'name = "student"\nbase_url = "{served["student"]}"')
     _refused(tmp_path, config, "gives the policy's own log-probabilities: it is the policy itself")
     by_name = _config(tmp_path, models, f'name = "{models["student"]}"')
-    result = _run(by_name, tmp_path, "--dry-run")
+    result = rl_run(by_name, tmp_path, "--dry-run")
     assert result.exit_code == 2 and "is the policy model itself" in result.output, result.output
 
 
 def test_opd_with_interleaved_samples_is_refused(models, tmp_path):
     config = _config(tmp_path, models, f'name = "{models["teacher"]}"', top='trajectory_strategy = "interleaved"')
-    result = _run(config, tmp_path, "--dry-run")
+    result = rl_run(config, tmp_path, "--dry-run")
     assert result.exit_code == 2 and "algo.type = 'opd' trains each model turn as its own sample" in result.output
 

@@ -9,40 +9,17 @@ from pathlib import Path
 
 import pytest
 from support.app_thread import serve_app
-from support.report_runs import RL_ENV
-from support.tiny_model import build_tokenizer, write_tiny_model
-from typer.testing import CliRunner
-
-from primekit_cli.app import app
+from support.distill_models import digits_env, model_of_another_tokenizer, rl_run, sharpened_model
+from support.tiny_model import write_tiny_model
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     """The student (random weights), a teacher (another random model of the same tokenizer, logits 10x sharper:
     nearly greedy), and a model of another tokenizer (the same characters, other ids)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
     root = tmp_path_factory.mktemp("sft")
-    student = write_tiny_model(root / "student")
-    teacher = write_tiny_model(root / "teacher", seed=1)
-    net = AutoModelForCausalLM.from_pretrained(teacher)
-    with torch.no_grad():
-        net.model.norm.weight.mul_(10.0)
-    net.save_pretrained(teacher)
-    other = write_tiny_model(root / "other")
-    vocab = build_tokenizer().get_vocab()
-    plain = sorted((t for t in vocab if not t.startswith("<")), key=vocab.get)
-    swapped = json.loads((other / "tokenizer.json").read_text())
-    mapping = swapped["model"]["vocab"]
-    ids = [mapping[t] for t in plain]
-    for token, new_id in zip(plain, reversed(ids)):
-        mapping[token] = new_id
-    (other / "tokenizer.json").write_text(json.dumps(swapped))
-    env_dir = root / "environments" / "digits"
-    env_dir.mkdir(parents=True)
-    (env_dir / "digits.py").write_text(RL_ENV)
-    return {"student": student, "teacher": teacher, "other": other, "env": env_dir}
+    return {"student": write_tiny_model(root / "student"), "teacher": sharpened_model(root / "teacher", 10.0, seed=1),
+            "other": model_of_another_tokenizer(root / "other"), "env": digits_env(root)}
 
 
 def _config(tmp_path: Path, models: dict[str, Path], source: str, steps: int = 2, top: str = "") -> Path:
@@ -120,10 +97,6 @@ def plain_server():
         yield f"http://127.0.0.1:{port}/v1"
 
 
-def _run(config: Path, tmp_path: Path, *args: str):
-    return CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "o"), *args])
-
-
 def _metrics(tmp_path: Path) -> list[dict]:
     lines = (tmp_path / "o" / "rl" / "sft" / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if '"loss"' in line]
@@ -164,7 +137,7 @@ def test_sft_from_a_served_teacher_lowers_the_nll_of_its_tokens(models, served, 
     urls, asked = served
     asked["teacher"].clear()
     config = _config(tmp_path, models, f'name = "teacher"\nbase_url = "{urls["teacher"]}"', steps=8)
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     assert result.exit_code == 0, result.output
     assert f"algorithm    sft (ce on sampled tokens), samples from teacher at {urls['teacher']}" in result.output
     assert "ce " in result.output  # the step line
@@ -182,7 +155,7 @@ def test_sft_from_a_served_teacher_lowers_the_nll_of_its_tokens(models, served, 
 
 def test_sft_with_a_local_teacher_folder(models, tmp_path):
     config = _config(tmp_path, models, f'name = "{models["teacher"]}"')
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     assert result.exit_code == 0, result.output
     assert "samples from" in result.output and "(local, served in-process)" in result.output
     rows = _metrics(tmp_path)
@@ -190,7 +163,7 @@ def test_sft_with_a_local_teacher_folder(models, tmp_path):
 
 
 def _refused(tmp_path: Path, config: Path, needle: str) -> None:
-    result = _run(config, tmp_path)
+    result = rl_run(config, tmp_path)
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
     assert not list((tmp_path / "o").rglob("rollouts")), "no rollout before the teacher is checked"
@@ -219,7 +192,7 @@ def test_a_teacher_that_does_not_answer_is_refused(models, tmp_path):
 def test_sft_without_a_frozen_source_is_refused(models, tmp_path):
     config = _config(tmp_path, models, 'name = "x"').read_text().replace('[algo.sampling.source]\nname = "x"\n', "")
     (tmp_path / "rl.toml").write_text(config)
-    result = _run(tmp_path / "rl.toml", tmp_path)
+    result = rl_run(tmp_path / "rl.toml", tmp_path)
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(lines) == 1 and "algo.type 'sft' needs a teacher to sample from" in lines[0]
 
@@ -228,7 +201,7 @@ def test_the_baseline_checks_judge_only_environments_that_learn_from_rewards(mod
     """A student that scores 0 is where distillation starts: the checks of reward variance skip a distilling one."""
     config = _config(tmp_path, models, 'name = "t"\nbase_url = "http://127.0.0.1:9/v1"')
     config.write_text(config.read_text().replace("[baseline]\nenabled = false\n", ""))
-    result = _run(config, tmp_path, "--dry-run")
+    result = rl_run(config, tmp_path, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "baseline     off: distillation learns from its teacher" in result.output
     mixed = config.read_text().replace("[trainer]", f'''[[env]]
@@ -237,7 +210,7 @@ name = "rl"
 algo = {{ type = "grpo" }}
 [trainer]''')
     config.write_text(mixed)
-    result = _run(config, tmp_path, "--dry-run")
+    result = rl_run(config, tmp_path, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "per environment of rl (the others distill)" not in result.output  # one judged: not "per environment"
     assert " of rl (the others distill)" in result.output

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.report_runs import RL_ENV
+from support.distill_models import digits_env
 from support.tiny_model import write_tiny_model
 from typer.testing import CliRunner
 
@@ -22,10 +22,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     student = write_tiny_model(root / "student")
     twin = Path(shutil.copytree(student, root / "twin"))
     teacher = write_tiny_model(root / "teacher", seed=1)
-    env_dir = root / "environments" / "digits"
-    env_dir.mkdir(parents=True)
-    (env_dir / "digits.py").write_text(RL_ENV)
-    return {"student": student, "twin": twin, "teacher": teacher, "env": env_dir}
+    return {"student": student, "twin": twin, "teacher": teacher, "env": digits_env(root)}
 
 
 def _run(tmp_path: Path, models: dict[str, Path], algo: str, evals: str) -> tuple[str, list[dict]]:
