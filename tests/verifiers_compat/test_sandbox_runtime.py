@@ -25,7 +25,8 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from support import REPO, with_pythonpath
 from support.bash_server import BashServer
-from support.shell_runs import KEY_VAR, MARKER, SLEEP, leftovers, outputs, run_commands
+from support.cli import assert_user_error
+from support.shell_runs import KEY_VAR, MARKER, SLEEP, leftovers, outputs, refused_run, run_commands
 
 from evalkit.sandbox import bwrap
 
@@ -130,11 +131,11 @@ def test_bwrap_missing_is_one_error_line_saying_how_to_install_it(verifiers_proj
 
 
 def test_bad_sandbox_limits_are_one_error_line(verifiers_project, server):
-    done = run_commands(verifiers_project, server, ["echo hi"], {"type": "sandbox", "memory": 5}, "badknob")
-    assert done.returncode == 2 and "runtime setting(s) ['memory']: the sandbox runtime takes 'type' and memory_mb, " \
-                                   "processes, file_size_mb, cpu_seconds" in done.stderr, done.stderr[-2000:]
-    done = run_commands(verifiers_project, server, ["echo hi"], {"type": "sandbox", "processes": -1}, "badvalue")
-    assert done.returncode == 2 and "runtime setting processes = -1: give a whole number >= 0" in done.stderr
+    done = refused_run(verifiers_project, server, ["echo hi"], {"type": "sandbox", "memory": 5})
+    assert_user_error(done, "runtime setting(s) ['memory']: the sandbox runtime takes 'type' and memory_mb, "
+                            "processes, file_size_mb, cpu_seconds")
+    done = refused_run(verifiers_project, server, ["echo hi"], {"type": "sandbox", "processes": -1})
+    assert_user_error(done, "runtime setting processes = -1: give a whole number >= 0")
 
 
 def test_kill_9_of_primekit_ends_the_sandbox_and_the_next_start_sweeps_the_rollout_folder(verifiers_project, server):
