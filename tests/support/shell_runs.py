@@ -37,20 +37,15 @@ def run_commands(project: Path, server: BashServer, commands: list[str], runtime
 
 
 def refused_run(project: Path, server: BashServer, commands: list[str], runtime: dict):
-    """``prime eval run vf-v1-shell`` as :func:`run_commands` builds it, but in this process (typer's runner): for a
-    run refused before it starts, where a child would import verifiers again (~8 s of CPU) to print one line. The
-    result has ``exit_code``, ``stdout`` and ``stderr``."""
-    from support.cli import prime
+    """``prime eval run vf-v1-shell`` as :func:`run_commands` builds it, but in this process
+    (:func:`support.cli.prime_in_project`): for a run refused before it starts. The result has ``exit_code``,
+    ``stdout`` and ``stderr``."""
+    from support.cli import prime_in_project
 
     args = {"commands": commands, "harness": {"id": "bash"}, "runtime": runtime}
-    here = os.getcwd()
-    os.chdir(project)
-    try:
-        return prime("eval", "run", "vf-v1-shell", "-m", "hash-model", "-b", server.base_url, "-k", KEY_VAR,
-                     "-n", str(len(commands)), "-r", "1", "-o", "refused", "-a", json.dumps(args),
-                     env={"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), KEY_VAR: "test-key"})
-    finally:
-        os.chdir(here)
+    return prime_in_project(project, "eval", "run", "vf-v1-shell", "-m", "hash-model", "-b", server.base_url,
+                            "-k", KEY_VAR, "-n", str(len(commands)), "-r", "1", "-o", "refused",
+                            "-a", json.dumps(args), env={KEY_VAR: "test-key"})
 
 
 def outputs(project: Path, out: str) -> dict[int, dict]:

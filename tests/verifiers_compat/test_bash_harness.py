@@ -27,7 +27,7 @@ verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra: 
 
 from support import REPO, with_pythonpath  # noqa: E402  (after the importorskip above)
 from support.bash_server import BashServer  # noqa: E402  (after the importorskip above)
-from support.cli import assert_user_error, prime_process  # noqa: E402  (after the importorskip above)
+from support.cli import assert_user_error, prime_in_project, prime_process  # noqa: E402  (after the importorskip above)
 
 from evalkit.core.errors import UserError  # noqa: E402  (after the importorskip above)
 
@@ -74,8 +74,8 @@ def rows(project: Path, out: str) -> list[dict]:
 def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_project, server):
     project = verifiers_project
     model = ["-m", "hash-model", "-b", server.base_url, "-k", KEY_VAR, "-n", "3", "-r", "1"]
-    refused = prime_process("eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}', project=project,
-                            env=KEY_ENV, timeout=600)
+    refused = prime_in_project(project, "eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}',
+                               env=KEY_ENV)
     assert OPT_IN in assert_user_error(refused)
     done = prime_process("eval", "run", "vf-v1-math", *model, "-a", json.dumps(BASH), "-o", "flags", project=project,
                          env=KEY_ENV, timeout=600)
@@ -102,8 +102,8 @@ def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_projec
 def test_verifiers_dotted_flags_choose_bash_and_its_runtime(verifiers_project, server):
     project = verifiers_project
     client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
-    refused = assert_user_error(prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
-                                              project=project, env=KEY_ENV, timeout=600))
+    refused = assert_user_error(prime_in_project(project, "eval", "run", "vf_v1_math", *client,
+                                                 "--env.agent.harness.id", "bash", env=KEY_ENV))
     assert OPT_IN in refused
     done = prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
                          "--env.agent.harness.edit", "false", "--env.agent.runtime.type", "subprocess", "-o", "dotted",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 
 import pytest
 from aiohttp import ClientSession
@@ -23,7 +24,7 @@ from support.solver_server import SolverServer
 
 pytest.importorskip("verifiers", reason="needs a verifiers extra (make test installs both generations)")
 
-from support.cli import assert_user_error, prime, prime_process
+from support.cli import assert_user_error, prime_in_project, prime_process
 
 from evalkit.loading.resolve import load_environment  # noqa: E402
 from evalkit.verifiers_compat.v1.bridge import ModelBridgeServer, bridge_key_var  # noqa: E402
@@ -32,13 +33,9 @@ SEED = "Add two integers."
 
 
 @pytest.fixture
-def in_project(verifiers_project, monkeypatch):
-    """``prime ARGS`` in this process, from the project with ``HOME`` at its ``home/`` (as ``prime_process`` runs
-    it there)."""
-    monkeypatch.chdir(verifiers_project)
-    monkeypatch.setenv("HOME", str(verifiers_project / "home"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return prime
+def in_project(verifiers_project):
+    """``prime ARGS`` in this process, from the project as ``prime_process`` runs it there."""
+    return partial(prime_in_project, verifiers_project)
 
 
 def described(requests: list[dict]) -> set[str]:

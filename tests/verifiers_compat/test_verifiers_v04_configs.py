@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
 from click.testing import Result
-from support.cli import assert_user_error, prime, prime_process
+from support.cli import assert_user_error, prime_in_project, prime_process
 
 from evalkit.core.errors import UserError
 from primekit_cli.dialect.args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
@@ -79,17 +80,10 @@ def hash_server():
 
 
 @pytest.fixture
-def planned(project: Path, monkeypatch):
-    """``prime ARGS`` in this process, run from ``project`` with ``HOME`` at its ``home/`` (as :func:`ran` runs it);
+def planned(project: Path):
+    """``prime ARGS`` in this process, run from ``project`` as :func:`ran` runs it (support.cli.prime_in_project);
     its exit code is the test's to check."""
-    monkeypatch.chdir(project)
-    monkeypatch.setenv("HOME", str(project / "home"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def run(*args: str) -> Result:
-        return prime(*args)
-
-    return run
+    return partial(prime_in_project, project)
 
 
 def planned_ok(result: Result) -> Result:
