@@ -62,14 +62,11 @@ def test_a_tool_server_running_elsewhere_is_refused_in_one_line(in_project):
 
 
 @pytest.mark.verifiers
-@pytest.mark.slow  # ~20 s: four evals, each rollout verifiers' chat program with the MCP tool server
+@pytest.mark.slow  # ~20 s: an eval whose rollout is verifiers' chat program with the MCP tool server
 def test_tools_file_descriptions_reach_the_model(verifiers_project, solver, in_project):
+    """The set's description replaces the tool's own in what the model is sent (that a run without a set sends the
+    tool's own is the bridge test below, and GEPA's, whose seed candidate is the tool's own)."""
     args = ["eval", "run", "vf-v1-shared", "-m", "solver", "-b", solver.base_url, "-n", "1", "-r", "1"]
-    before = len(solver.requests())
-    done = prime_process(*args, project=verifiers_project)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert described(solver.requests()[before:]) == {SEED}
-
     (verifiers_project / "tools.json").write_text(json.dumps({"calc_add": "Sums two integers. CALL ME."}))
     before = len(solver.requests())
     done = prime_process(*args, "--tools-file", "tools.json", project=verifiers_project)
@@ -78,7 +75,7 @@ def test_tools_file_descriptions_reach_the_model(verifiers_project, solver, in_p
     assert described(sent) == {"Sums two integers. CALL ME."} and len([r for r in sent if r.get("tools")]) == 2
     rows = [json.loads(line) for found in (verifiers_project / "environments").rglob("results.jsonl")
             for line in found.read_text().splitlines()]
-    assert len(rows) == 2 and all(row["reward"] == 1.0 for row in rows)  # the tool still runs
+    assert len(rows) == 1 and rows[0]["reward"] == 1.0  # the tool still runs
 
     (verifiers_project / "bad.json").write_text(json.dumps({"add": "x"}))
     done = in_project(*args, "--tools-file", "bad.json")
