@@ -30,6 +30,20 @@ def prime(*args: str, env: Mapping[str, str] | None = None, catch_exceptions: bo
     return CliRunner().invoke(app, list(args), env=dict(env) if env else None, catch_exceptions=catch_exceptions)
 
 
+def prime_in_project(project: Path, *args: str, env: Mapping[str, str] | None = None) -> Result:
+    """``prime ARGS`` in this process, run as :func:`prime_process` runs it with ``project``: from that folder, with
+    ``HOME`` at its ``home/``, offline. For a plan (``--dry-run``), a listing or a refusal, where a child would
+    import the environment's libraries again (verifiers: ~8 s of CPU) to print a few lines."""
+    import os
+
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        return prime(*args, env={"HF_HUB_OFFLINE": "1", "HOME": str(project / "home"), **(env or {})})
+    finally:
+        os.chdir(here)
+
+
 def prime_process(*args: str, cwd: Path | str | None = None, project: Path | None = None,
                   env: Mapping[str, str] | None = None, timeout: float = 300,
                   **run: Any) -> subprocess.CompletedProcess[str]:

@@ -36,6 +36,18 @@ def run_commands(project: Path, server: BashServer, commands: list[str], runtime
     return subprocess.run(["sh", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
 
+def refused_run(project: Path, server: BashServer, commands: list[str], runtime: dict):
+    """``prime eval run vf-v1-shell`` as :func:`run_commands` builds it, but in this process
+    (:func:`support.cli.prime_in_project`): for a run refused before it starts. The result has ``exit_code``,
+    ``stdout`` and ``stderr``."""
+    from support.cli import prime_in_project
+
+    args = {"commands": commands, "harness": {"id": "bash"}, "runtime": runtime}
+    return prime_in_project(project, "eval", "run", "vf-v1-shell", "-m", "hash-model", "-b", server.base_url,
+                            "-k", KEY_VAR, "-n", str(len(commands)), "-r", "1", "-o", "refused",
+                            "-a", json.dumps(args), env={KEY_VAR: "test-key"})
+
+
 def outputs(project: Path, out: str) -> dict[int, dict]:
     """Per task index: what its command printed (the tool result), the row's error and error kind."""
     (results,) = (project / out).glob("evals/*/*/results.jsonl")

@@ -5,6 +5,11 @@ every other harness program and runtime is refused in one line that says what it
 The model is tests/support/bash_server.py: it answers a user turn with one ``bash`` call and then with what the
 command printed, so a right reward means the command really ran. Row parity with verifiers' own ``vf-eval`` (which
 needs the package index for its uv) is in test_bash_harness_parity.py.
+
+Every test but the first is marked ``verifiers`` (run again under 0.4 by ``make test``: the harness ids, the
+dotted flags and the stdin verifiers' runtime hands a program differ between the generations). The first asserts
+primekit's opt-in refusal and that ``-a`` and an eval TOML give the same rows: primekit's config layer, run once
+under 0.3.1; under 0.4 the bash harness's rows are asserted by the dotted-flags test here and by the parity tests.
 """
 
 from __future__ import annotations
@@ -22,12 +27,11 @@ verifiers = pytest.importorskip("verifiers", reason="needs the verifiers extra: 
 
 from support import REPO, with_pythonpath  # noqa: E402  (after the importorskip above)
 from support.bash_server import BashServer  # noqa: E402  (after the importorskip above)
-from support.cli import assert_user_error, prime_process  # noqa: E402  (after the importorskip above)
+from support.cli import assert_user_error, prime_in_project, prime_process  # noqa: E402  (after the importorskip above)
 
 from evalkit.core.errors import UserError  # noqa: E402  (after the importorskip above)
 
-pytestmark = [pytest.mark.verifiers,
-              pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")]
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
 IS_04 = str(verifiers.__version__).startswith("0.4.")
 KEY_VAR = "BASH_SERVER_KEY"
@@ -70,8 +74,8 @@ def rows(project: Path, out: str) -> list[dict]:
 def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_project, server):
     project = verifiers_project
     model = ["-m", "hash-model", "-b", server.base_url, "-k", KEY_VAR, "-n", "3", "-r", "1"]
-    refused = prime_process("eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}', project=project,
-                            env=KEY_ENV, timeout=600)
+    refused = prime_in_project(project, "eval", "run", "vf-v1-math", *model, "-a", '{"harness": {"id": "bash"}}',
+                               env=KEY_ENV)
     assert OPT_IN in assert_user_error(refused)
     done = prime_process("eval", "run", "vf-v1-math", *model, "-a", json.dumps(BASH), "-o", "flags", project=project,
                          env=KEY_ENV, timeout=600)
@@ -93,12 +97,13 @@ def test_bash_runs_the_models_commands_only_on_a_chosen_runtime(verifiers_projec
     assert rows(project, "toml") == by_flags
 
 
+@pytest.mark.verifiers
 @pytest.mark.skipif(not IS_04, reason="verifiers 0.4's dotted flags")
 def test_verifiers_dotted_flags_choose_bash_and_its_runtime(verifiers_project, server):
     project = verifiers_project
     client = ["-m", "hash-model", "--client.base-url", server.base_url, "--client.api-key-var", KEY_VAR]
-    refused = assert_user_error(prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
-                                              project=project, env=KEY_ENV, timeout=600))
+    refused = assert_user_error(prime_in_project(project, "eval", "run", "vf_v1_math", *client,
+                                                 "--env.agent.harness.id", "bash", env=KEY_ENV))
     assert OPT_IN in refused
     done = prime_process("eval", "run", "vf_v1_math", *client, "--env.agent.harness.id", "bash",
                          "--env.agent.harness.edit", "false", "--env.agent.runtime.type", "subprocess", "-o", "dotted",
@@ -111,6 +116,7 @@ def test_verifiers_dotted_flags_choose_bash_and_its_runtime(verifiers_project, s
     assert [t["name"] for t in tools] == ["bash"]  # edit false reached verifiers' bash harness config
 
 
+@pytest.mark.verifiers
 @pytest.mark.parametrize("harness", _others())
 def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_project, monkeypatch, harness):
     from evalkit.loading.resolve import load_environment
@@ -131,6 +137,7 @@ def test_every_other_harness_program_is_refused_with_what_it_needs(verifiers_pro
             eval_plan("vf_v1_math", DialectArgs(overrides=[("env.agent.harness.id", harness)]))
 
 
+@pytest.mark.verifiers
 def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifiers_project, monkeypatch):
     from evalkit.loading.resolve import load_environment
     from evalkit.verifiers_compat.v1.config import _docker_answers
@@ -147,6 +154,7 @@ def test_runtimes_other_than_subprocess_are_refused_with_what_they_need(verifier
         load_environment("vf-v1-math", {**BASH, "runtime": {"type": "subprocess", "image": "x"}})
 
 
+@pytest.mark.verifiers
 def test_help_says_bash_runs_only_on_a_chosen_runtime(verifiers_project):
     done = prime_process("eval", "run", "--help", project=verifiers_project)
     text = " ".join(done.stdout.replace("│", " ").split())
@@ -156,6 +164,7 @@ def test_help_says_bash_runs_only_on_a_chosen_runtime(verifiers_project):
 EVALUATOR_STDIN = "text the evaluator itself was given on stdin\n"
 
 
+@pytest.mark.verifiers
 def test_the_models_commands_read_an_empty_stdin_not_the_evaluators(verifiers_project, server):
     """`vf_v1_stdin`'s commands (`wc -c`, `read`) read stdin. prime runs with a stdin that holds text: the commands
     still see none (/dev/null), where verifiers 0.4's runtime would hand them the evaluator's own (a deliberate
@@ -196,6 +205,7 @@ asyncio.run(main())
 """ % STDIN_PROBE  # noqa: UP031  (a script with braces of its own)
 
 
+@pytest.mark.verifiers
 def test_a_harness_program_gets_an_empty_stdin_however_it_starts(tmp_path):
     """Forked by the server or started fresh (no server), a program verifiers runs without stdin reads nothing of
     the evaluator's. Before: the fresh interpreter read it (45 bytes here)."""

@@ -1,6 +1,12 @@
 """verifiers' ``bash`` harness on the plain ``subprocess`` runtime (the model's commands run as the user): the
 hardening issue 44 asks for where no sandbox is, tried by the scripted model of tests/support/bash_server.py.
 Each test is a line of the subprocess column of the runtime table in docs/reliability.md.
+
+Only the tests whose subject goes through code that differs between verifiers 0.3.1 and 0.4 are marked
+``verifiers`` (run again under 0.4 by ``make test``): the timed-out rollout (its unfinished trace is collected through
+0.4's ``on_trace``) and the secrets (redacted from ``traces.jsonl``, which each generation writes with its own
+writer). The rest asserts primekit's process machinery (the harness child's subreaper, limits and their verdicts,
+the launcher's fallback), which treats the harness program as an opaque process: it runs once, under 0.3.1.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ pytest.importorskip("verifiers", reason="needs the verifiers extra: pip install 
 
 from support import REPO, with_pythonpath  # noqa: E402  (after the importorskip above)
 from support.bash_server import BashServer  # noqa: E402  (after the importorskip above)
-from support.shell_runs import SLEEP, leftovers, outputs, run_commands  # noqa: E402
+from support.cli import assert_user_error  # noqa: E402
+from support.shell_runs import SLEEP, leftovers, outputs, refused_run, run_commands  # noqa: E402
 
 PLANTED = {"HF_TOKEN": "hf_plantedHubToken0001", "GITHUB_TOKEN": "ghp_plantedGithubToken0002",
            "MY_SERVICE_API_KEY": "planted-service-key-0003", "AWS_SECRET_ACCESS_KEY": "plantedAwsSecretKey0004",
@@ -25,8 +32,7 @@ PLANTED = {"HF_TOKEN": "hf_plantedHubToken0001", "GITHUB_TOKEN": "ghp_plantedGit
 """Credentials in primekit's own environment (none is handed to the harness child: its environment is an
 allowlist), which a command may still print from a file or from ``/proc``."""
 
-pytestmark = [pytest.mark.verifiers,
-              pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")]
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs os.pidfd_open (Linux 5.3+)")
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +58,21 @@ def test_processes_a_command_detaches_end_with_the_rollout(verifiers_project, se
             os.kill(int(pid), 9)
 
 
+@pytest.mark.verifiers
 def test_a_timed_out_rollout_keeps_the_turns_done_so_far(verifiers_project, server):
     """The model's first (and only) turn runs a command that outlasts ``--rollout-timeout``: the row says one model
     turn was done and keeps that turn's tool call, and ``traces.jsonl`` has the unfinished trace."""
     commands = [f"echo started; sleep {SLEEP}"]
     try:
-        done = run_commands(verifiers_project, server, commands, {"type": "subprocess"}, "late",
-                            extra_args=("--rollout-timeout", "45"))
-        results = list((verifiers_project / "late").glob("evals/*/*/results.jsonl"))
-        assert done.returncode == 1 and len(results) == 1, done.stderr[-3000:]  # 1: every rollout errored
-        results = results[0]
-        (row,) = [json.loads(line) for line in results.read_text().splitlines()]
+        for timeout in ("20", "45"):  # the first turn fits in 20 s on an idle machine; a loaded one gets 45 s
+            done = run_commands(verifiers_project, server, commands, {"type": "subprocess"}, f"late-{timeout}",
+                                extra_args=("--rollout-timeout", timeout))
+            results = list((verifiers_project / f"late-{timeout}").glob("evals/*/*/results.jsonl"))
+            assert done.returncode == 1 and len(results) == 1, done.stderr[-3000:]  # 1: every rollout errored
+            results = results[0]
+            (row,) = [json.loads(line) for line in results.read_text().splitlines()]
+            if "(0 model turns done" not in (row["error"] or ""):
+                break
         assert row["error_kind"] == "timeout" and "(1 model turn done" in row["error"], row["error"]
         (call,) = [m for m in row["completion"] if m.get("role") == "assistant"]
         assert SLEEP in call["tool_calls"][0]["function"]["arguments"]
@@ -75,6 +85,7 @@ def test_a_timed_out_rollout_keeps_the_turns_done_so_far(verifiers_project, serv
             os.kill(int(pid), 9)
 
 
+@pytest.mark.verifiers
 def test_secrets_of_primekits_environment_never_leave_even_when_a_command_prints_them(verifiers_project, server):
     """The model's commands print primekit's credentials (the ``-k`` key's value and those of :data:`PLANTED`) from a
     file that holds them and from ``/proc/<primekit pid>/environ`` (readable to root): every one is redacted from
@@ -136,11 +147,11 @@ def test_a_memory_limit_the_harness_program_cannot_live_in_is_the_named_row_erro
 
 
 def test_bad_subprocess_limits_are_one_error_line(verifiers_project, server):
-    done = run_commands(verifiers_project, server, ["echo hi"], {"type": "subprocess", "memory": 5}, "badknob")
+    done = refused_run(verifiers_project, server, ["echo hi"], {"type": "subprocess", "memory": 5})
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
-    assert "runtime setting(s) ['memory']: the subprocess runtime takes 'type' and memory_mb, processes, " \
-           "file_size_mb, cpu_seconds" in lines[0]
+    assert done.exit_code == 2 and len(lines) == 1, done.output[-2000:]
+    assert_user_error(done, "runtime setting(s) ['memory']: the subprocess runtime takes 'type' and memory_mb, "
+                            "processes, file_size_mb, cpu_seconds")
 
 
 def launcher_run(tmp_path: Path, script: str, limits: dict) -> subprocess.CompletedProcess:

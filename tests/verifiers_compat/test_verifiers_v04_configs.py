@@ -3,18 +3,22 @@ the positional, a taskset id with dotted overrides, `--dry-run`; each shape of v
 plans, maps, notes or is refused in one line (docs/verifiers-configs.md has the table for every upstream file).
 
 The config is validated by verifiers 0.4's own classes, so those tests skip under verifiers 0.3.1 (where the
-dialect is one `error:` line naming the extra, tested here too). Real parts: `prime` in a subprocess, the
-deterministic tests/support/hash_server.py model on 127.0.0.1, the v1 tasksets of tests/verifiers_envs/.
+dialect is one `error:` line naming the extra, tested here too). Real parts: `prime` in a subprocess where a run or
+the process's exit is the subject, the deterministic tests/support/hash_server.py model on 127.0.0.1, the v1
+tasksets of tests/verifiers_envs/. Plans (`--dry-run`) and refusals are read from `prime` run in this process
+(:func:`planned`): a child would import verifiers' config classes again (~8 s of CPU each).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
-from support.cli import assert_user_error, prime_process
+from click.testing import Result
+from support.cli import assert_user_error, prime_in_project, prime_process
 
 from evalkit.core.errors import UserError
 from primekit_cli.dialect.args import DialectArgs, is_v1_file, raw_config, take_dialect_tokens
@@ -75,6 +79,19 @@ def hash_server():
     server.stop()
 
 
+@pytest.fixture
+def planned(project: Path):
+    """``prime ARGS`` in this process, run from ``project`` as :func:`ran` runs it (support.cli.prime_in_project);
+    its exit code is the test's to check."""
+    return partial(prime_in_project, project)
+
+
+def planned_ok(result: Result) -> Result:
+    """``result`` asserted to have exited 0."""
+    assert result.exit_code == 0, result.output[-3000:]
+    return result
+
+
 def ran(project, *args: str) -> subprocess.CompletedProcess:
     """``prime *args`` that must exit 0."""
     done = prime_process(*args, project=project)
@@ -109,17 +126,17 @@ def test_v1_files_are_told_apart_from_primekits_own_toml():
 
 
 @pytest.mark.skipif(CURRENT, reason="under verifiers 0.4 the dialect runs (the tests below)")
-def test_under_verifiers_0_3_1_the_dialect_is_one_line_naming_the_extra(project):
+def test_under_verifiers_0_3_1_the_dialect_is_one_line_naming_the_extra(project, planned):
     (project / "chat.toml").write_text(CHAT_TOML.format(url="http://127.0.0.1:9/v1"))
     for args in (["eval", "run", "@", "chat.toml"], ["eval", "run", "chat.toml"],
                  ["eval", "run", "vf-v1-chat", "--sampling.temperature", "0.5"], ["gepa", "run", "@", "chat.toml"]):
-        line = assert_user_error(prime_process(*args, "--dry-run", project=project))
+        line = assert_user_error(planned(*args, "--dry-run"))
         assert "verifiers 0.3.1 is installed" in line and "pip install 'primekit[verifiers]'" in line
 
 
 # ----- verifiers 0.4: plans -------------------------------------------------------------------------
 @needs_04
-def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
+def test_file_positional_file_and_dotted_flags_plan_the_same_run(project, planned):
     (project / "chat.toml").write_text(CHAT_TOML.format(url="http://127.0.0.1:9/v1"))
     forms = {
         "@": ["@", "chat.toml"],
@@ -131,7 +148,7 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
     }
     plans = {}
     for name, args in forms.items():
-        done = ran(project, "eval", "run", *args, "--dry-run")
+        done = planned_ok(planned("eval", "run", *args, "--dry-run"))
         plans[name] = json.loads(done.stdout)["evals"]
     assert plans["@"] == plans["positional"] == plans["dotted"]
     (plan,) = plans["@"]
@@ -147,10 +164,10 @@ def test_file_positional_file_and_dotted_flags_plan_the_same_run(project):
 
 
 @needs_04
-def test_dotted_overrides_lay_over_the_file_and_primekit_flags_over_both(project):
+def test_dotted_overrides_lay_over_the_file_and_primekit_flags_over_both(project, planned):
     (project / "chat.toml").write_text(CHAT_TOML.format(url="http://127.0.0.1:9/v1"))
-    done = ran(project, "eval", "run", "@", "chat.toml", "--sampling.temperature", "0.5", "--env.taskset.num_tasks",
-                 "3", "-n", "3", "-S", '{"top_p": 0.9}', "--dry-run")
+    done = planned_ok(planned("eval", "run", "@", "chat.toml", "--sampling.temperature", "0.5",
+                              "--env.taskset.num_tasks", "3", "-n", "3", "-S", '{"top_p": 0.9}', "--dry-run"))
     document = json.loads(done.stdout)
     (plan,) = document["evals"]
     assert plan["sampling"] == {"temperature": 0.5, "max_tokens": 24, "top_p": 0.9}
@@ -161,11 +178,11 @@ def test_dotted_overrides_lay_over_the_file_and_primekit_flags_over_both(project
 
 
 @needs_04
-def test_keys_primekit_does_not_use_are_notes(project):
+def test_keys_primekit_does_not_use_are_notes(project, planned):
     (project / "notes.toml").write_text('push = true\nrich = { show_logs = true }\n[serve]\nworkers = 2\n'
                                         '[run]\nname = "mine"\n[env.taskset]\nid = "vf-v1-chat"\n'
                                         '[env.agent]\nmodel = "other"\n')
-    done = ran(project, "eval", "run", "@", "notes.toml", "--dry-run")
+    done = planned_ok(planned("eval", "run", "@", "notes.toml", "--dry-run"))
     notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
     for expected in ("[serve]: no env-server pool here", "push: no effect: runs stay local",
                      "rich: no effect", "model: not set here", "env.agent.model: no effect: the run's model plays "
@@ -221,25 +238,24 @@ def test_a_refusal_on_the_command_line_is_one_error_line_and_exit_2(project):
 
 
 @needs_04
-def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_seats_are_refused(project):
+def test_a_multi_seat_env_with_one_limit_set_for_every_seat_plans_and_differing_seats_are_refused(project, planned):
     base = '[env.taskset]\nid = "vf-v1-seats"\n[env]\noffset = 2\n'
     (project / "same.toml").write_text(base + '[env.solver]\nmax_turns = 3\n[env.checker]\nmax_turns = 3\n')
-    done = ran(project, "eval", "run", "same.toml", "--dry-run")
+    done = planned_ok(planned("eval", "run", "same.toml", "--dry-run"))
     (plan,) = json.loads(done.stdout)["evals"]
     assert plan["env_args"] == {"offset": 2, "taskset": {}, "harness": {"max_turns": 3}}
     (project / "differ.toml").write_text(base + '[env.solver]\nmax_turns = 3\n')
-    refused = assert_user_error(prime_process("eval", "run", "differ.toml", "--dry-run", project=project))
+    refused = assert_user_error(planned("eval", "run", "differ.toml", "--dry-run"))
     assert "seats solver, checker would get different limits" in refused
 
 
 @needs_04
-def test_a_builtin_environment_or_no_taskset_is_one_line(project):
+def test_a_builtin_environment_or_no_taskset_is_one_line(project, planned):
     # --sampling.* applies to any environment (tests/eval/test_dotted_flags_any_env.py); a taskset setting does not
-    line = assert_user_error(prime_process("eval", "run", "reverse-text", "--env.taskset.split", "train", "--dry-run",
-                                           project=project))
+    line = assert_user_error(planned("eval", "run", "reverse-text", "--env.taskset.split", "train", "--dry-run"))
     assert "'reverse-text' is not a v1 taskset" in line
     (project / "none.toml").write_text("num_rollouts = 2\n")
-    assert "no taskset: give one" in assert_user_error(prime_process("eval", "run", "@", "none.toml", project=project))
+    assert "no taskset: give one" in assert_user_error(planned("eval", "run", "@", "none.toml"))
 
 
 # ----- verifiers 0.4: the same rows ------------------------------------------------------------------
@@ -297,14 +313,14 @@ reflection_model = "hash"
 
 
 @needs_04
-def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
+def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch, planned):
     from primekit_cli.dialect.config import gepa_plan
 
     toml = GEPA_TOML.replace(
         "[sampling]", '[reflection_client]\nbase_url = "{url}"\napi_key_var = "HASH_KEY"\n\n[sampling]'
     )
     (project / "gepa.toml").write_text(toml.format(url="http://127.0.0.1:9/v1"))
-    done = ran(project, "gepa", "run", "@", "gepa.toml", "--dry-run")
+    done = planned_ok(planned("gepa", "run", "@", "gepa.toml", "--dry-run"))
     assert "budget 12 buys" in done.stderr and "minibatch 2" in done.stderr and "train 2, val 2" in done.stderr
     monkeypatch.chdir(project)
     fields = gepa_plan(None, DialectArgs(files=["gepa.toml"])).fields
@@ -317,7 +333,7 @@ def test_gepa_reads_the_v1_gepa_keys(project, monkeypatch):
     (project / "other.toml").write_text(toml.format(url="http://127.0.0.1:9/v1").replace(
         '[reflection_client]\nbase_url = "http://127.0.0.1:9/v1"', '[reflection_client]\nbase_url = "http://127.0.0.1:8/v1"'))
     assert "reflection_client: primekit's GEPA sends the reflection model" in assert_user_error(
-        prime_process("gepa", "run", "@", "other.toml", "--dry-run", project=project))
+        planned("gepa", "run", "@", "other.toml", "--dry-run"))
 
 
 @needs_04
