@@ -57,7 +57,11 @@ class LlamaForward:
         self._batch_hint = batch_hint
         self.weight_format = weights
         self.weights = DecoderWeights.build(model, dtype, batch_hint, self.device, weights)
-        self.cos, self.sin = rope_tables(model, self.shape.max_positions, dtype, self.device)
+        cos, sin = rope_tables(model, self.shape.max_positions, dtype, self.device)
+        self.rot_cos = torch.cat((cos, cos), dim=-1)
+        """``[positions, head_dim]``: the RoPE cosines for both halves of a head (:meth:`_rope`)."""
+        self.rot_sin = torch.cat((-sin, sin), dim=-1)
+        """``[positions, head_dim]``: the RoPE sines, negated for the first half (:meth:`_rope`)."""
         self._half = self.shape.head_dim // 2
         self._q_width = self.shape.num_heads * self.shape.head_dim
         self._kv_width = self.shape.num_kv_heads * self.shape.head_dim
@@ -75,12 +79,16 @@ class LlamaForward:
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         # One fused op (float32 accumulation inside); transformers normalises in float32 and
         # multiplies by the weight after casting back, which differs only in bf16 rounding.
+        # (Spelled out as six ops from Python it was slower: 21-38 us a call against 16-22, one row.)
         return F.rms_norm(x, (x.shape[-1],), weight, self.shape.rms_norm_eps)
 
     def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x[..., heads, head_dim]``; ``cos``/``sin`` broadcast over the heads axis."""
-        x1, x2 = x[..., : self._half], x[..., self._half :]
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        """Rotate ``x[..., heads, head_dim]`` into ``(x1 cos - x2 sin, x2 cos + x1 sin)``; ``cos``/``sin``
+        are rows of the full-width tables (:attr:`rot_cos`, :attr:`rot_sin`) broadcast over the heads axis.
+        ``x * cos + roll(x) * sin`` makes the same products and sums (``sin``'s first half is negated,
+        and ``a + b * -s`` equals ``a - b * s`` exactly) in four ops instead of nine: 10-20 us a call
+        against 19-36 at one row (AVX2, loaded), ~0.5 ms of a 30-layer decode step."""
+        return (x * cos).add_(x.roll(self._half, -1).mul_(sin))
 
     def _mlp(self, x: torch.Tensor, layer) -> torch.Tensor:  # noqa: ANN001 - LayerWeights
         gate_up = layer.gate_up(self._norm(x, layer.mlp_norm))
@@ -120,8 +128,8 @@ class LlamaForward:
         ids, last = right_padded(cache, slots, prompts)
         longest = ids.shape[1]
         slot_index = torch.tensor(slots, dtype=torch.long, device=self.device)
-        cos = self.cos[:longest, None, :]
-        sin = self.sin[:longest, None, :]
+        cos = self.rot_cos[:longest, None, :]
+        sin = self.rot_sin[:longest, None, :]
         x = F.embedding(ids, self.weights.embed)
         for index, layer in enumerate(self.weights.layers):
             q, k, v = self._qkv(x, layer, cos, sin)  # [n, L, heads, d]
@@ -141,8 +149,8 @@ class LlamaForward:
         at different positions)."""
         batch = extension(cache, slots, prompts, starts)
         n, span = batch.ids.shape
-        cos = self.cos[batch.positions][:, :, None, :]
-        sin = self.sin[batch.positions][:, :, None, :]
+        cos = self.rot_cos[batch.positions][:, :, None, :]
+        sin = self.rot_sin[batch.positions][:, :, None, :]
         keys_at = torch.arange(batch.total, device=self.device)
         mask = (keys_at[None, None, :] <= batch.positions[:, :, None])[:, None]  # [n, 1, span, total]
         write_slots = batch.slots[:, None].expand(n, span)[batch.valid]
@@ -167,8 +175,8 @@ class LlamaForward:
         batch = tokens.shape[0]
         kv, d = self.shape.num_kv_heads, self.shape.head_dim
         rows = torch.arange(batch, device=self.device)
-        cos = self.cos[positions][:, None, :]
-        sin = self.sin[positions][:, None, :]
+        cos = self.rot_cos[positions][:, None, :]
+        sin = self.rot_sin[positions][:, None, :]
         hidden_keys = torch.arange(length, device=self.device)[None, :] > positions[:, None]
         mask = torch.zeros(hidden_keys.shape, dtype=torch.float32, device=self.device)
         mask = mask.masked_fill_(hidden_keys, float("-inf"))[:, None, None, :]
