@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 from support.app_thread import serve_app
-from support.distill_models import digits_env, model_of_another_tokenizer, rl_run, sharpened_model
+from support.distill_models import (
+    digits_env,
+    distill_config,
+    model_of_another_tokenizer,
+    rl_run,
+    sharpened_model,
+)
 from support.tiny_model import write_tiny_model
 
 
@@ -23,34 +29,9 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 
 def _config(tmp_path: Path, models: dict[str, Path], source: str, steps: int = 2, top: str = "") -> Path:
-    config = tmp_path / "rl.toml"
-    config.write_text(f'''model = "{models["student"]}"
-{top}
-run_name = "sft"
-max_steps = {steps}
-batch_size = 16
-rollouts_per_example = 4
-[algo]
-type = "sft"
-[algo.sampling.source]
-{source}
-[sampling]
-max_tokens = 4
-[[env]]
-id = "{models["env"]}"
-[trainer]
-lr = 3e-3
-lora = false
-on_policy = true
-[ckpt]
-interval = 0
-save_weights = false
-[eval]
-interval = 0
-[baseline]
-enabled = false
-''')
-    return config
+    algo = f'[algo]\ntype = "sft"\n[algo.sampling.source]\n{source}'
+    return distill_config(tmp_path, models["student"], models["env"], algo, run_name="sft", steps=steps, batch_size=16,
+                          max_tokens=4, top=top)
 
 
 @pytest.fixture(scope="module")

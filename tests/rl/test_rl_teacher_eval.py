@@ -7,11 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.distill_models import digits_env
+from support.distill_models import digits_env, distill_config, rl_run
 from support.tiny_model import write_tiny_model
-from typer.testing import CliRunner
-
-from primekit_cli.app import app
 
 
 @pytest.fixture(scope="module")
@@ -26,32 +23,9 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 
 def _run(tmp_path: Path, models: dict[str, Path], algo: str, evals: str) -> tuple[str, list[dict]]:
-    config = tmp_path / "rl.toml"
-    config.write_text(f'''model = "{models["student"]}"
-run_name = "t"
-max_steps = 2
-batch_size = 8
-rollouts_per_example = 4
-{algo}
-[sampling]
-max_tokens = 4
-[[env]]
-id = "{models["env"]}"
-[trainer]
-lr = 3e-3
-lora = false
-on_policy = true
-[ckpt]
-interval = 0
-save_weights = false
-[eval]
-num_examples = 6
-rollouts_per_example = 2
-{evals}
-[baseline]
-enabled = false
-''')
-    result = CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "o")])
+    config = distill_config(tmp_path, models["student"], models["env"], algo, run_name="t", steps=2, batch_size=8,
+                            max_tokens=4, evals=f"num_examples = 6\nrollouts_per_example = 2\n{evals}")
+    result = rl_run(config, tmp_path)
     assert result.exit_code == 0, result.output
     lines = (tmp_path / "o" / "rl" / "t" / "metrics.jsonl").read_text().splitlines()
     return result.output, [json.loads(line) for line in lines]

@@ -50,6 +50,38 @@ def digits_env(root: Path) -> Path:
     return env_dir
 
 
+def distill_config(folder: Path, student: Path, env: Path, algo: str, *, run_name: str, steps: int, batch_size: int,
+                   max_tokens: int, evals: str = "interval = 0", top: str = "") -> Path:
+    """``folder/rl.toml`` for a distillation test: ``student`` fully fine-tuned on the digits environment ``env`` at a
+    fixed rate, 4 rollouts an example, no checkpoints, no baseline checks. ``algo``: the algorithm's tables;
+    ``evals``: the ``[eval]`` table's body; ``top``: more top-level keys."""
+    config = folder / "rl.toml"
+    config.write_text(f'''model = "{student}"
+{top}
+run_name = "{run_name}"
+max_steps = {steps}
+batch_size = {batch_size}
+rollouts_per_example = 4
+{algo}
+[sampling]
+max_tokens = {max_tokens}
+[[env]]
+id = "{env}"
+[trainer]
+lr = 3e-3
+lora = false
+on_policy = true
+[ckpt]
+interval = 0
+save_weights = false
+[eval]
+{evals}
+[baseline]
+enabled = false
+''')
+    return config
+
+
 def rl_run(config: Path, tmp_path: Path, *args: str):
     """``prime rl run CONFIG -o tmp_path/o ARGS`` in this process."""
     return CliRunner().invoke(app, ["rl", "run", str(config), "-o", str(tmp_path / "o"), *args])
