@@ -4,24 +4,15 @@ runs end to end with the project's venv alone, saying which optional paths it sk
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 import torch
-from support import REPO, with_pythonpath
+from support import REPO, bench_module, with_pythonpath
 
 BENCH = REPO / "bench" / "kernels_q4.py"
 GROUP = 32
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels_q4_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _q4_1_blocks(out: int = 64, width: int = 3 * GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,7 +36,7 @@ def _unpack(blob: torch.Tensor) -> torch.Tensor:
 
 
 def test_the_block_sums_layout_is_q4_1_exact():
-    bench = _bench()
+    bench = bench_module(BENCH)
     weight, q = _q4_1_blocks()
     blob, scale, zeros = bench._nbits_blocks(weight, 4, "sums")
     out, width = weight.shape
@@ -58,7 +49,7 @@ def test_the_block_sums_layout_is_q4_1_exact():
 
 
 def test_float_zero_points_rebuild_the_minimum_and_rounded_ones_do_not():
-    bench = _bench()
+    bench = bench_module(BENCH)
     weight = _q4_1_weight()
     out, width = weight.shape
     blob, scale, zp = bench._nbits_blocks(weight, 4, "float")
@@ -69,7 +60,7 @@ def test_float_zero_points_rebuild_the_minimum_and_rounded_ones_do_not():
 
 
 def test_q8_blocks_recover_q8_0_values_exactly():
-    bench = _bench()
+    bench = bench_module(BENCH)
     generator = torch.Generator().manual_seed(1)
     q = torch.randint(-127, 128, (8, 2, GROUP), generator=generator)
     q[..., 0] = 127  # Q8_0's quantizer maps each block's largest magnitude to 127
@@ -81,7 +72,7 @@ def test_q8_blocks_recover_q8_0_values_exactly():
 def test_onnxruntime_matmul_nbits_computes_the_q4_1_product():
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    bench = _bench()
+    bench = bench_module(BENCH)
     weights = [_q4_1_weight(), _q4_1_weight() * 2]
     x = torch.randn(3, weights[0].shape[1], generator=torch.Generator().manual_seed(2))
     run = bench.ort_matmul_nbits(4, 0, "sums")(weights, x, 1)  # accuracy_level 0: float32 activations

@@ -3,22 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
-from support import REPO, with_pythonpath
+from support import REPO, bench_module, with_pythonpath
 
 BENCH = REPO / "bench" / "engine.py"
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_engine_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _run_bench(*args: str, hide_llama_cpp: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -34,7 +25,7 @@ def _run_bench(*args: str, hide_llama_cpp: bool = False, timeout: float = 120) -
 
 
 def test_the_option_parses_and_passes_the_dtype_through():
-    bench = _bench_module()
+    bench = bench_module(BENCH)
     args = bench._arguments(["--vs-llama-cpp", "--dtype", "q4", "--threads-to-try", "1,2", "--concurrency", "1,8"])
     assert (args.vs_llama_cpp, args.dtype, args.threads_to_try, args.levels, args.rounds) == (
         True, "q4", [1, 2], [1, 8], 3,

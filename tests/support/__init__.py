@@ -30,3 +30,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def bench_module(path: Path):
+    """The bench script at ``path`` (under ``bench/``, which is not a package) imported as a module, for tests of its
+    pieces; registered in ``sys.modules`` because its dataclasses look their module up there."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
